@@ -1,0 +1,212 @@
+//! Compaction: rewrites closed segments keeping only the latest record per
+//! key, preserving offsets.
+//!
+//! Invariants:
+//! - The active segment is never touched; only closed segments are cleaned,
+//!   and "latest" is decided over the closed segments alone.
+//! - Surviving records keep their offsets; each batch keeps its base offset
+//!   and last offset delta, so offsets are never reused (gaps are allowed).
+//! - A tombstone is kept until `timestamp + delete_retention_ms <= now`.
+//! - The swap is crash-atomic. Steps: write `<first>.log.cleaned` and sync
+//!   it; rename it to `<first>-<end>.swap` and sync the directory (the commit
+//!   point); delete the old segments with base offsets in `[first, end)`;
+//!   rename the swap to `<first>.log`. Recovery deletes `*.cleaned` files and
+//!   finishes any `*.swap` it finds (see `partition::recover_directory`).
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::sync::Arc;
+
+use crate::batch::{self, Batches, EncodeRecord};
+use crate::error::{Error, Result};
+use crate::partition::{self, Partition};
+use crate::segment::{self, Segment};
+
+/// Bytes read from a segment at a time while cleaning.
+const READ_CHUNK_BYTES: usize = 1 << 20;
+/// Distinct keys the cleaner holds in memory for one partition.
+pub(crate) const OFFSET_MAP_KEYS_MAX: usize = 16 << 20;
+
+/// What one cleaning pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    pub segments_rewritten: usize,
+    pub records_removed: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+pub(crate) fn swap_stem(first: u64, end: u64) -> String {
+    format!("{first:020}-{end:020}")
+}
+
+pub(crate) fn parse_swap_name(stem: &str) -> Option<(u64, u64)> {
+    let (first, end) = stem.split_once('-')?;
+    Some((first.parse().ok()?, end.parse().ok()?))
+}
+
+/// Calls `f` on every batch of `segment`, in order.
+fn for_each_batch(
+    partition: &Partition,
+    segment: &Segment,
+    mut f: impl FnMut(&batch::BatchView<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut offset = segment.base_offset;
+    loop {
+        let bytes = match segment.read(offset, READ_CHUNK_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(()),
+            Err((offset, position, reason)) => {
+                return Err(Error::CorruptBatch {
+                    topic: partition.topic.clone(),
+                    partition: partition.id,
+                    offset,
+                    segment: segment.path.clone(),
+                    position,
+                    reason,
+                });
+            }
+        };
+        for batch in Batches::new(&bytes) {
+            f(&batch)?;
+            offset = batch.last_offset() + 1;
+        }
+    }
+}
+
+/// Cleans the closed segments of `partition` once.
+pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
+    let mut stats = CompactionStats::default();
+    if !partition.config.cleanup_policy.compacts() {
+        return Ok(stats);
+    }
+    let _maintenance = partition.maintenance.lock().expect("maintenance lock");
+    let segments = partition.segments();
+    let (closed, active) = segments.split_at(segments.len() - 1);
+    if closed.is_empty() {
+        return Ok(stats);
+    }
+    let mut latest: HashMap<Vec<u8>, u64> = HashMap::new();
+    for segment in closed {
+        for_each_batch(partition, segment, |batch| {
+            for record in batch.records() {
+                let key = record.key.expect("compacted topics only accept keyed records");
+                match latest.get_mut(key) {
+                    Some(offset) => *offset = record.offset,
+                    None => {
+                        if latest.len() >= OFFSET_MAP_KEYS_MAX {
+                            return Err(Error::InvalidConfig {
+                                field: "cleanup_policy",
+                                reason: format!(
+                                    "more than {OFFSET_MAP_KEYS_MAX} distinct keys in one partition's closed segments"
+                                ),
+                            });
+                        }
+                        latest.insert(key.to_vec(), record.offset);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let now = partition.now_ms();
+    let delete_retention_ms = partition.config.delete_retention_ms as i64;
+    let keep = |record: &batch::RecordView<'_>| {
+        let key = record.key.expect("keyed");
+        latest.get(key) == Some(&record.offset)
+            && (record.value.is_some() || record.timestamp_ms.saturating_add(delete_retention_ms) > now)
+    };
+
+    // Group consecutive closed segments so that each group's cleaned output
+    // fits one segment.
+    let mut start = 0;
+    while start < closed.len() {
+        let mut end = start + 1;
+        let mut group_bytes = closed[start].visible_bytes();
+        while end < closed.len() && group_bytes + closed[end].visible_bytes() <= partition.config.segment_bytes {
+            group_bytes += closed[end].visible_bytes();
+            end += 1;
+        }
+        let end_offset = segments.get(end).map_or(active[0].base_offset, |s| s.base_offset);
+        clean_group(partition, &closed[start..end], end_offset, &keep, &mut stats)?;
+        start = end;
+    }
+    Ok(stats)
+}
+
+fn clean_group(
+    partition: &Partition,
+    group: &[Arc<Segment>],
+    end_offset: u64,
+    keep: &dyn Fn(&batch::RecordView<'_>) -> bool,
+    stats: &mut CompactionStats,
+) -> Result<()> {
+    let dir = &partition.dir;
+    let first = group[0].base_offset;
+    let mut output = Vec::new();
+    let mut removed = 0u64;
+    let mut before = 0u64;
+    for segment in group {
+        before += segment.visible_bytes();
+        for_each_batch(partition, segment, |batch| {
+            let survivors: Vec<_> = batch.records().filter(|r| keep(r)).collect();
+            removed += (batch.record_count() as usize - survivors.len()) as u64;
+            if survivors.is_empty() {
+                return Ok(());
+            }
+            let headers: Vec<_> = survivors.iter().map(|r| r.headers()).collect();
+            batch::encode_batch(
+                &mut output,
+                batch.base_offset(),
+                batch.last_offset_delta() as u32,
+                survivors.iter().zip(&headers).map(|(r, headers)| EncodeRecord {
+                    offset_delta: (r.offset - batch.base_offset()) as u32,
+                    timestamp_ms: r.timestamp_ms,
+                    key: r.key,
+                    value: r.value,
+                    headers,
+                }),
+            );
+            Ok(())
+        })?;
+    }
+    if removed == 0 {
+        return Ok(()); // already clean
+    }
+    // Assert before writing: the output is valid batches in offset order within the group.
+    let mut previous_end = first;
+    for batch in Batches::new(&output) {
+        assert!(
+            batch.base_offset() >= previous_end && batch.last_offset() < end_offset,
+            "cleaned batches stay in range"
+        );
+        previous_end = batch.last_offset() + 1;
+    }
+
+    let cleaned_path = dir.join(format!("{first:020}.log.cleaned"));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&cleaned_path)
+        .map_err(Error::io("creating", &cleaned_path))?;
+    file.write_all(&output).and_then(|()| file.sync_all()).map_err(Error::io("writing", &cleaned_path))?;
+    drop(file);
+    let swap_path = dir.join(format!("{}.swap", swap_stem(first, end_offset)));
+    fs::rename(&cleaned_path, &swap_path).map_err(Error::io("renaming to swap", &cleaned_path))?;
+    partition::sync_dir(dir)?; // commit point
+    for segment in group {
+        partition::delete_segment_files(dir, segment.base_offset)?;
+    }
+    fs::rename(&swap_path, segment::log_path(dir, first)).map_err(Error::io("completing swap", &swap_path))?;
+    partition::sync_dir(dir)?;
+    let (cleaned, _) = Segment::open(dir, first, false, false, partition.config.index_interval_bytes)?;
+    assert_eq!(cleaned.visible_bytes(), output.len() as u64, "the cleaned segment reads back whole");
+    partition.replace_segments(first, end_offset, Arc::new(cleaned));
+    stats.segments_rewritten += group.len();
+    stats.records_removed += removed;
+    stats.bytes_before += before;
+    stats.bytes_after += output.len() as u64;
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Per-topic configuration, persisted with the topic (`meta.json`).
+//!
+//! Invariant: a [`TopicConfig`] that reaches a partition has passed
+//! [`TopicConfig::validate`]; every limit here is enforced there.
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::BATCH_BYTES_LIMIT;
+use crate::error::{Error, Result};
+
+/// What the cleaner does with old segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanupPolicy {
+    /// Drop whole segments by age and size.
+    #[default]
+    Delete,
+    /// Keep the latest record per key; tombstones go after `delete_retention_ms`.
+    Compact,
+    /// Both: compact, and also drop whole segments by age and size.
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    pub fn deletes(self) -> bool {
+        matches!(self, CleanupPolicy::Delete | CleanupPolicy::CompactDelete)
+    }
+    pub fn compacts(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
+    }
+}
+
+impl std::str::FromStr for CleanupPolicy {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<CleanupPolicy> {
+        match text {
+            "delete" => Ok(CleanupPolicy::Delete),
+            "compact" => Ok(CleanupPolicy::Compact),
+            "compact,delete" | "delete,compact" | "compact_delete" => Ok(CleanupPolicy::CompactDelete),
+            other => Err(Error::InvalidConfig {
+                field: "cleanup_policy",
+                reason: format!("'{other}' is not one of delete, compact, compact,delete"),
+            }),
+        }
+    }
+}
+
+/// When an append is acknowledged, and when data reaches the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum FlushPolicy {
+    /// Acknowledge after fdatasync. Concurrent appenders share one sync
+    /// (group commit). Readers see a batch only once it is durable.
+    #[default]
+    Durable,
+    /// Acknowledge after the write to the page cache; a background flusher
+    /// syncs every `interval_ms`, and an appender syncs once `records`
+    /// records are unsynced. Readers see a batch as soon as it is written.
+    Interval { interval_ms: u64, records: u64 },
+}
+
+/// A topic's configuration. Field names follow Kafka's topic configs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TopicConfig {
+    pub partitions: u32,
+    /// Delete closed segments whose newest record is older than this; `None` keeps forever.
+    pub retention_ms: Option<u64>,
+    /// Delete the oldest closed segments while a partition exceeds this; `None`: no limit.
+    pub retention_bytes: Option<u64>,
+    /// Roll the active segment when the next batch would make it larger than this.
+    pub segment_bytes: u64,
+    /// Roll the active segment when its first batch is older than this.
+    pub segment_ms: u64,
+    pub cleanup_policy: CleanupPolicy,
+    /// How long a tombstone stays readable after its timestamp, in a compacted topic.
+    pub delete_retention_ms: u64,
+    pub flush: FlushPolicy,
+    /// Largest accepted batch.
+    pub max_batch_bytes: u64,
+    /// Bytes of log between two sparse index entries.
+    pub index_interval_bytes: u64,
+}
+
+pub const PARTITIONS_MAX: u32 = 10_000;
+pub const SEGMENT_BYTES_MIN: u64 = 512;
+/// Segment positions are stored as u32 in the offset index.
+pub const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            partitions: 1,
+            retention_ms: Some(7 * 24 * 3600 * 1000),
+            retention_bytes: None,
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            cleanup_policy: CleanupPolicy::Delete,
+            delete_retention_ms: 24 * 3600 * 1000,
+            flush: FlushPolicy::Durable,
+            max_batch_bytes: 8 << 20,
+            index_interval_bytes: 4096,
+        }
+    }
+}
+
+impl TopicConfig {
+    /// Checks every field; the error names the field and the bound.
+    pub fn validate(&self) -> Result<()> {
+        fn bad(field: &'static str, reason: String) -> Result<()> {
+            Err(Error::InvalidConfig { field, reason })
+        }
+        if self.partitions == 0 || self.partitions > PARTITIONS_MAX {
+            return bad("partitions", format!("must be in 1..={PARTITIONS_MAX}, got {}", self.partitions));
+        }
+        if self.retention_ms == Some(0) {
+            return bad("retention_ms", "must be positive (omit it to keep forever)".into());
+        }
+        if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&self.segment_bytes) {
+            return bad(
+                "segment_bytes",
+                format!("must be in {SEGMENT_BYTES_MIN}..={SEGMENT_BYTES_MAX}, got {}", self.segment_bytes),
+            );
+        }
+        if self.segment_ms == 0 {
+            return bad("segment_ms", "must be positive".into());
+        }
+        if self.max_batch_bytes == 0 || self.max_batch_bytes > BATCH_BYTES_LIMIT as u64 {
+            return bad("max_batch_bytes", format!("must be in 1..={BATCH_BYTES_LIMIT}, got {}", self.max_batch_bytes));
+        }
+        if self.index_interval_bytes == 0 {
+            return bad("index_interval_bytes", "must be positive".into());
+        }
+        if let FlushPolicy::Interval { interval_ms, records } = self.flush
+            && (interval_ms == 0 || records == 0)
+        {
+            return bad("flush", "interval_ms and records must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_configs_name_the_field() {
+        let cases = [
+            (TopicConfig { partitions: 0, ..Default::default() }, "partitions"),
+            (TopicConfig { segment_bytes: 1, ..Default::default() }, "segment_bytes"),
+            (TopicConfig { retention_ms: Some(0), ..Default::default() }, "retention_ms"),
+            (
+                TopicConfig { flush: FlushPolicy::Interval { interval_ms: 0, records: 1 }, ..Default::default() },
+                "flush",
+            ),
+        ];
+        for (config, field) in cases {
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.contains(field), "{error}");
+        }
+        TopicConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn json_round_trip_and_unknown_fields() {
+        let config = TopicConfig {
+            flush: FlushPolicy::Interval { interval_ms: 5, records: 10 },
+            cleanup_policy: CleanupPolicy::Compact,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&config).unwrap();
+        assert_eq!(serde_json::from_str::<TopicConfig>(&text).unwrap(), config);
+        assert!(serde_json::from_str::<TopicConfig>(r#"{"partitons": 3}"#).is_err());
+    }
+}

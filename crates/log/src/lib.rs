@@ -1,0 +1,41 @@
+//! Millpond's embedded log: Kafka's model on local disk.
+//!
+//! A [`Log`] is a data directory of topics; a topic is a fixed number of
+//! partitions; a partition is a chain of segment files holding record
+//! batches in Kafka's v2 format, each with a sparse offset index and a time
+//! index. A record's identity is its offset. The log keeps no per-reader
+//! state: a reader holds a partition and an offset (committed consumer
+//! offsets are ordinary records in an internal compacted topic).
+//!
+//! Module map:
+//! - [`batch`]: the record-batch format (encode, validate, iterate).
+//! - [`partitioner`]: Kafka's murmur2 key routing.
+//! - [`config`]: topic configuration and its limits.
+//! - `segment`: one segment file and its indexes; scanning and recovery.
+//! - `partition`: appends, group commit, reads, retention.
+//! - `cleaner`: compaction and its crash-atomic swap.
+//! - `offsets`: the consumer-offsets topic.
+//! - [`clock`]: time behind a trait, with a manual clock for tests.
+//!
+//! The on-disk format and durability rules are in `docs/log.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod batch;
+mod cleaner;
+pub mod clock;
+pub mod config;
+mod error;
+mod log;
+mod offsets;
+mod partition;
+pub mod partitioner;
+mod segment;
+
+pub use batch::{BatchView, Header, Record, RecordView};
+pub use cleaner::CompactionStats;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};
+pub use error::{Error, Result};
+pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, Log, LogOptions};
+pub use partition::{AppendInfo, PartitionInfo};

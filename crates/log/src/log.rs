@@ -1,0 +1,522 @@
+//! The log: a data directory of topics, each a fixed set of partitions.
+//!
+//! Layout (see `docs/log.md`):
+//! ```text
+//! DATA_DIR/lock                         exclusive lock of the opening process
+//! DATA_DIR/clean-shutdown               present only after a clean close
+//! DATA_DIR/topics/NAME/meta.json        topic name and config (versioned JSON)
+//! DATA_DIR/topics/NAME/P/               partition P's segments
+//! ```
+//! Invariants: a topic directory exists under its name only once complete
+//! (it is built under `.tmp-NAME` and renamed); a deleted topic is renamed to
+//! `.deleted-NAME-…` first, so recovery never sees half a topic.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{self, BatchView, Record, RecordView};
+use crate::cleaner::{self, CompactionStats};
+use crate::clock::{Clock, SystemClock};
+use crate::config::TopicConfig;
+use crate::error::{Error, Result};
+use crate::offsets::{self, GroupOffsets};
+use crate::partition::{self, AppendInfo, Partition, PartitionInfo};
+use crate::partitioner;
+
+/// The internal compacted topic holding committed consumer offsets.
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Longest topic name (Kafka's limit).
+pub(crate) const TOPIC_NAME_BYTES_MAX: usize = 249;
+const META_VERSION: u32 = 1;
+
+/// How a [`Log`] runs.
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    pub clock: Arc<dyn Clock>,
+    /// Run a background thread for interval flushes, retention and compaction.
+    pub background: bool,
+    /// How often the background thread applies retention and compaction.
+    pub maintenance_interval_ms: u64,
+    /// How often the background thread checks interval flush policies.
+    pub flush_tick_ms: u64,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            clock: Arc::new(SystemClock),
+            background: true,
+            maintenance_interval_ms: 30_000,
+            flush_tick_ms: 10,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicMeta {
+    version: u32,
+    name: String,
+    config: TopicConfig,
+}
+
+#[derive(Debug)]
+struct Topic {
+    config: TopicConfig,
+    partitions: Vec<Arc<Partition>>,
+    /// Unkeyed records of one produce call go to one partition; the next
+    /// call moves on (Kafka's sticky partitioning, per call).
+    next_unkeyed: AtomicU32,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Held for the life of the log; the OS lock goes with the file.
+    _lock: File,
+    offsets: Mutex<GroupOffsets>,
+    stop: (Mutex<bool>, Condvar),
+    background_error: Mutex<Option<String>>,
+    closed: AtomicBool,
+}
+
+/// An open data directory. Cheap to share across threads (`&Log` is enough).
+#[derive(Debug)]
+pub struct Log {
+    inner: Arc<Inner>,
+    background: Option<JoinHandle<()>>,
+}
+
+/// The result of a fetch: whole, validated batches.
+#[derive(Debug, Clone)]
+pub struct Fetch {
+    pub partition: u32,
+    /// The offset asked for; records below it in the first batch are skipped by [`Fetch::records`].
+    pub offset: u64,
+    pub high_watermark: u64,
+    pub low_watermark: u64,
+    bytes: Vec<u8>,
+}
+
+impl Fetch {
+    /// The batches exactly as stored (Kafka v2 format).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    pub fn batches(&self) -> impl Iterator<Item = BatchView<'_>> {
+        let mut rest = &self.bytes[..];
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let batch = BatchView::from_validated(rest);
+            rest = &rest[batch.size_bytes()..];
+            Some(batch)
+        })
+    }
+    /// Records at or after the requested offset, in offset order.
+    pub fn records(&self) -> impl Iterator<Item = RecordView<'_>> {
+        let from = self.offset;
+        self.batches().flat_map(|b| b.records()).filter(move |r| r.offset >= from)
+    }
+    /// Where the next fetch should start.
+    pub fn next_offset(&self) -> u64 {
+        self.batches().last().map_or(self.high_watermark.max(self.offset), |b| b.last_offset() + 1)
+    }
+}
+
+fn validate_topic_name(name: &str) -> Result<()> {
+    let bad = |reason| Err(Error::InvalidTopicName { name: name.to_owned(), reason });
+    if name.is_empty() {
+        return bad("it is empty");
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return bad("it is longer than 249 bytes");
+    }
+    if name == "." || name == ".." || name.starts_with('.') {
+        return bad("it may not start with '.'");
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return bad("only ASCII letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+impl Log {
+    /// Opens (creating if needed) the data directory, recovering after a crash.
+    pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
+        let dir = dir.as_ref().to_path_buf();
+        let topics_dir = dir.join("topics");
+        fs::create_dir_all(&topics_dir).map_err(Error::io("creating data directory", &topics_dir))?;
+        let lock_path = dir.join("lock");
+        let mut lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(Error::io("opening", &lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { dir }),
+            Err(fs::TryLockError::Error(source)) => {
+                return Err(Error::Io { action: "locking", path: lock_path, source });
+            }
+        }
+        lock.set_len(0)
+            .and_then(|()| writeln!(lock, "{}", std::process::id()))
+            .map_err(Error::io("writing", &lock_path))?;
+
+        let marker = dir.join("clean-shutdown");
+        let clean_shutdown = marker.exists();
+        let mut topics = BTreeMap::new();
+        for entry in fs::read_dir(&topics_dir).map_err(Error::io("listing", &topics_dir))? {
+            let entry = entry.map_err(Error::io("listing", &topics_dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name.starts_with(".tmp-") || name.starts_with(".deleted-") {
+                fs::remove_dir_all(&path).map_err(Error::io("removing unfinished topic directory", &path))?;
+                continue;
+            }
+            let topic = open_topic(&path, &name, &options.clock, clean_shutdown)?;
+            topics.insert(name, Arc::new(topic));
+        }
+        if clean_shutdown {
+            // From here on a crash is unclean again.
+            fs::remove_file(&marker).map_err(Error::io("removing", &marker))?;
+        }
+        partition::sync_dir(&dir)?;
+        let inner = Arc::new(Inner {
+            dir,
+            clock: options.clock.clone(),
+            topics: RwLock::new(topics),
+            _lock: lock,
+            offsets: Mutex::new(GroupOffsets::default()),
+            stop: (Mutex::new(false), Condvar::new()),
+            background_error: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        });
+        let mut log = Log { inner, background: None };
+        if !log.inner.topics.read().expect("topics lock").contains_key(CONSUMER_OFFSETS_TOPIC) {
+            log.create_topic_unchecked(CONSUMER_OFFSETS_TOPIC, offsets::topic_config())?;
+        }
+        let loaded = offsets::load(&log)?;
+        *log.inner.offsets.lock().expect("offsets lock") = loaded;
+        if options.background {
+            let inner = log.inner.clone();
+            log.background = Some(std::thread::spawn(move || background_loop(&inner, &options)));
+        }
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+        self.inner
+            .topics
+            .read()
+            .expect("topics lock")
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic(name.to_owned()))
+    }
+
+    fn partition(&self, topic: &str, partition: u32) -> Result<Arc<Partition>> {
+        let handle = self.topic(topic)?;
+        handle.partitions.get(partition as usize).cloned().ok_or_else(|| Error::UnknownPartition {
+            topic: topic.to_owned(),
+            partition,
+            count: handle.partitions.len() as u32,
+        })
+    }
+
+    /// Creates a topic; an existing name or an invalid config is an error.
+    pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<()> {
+        validate_topic_name(name)?;
+        self.create_topic_unchecked(name, config)
+    }
+
+    fn create_topic_unchecked(&self, name: &str, config: TopicConfig) -> Result<()> {
+        config.validate()?;
+        let mut topics = self.inner.topics.write().expect("topics lock");
+        if topics.contains_key(name) {
+            return Err(Error::TopicExists(name.to_owned()));
+        }
+        let topics_dir = self.inner.dir.join("topics");
+        let tmp = topics_dir.join(format!(".tmp-{name}"));
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
+        let meta = TopicMeta { version: META_VERSION, name: name.to_owned(), config };
+        let meta_path = tmp.join("meta.json");
+        let text = serde_json::to_vec_pretty(&meta).expect("topic metadata serializes");
+        File::create(&meta_path)
+            .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
+            .map_err(Error::io("writing", &meta_path))?;
+        partition::sync_dir(&tmp)?;
+        let path = topics_dir.join(name);
+        fs::rename(&tmp, &path).map_err(Error::io("renaming new topic directory", &tmp))?;
+        partition::sync_dir(&topics_dir)?;
+        let topic = open_topic(&path, name, &self.inner.clock, false)?;
+        topics.insert(name.to_owned(), Arc::new(topic));
+        Ok(())
+    }
+
+    /// Deletes a topic and all its data.
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        if name == CONSUMER_OFFSETS_TOPIC {
+            return Err(Error::InvalidTopicName { name: name.to_owned(), reason: "internal topics cannot be deleted" });
+        }
+        let mut topics = self.inner.topics.write().expect("topics lock");
+        if topics.remove(name).is_none() {
+            return Err(Error::UnknownTopic(name.to_owned()));
+        }
+        let topics_dir = self.inner.dir.join("topics");
+        let path = topics_dir.join(name);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let doomed = topics_dir.join(format!(".deleted-{name}-{nanos}"));
+        fs::rename(&path, &doomed).map_err(Error::io("renaming deleted topic", &path))?;
+        partition::sync_dir(&topics_dir)?;
+        fs::remove_dir_all(&doomed).map_err(Error::io("removing", &doomed))
+    }
+
+    /// Topic names, sorted (including internal topics, which start with `__`).
+    pub fn topics(&self) -> Vec<String> {
+        self.inner.topics.read().expect("topics lock").keys().cloned().collect()
+    }
+
+    pub fn topic_config(&self, name: &str) -> Result<TopicConfig> {
+        Ok(self.topic(name)?.config.clone())
+    }
+
+    /// Watermarks, segment counts and sizes of every partition.
+    pub fn describe(&self, name: &str) -> Result<Vec<PartitionInfo>> {
+        Ok(self.topic(name)?.partitions.iter().map(|p| p.info()).collect())
+    }
+
+    /// Appends `records` to one partition as one batch.
+    pub fn append(&self, topic: &str, partition: u32, records: &[Record]) -> Result<AppendInfo> {
+        self.check_open()?;
+        self.partition(topic, partition)?.append(records)
+    }
+
+    /// Routes each record to its partition (by key, with Kafka's default
+    /// partitioner; unkeyed records of one call to one partition) and appends
+    /// one batch per partition. Order is kept within each partition.
+    pub fn produce(&self, topic: &str, records: &[Record]) -> Result<Vec<AppendInfo>> {
+        self.check_open()?;
+        let handle = self.topic(topic)?;
+        let count = handle.partitions.len() as u32;
+        let unkeyed = handle.next_unkeyed.fetch_add(1, Ordering::Relaxed) % count;
+        let mut per_partition: BTreeMap<u32, Vec<Record>> = BTreeMap::new();
+        for record in records {
+            let partition = match &record.key {
+                Some(key) => partitioner::partition_for_key(key, count),
+                None => unkeyed,
+            };
+            per_partition.entry(partition).or_default().push(record.clone());
+        }
+        per_partition.into_iter().map(|(p, records)| handle.partitions[p as usize].append(&records)).collect()
+    }
+
+    /// Reads whole batches starting at the one holding `offset` (or the next
+    /// offset present), up to about `max_bytes` but always at least one batch.
+    /// An offset below the low watermark or above the high watermark is
+    /// [`Error::OffsetOutOfRange`]; at the high watermark the fetch is empty.
+    pub fn fetch(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
+        let (bytes, high_watermark, low_watermark) = self.partition(topic, partition)?.read(offset, max_bytes)?;
+        debug_assert!(batch::Batches::new(&bytes).count() > 0 || bytes.is_empty());
+        Ok(Fetch { partition, offset, high_watermark, low_watermark, bytes })
+    }
+
+    /// The log start offset: the first offset that may still be read.
+    pub fn low_watermark(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.partition(topic, partition)?.low_watermark())
+    }
+
+    /// The next offset to be written (and the end of what readers may read).
+    pub fn high_watermark(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.partition(topic, partition)?.high_watermark())
+    }
+
+    /// The first offset whose timestamp is >= `timestamp_ms`, or the high
+    /// watermark if there is none.
+    pub fn offset_for_time(&self, topic: &str, partition: u32, timestamp_ms: i64) -> Result<u64> {
+        self.partition(topic, partition)?.offset_for_time(timestamp_ms)
+    }
+
+    /// Blocks until `offset` is readable or `timeout` passes; true if readable.
+    pub fn wait_for(&self, topic: &str, partition: u32, offset: u64, timeout: Duration) -> Result<bool> {
+        Ok(self.partition(topic, partition)?.wait_for(offset, timeout))
+    }
+
+    fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.inner.topics.read().expect("topics lock").values().flat_map(|t| t.partitions.iter().cloned()).collect()
+    }
+
+    /// Applies time and size retention to every topic. Returns the number of
+    /// segments deleted.
+    pub fn enforce_retention(&self) -> Result<usize> {
+        self.all_partitions().iter().map(|p| p.apply_retention()).sum()
+    }
+
+    /// Runs one compaction pass over every compacted topic.
+    pub fn compact(&self) -> Result<CompactionStats> {
+        let mut total = CompactionStats::default();
+        for partition in self.all_partitions() {
+            let stats = cleaner::compact(&partition)?;
+            total.segments_rewritten += stats.segments_rewritten;
+            total.records_removed += stats.records_removed;
+            total.bytes_before += stats.bytes_before;
+            total.bytes_after += stats.bytes_after;
+        }
+        Ok(total)
+    }
+
+    /// Syncs every partition's unsynced data.
+    pub fn flush(&self) -> Result<()> {
+        self.all_partitions().iter().try_for_each(|p| p.flush(true))
+    }
+
+    /// Commits `offset` (the next offset to consume) for a consumer group.
+    pub fn commit_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        self.partition(topic, partition)?;
+        let record = offsets::encode(group, topic, partition, offset, self.inner.clock.now_ms());
+        let mut committed = self.inner.offsets.lock().expect("offsets lock");
+        self.produce(CONSUMER_OFFSETS_TOPIC, &[record])?;
+        committed.insert((group.to_owned(), topic.to_owned(), partition), offset);
+        Ok(())
+    }
+
+    /// The offset a group last committed for a partition.
+    pub fn committed_offset(&self, group: &str, topic: &str, partition: u32) -> Option<u64> {
+        self.inner.offsets.lock().expect("offsets lock").get(&(group.to_owned(), topic.to_owned(), partition)).copied()
+    }
+
+    /// The last error the background thread met, if any.
+    pub fn background_error(&self) -> Option<String> {
+        self.inner.background_error.lock().expect("error lock").clone()
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) { Err(Error::Closed) } else { Ok(()) }
+    }
+
+    /// Flushes everything and marks the shutdown clean, so the next open
+    /// trusts the index files instead of rescanning the active segments.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        *self.inner.stop.0.lock().expect("stop lock") = true;
+        self.inner.stop.1.notify_all();
+        if let Some(handle) = self.background.take() {
+            let _ = handle.join();
+        }
+        for partition in self.all_partitions() {
+            partition.close()?;
+        }
+        let marker = self.inner.dir.join("clean-shutdown");
+        File::create(&marker).and_then(|f| f.sync_all()).map_err(Error::io("writing", &marker))?;
+        partition::sync_dir(&self.inner.dir)
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        // Errors here mean the next open recovers as after a crash.
+        let _ = self.shutdown();
+    }
+}
+
+fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool) -> Result<Topic> {
+    let meta_path = path.join("meta.json");
+    let text = fs::read(&meta_path).map_err(Error::io("reading", &meta_path))?;
+    let meta: TopicMeta = serde_json::from_slice(&text)
+        .map_err(|e| Error::BadMetadata { path: meta_path.clone(), reason: e.to_string() })?;
+    if meta.version != META_VERSION || meta.name != name {
+        return Err(Error::BadMetadata {
+            path: meta_path,
+            reason: format!(
+                "expected version {META_VERSION} and name '{name}', found {} and '{}'",
+                meta.version, meta.name
+            ),
+        });
+    }
+    meta.config.validate()?;
+    let partitions = (0..meta.config.partitions)
+        .map(|p| {
+            Partition::open(name, p, path.join(p.to_string()), meta.config.clone(), clock.clone(), clean_shutdown)
+                .map(Arc::new)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Topic { config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })
+}
+
+fn background_loop(inner: &Inner, options: &LogOptions) {
+    let tick = Duration::from_millis(options.flush_tick_ms.max(1));
+    let mut since_maintenance_ms = 0u64;
+    loop {
+        let stop = inner.stop.0.lock().expect("stop lock");
+        let (stop, _) = inner.stop.1.wait_timeout(stop, tick).expect("stop lock");
+        if *stop {
+            return;
+        }
+        drop(stop);
+        let partitions: Vec<_> =
+            inner.topics.read().expect("topics lock").values().flat_map(|t| t.partitions.iter().cloned()).collect();
+        let mut result = partitions.iter().try_for_each(|p| p.flush(false));
+        since_maintenance_ms += tick.as_millis() as u64;
+        if since_maintenance_ms >= options.maintenance_interval_ms {
+            since_maintenance_ms = 0;
+            result = result
+                .and_then(|()| partitions.iter().try_for_each(|p| p.apply_retention().map(drop)))
+                .and_then(|()| partitions.iter().try_for_each(|p| cleaner::compact(p).map(drop)));
+        }
+        if let Err(error) = result {
+            *inner.background_error.lock().expect("error lock") = Some(error.to_string());
+        }
+    }
+}
+
+/// Records per partition read when scanning a whole topic.
+pub(crate) const SCAN_FETCH_BYTES: usize = 1 << 20;
+
+/// Reads every record of every partition of `topic`, calling `f` on each.
+pub(crate) fn scan_topic(log: &Log, topic: &str, mut f: impl FnMut(u32, &RecordView<'_>)) -> Result<()> {
+    let count = log.topic(topic)?.partitions.len() as u32;
+    for partition in 0..count {
+        let mut offset = log.low_watermark(topic, partition)?;
+        loop {
+            let fetch = log.fetch(topic, partition, offset, SCAN_FETCH_BYTES)?;
+            if fetch.is_empty() {
+                break;
+            }
+            fetch.records().for_each(|r| f(partition, &r));
+            offset = fetch.next_offset();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,640 @@
+//! A partition: a chain of segments, one writer, any number of readers.
+//!
+//! Invariants:
+//! - Offsets are assigned consecutively by the single writer (appends are
+//!   serialized by `writer`); a batch's offsets are never reused or changed
+//!   once readers could see it.
+//! - `high_watermark` (the next offset readers may ask for) is published only
+//!   after the bytes holding every offset below it are visible in their
+//!   segment; under [`FlushPolicy::Durable`] only after they are synced.
+//! - Only the last segment is written to. A segment is synced before the next
+//!   one is created, so after a crash only the last segment can be torn.
+//! - `segments` is sorted by base offset; the low watermark is the first
+//!   segment's base offset; the last (active) segment is never deleted.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::batch::{self, Record};
+use crate::clock::Clock;
+use crate::config::{FlushPolicy, TopicConfig};
+use crate::error::{Error, Result};
+use crate::segment::{self, OffsetEntry, Segment, TimeEntry};
+
+/// Where an appended batch landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub partition: u32,
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+/// Sizes and watermarks of one partition.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionInfo {
+    pub partition: u32,
+    pub low_watermark: u64,
+    pub high_watermark: u64,
+    pub segments: usize,
+    pub size_bytes: u64,
+}
+
+/// The writer's view of the active segment.
+#[derive(Debug)]
+struct Active {
+    segment: Arc<Segment>,
+    written_bytes: u64,
+    bytes_since_index: u64,
+    /// Largest timestamp of everything written to this segment so far.
+    max_timestamp: i64,
+    first_batch_max_timestamp: Option<i64>,
+}
+
+#[derive(Debug)]
+struct Writer {
+    active: Active,
+    next_offset: u64,
+    unsynced_records: u64,
+    buffer: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Partition {
+    pub(crate) topic: String,
+    pub(crate) id: u32,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: TopicConfig,
+    clock: Arc<dyn Clock>,
+    pub(crate) segments: RwLock<Arc<Vec<Arc<Segment>>>>,
+    writer: Mutex<Writer>,
+    /// Serializes syncs: the group-commit point.
+    sync_lock: Mutex<()>,
+    /// Everything below this offset is on disk.
+    durable_offset: AtomicU64,
+    last_sync_ms: AtomicU64,
+    high_watermark: AtomicU64,
+    /// Serializes retention and compaction.
+    pub(crate) maintenance: Mutex<()>,
+    waiters: AtomicUsize,
+    wake: (Mutex<()>, Condvar),
+    /// Set after an I/O failure that leaves the file in an unknown state.
+    failed: AtomicBool,
+}
+
+impl Partition {
+    /// Opens (recovering) or creates the partition in `dir`.
+    pub(crate) fn open(
+        topic: &str,
+        id: u32,
+        dir: PathBuf,
+        config: TopicConfig,
+        clock: Arc<dyn Clock>,
+        clean_shutdown: bool,
+    ) -> Result<Partition> {
+        fs::create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
+        let mut bases = recover_directory(&dir)?;
+        if bases.is_empty() {
+            Segment::create(&dir, 0)?;
+            sync_dir(&dir)?;
+            bases.push(0);
+        }
+        let mut segments = Vec::with_capacity(bases.len());
+        let mut last_scan = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let is_last = i + 1 == bases.len();
+            let trust_index = !is_last || clean_shutdown;
+            let (segment, scan) = Segment::open(&dir, base, trust_index, is_last, config.index_interval_bytes)?;
+            if let Some(previous) = segments.last() {
+                let previous: &Arc<Segment> = previous;
+                assert!(previous.base_offset < base, "segment bases are sorted and distinct");
+            }
+            segments.push(Arc::new(segment));
+            if is_last {
+                last_scan = Some(scan);
+            }
+        }
+        let scan = last_scan.expect("at least one segment");
+        let active_segment = segments.last().expect("at least one segment").clone();
+        // A segment's next offset is at least the previous one's (gaps allowed).
+        let next_offset =
+            segments.iter().map(|s| s.next_offset()).max().expect("non-empty").max(active_segment.base_offset);
+        let active = Active {
+            written_bytes: scan.valid_bytes,
+            bytes_since_index: scan.bytes_since_index,
+            max_timestamp: scan.max_timestamp,
+            first_batch_max_timestamp: scan.first_batch_max_timestamp,
+            segment: active_segment,
+        };
+        Ok(Partition {
+            topic: topic.to_owned(),
+            id,
+            dir,
+            config,
+            last_sync_ms: AtomicU64::new(clock.now_ms().max(0) as u64),
+            clock,
+            segments: RwLock::new(Arc::new(segments)),
+            writer: Mutex::new(Writer { active, next_offset, unsynced_records: 0, buffer: Vec::new() }),
+            sync_lock: Mutex::new(()),
+            durable_offset: AtomicU64::new(next_offset),
+            high_watermark: AtomicU64::new(next_offset),
+            maintenance: Mutex::new(()),
+            waiters: AtomicUsize::new(0),
+            wake: (Mutex::new(()), Condvar::new()),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
+        self.segments.read().expect("segments lock").clone()
+    }
+
+    pub(crate) fn high_watermark(&self) -> u64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn low_watermark(&self) -> u64 {
+        self.segments().first().map_or(0, |s| s.base_offset)
+    }
+
+    pub(crate) fn info(&self) -> PartitionInfo {
+        let segments = self.segments();
+        PartitionInfo {
+            partition: self.id,
+            low_watermark: segments.first().map_or(0, |s| s.base_offset),
+            high_watermark: self.high_watermark(),
+            segments: segments.len(),
+            size_bytes: segments.iter().map(|s| s.visible_bytes()).sum(),
+        }
+    }
+
+    fn check_healthy(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::Io {
+                action: "writing (an earlier I/O failure left this partition read-only until reopened)",
+                path: self.dir.clone(),
+                source: std::io::Error::other("partition failed"),
+            });
+        }
+        Ok(())
+    }
+
+    /// Appends `records` as one batch with consecutive offsets. Returns once
+    /// the flush policy's acknowledgement condition holds.
+    pub(crate) fn append(&self, records: &[Record]) -> Result<AppendInfo> {
+        if records.is_empty() {
+            return Err(Error::EmptyBatch);
+        }
+        if self.config.cleanup_policy.compacts() && records.iter().any(|r| r.key.is_none()) {
+            return Err(Error::KeyRequired(self.topic.clone()));
+        }
+        self.check_healthy()?;
+        let batch_max_timestamp = records.iter().map(|r| r.timestamp_ms).max().expect("non-empty");
+        let (base_offset, last_offset, needs_sync) = {
+            let mut guard = self.writer.lock().expect("writer lock");
+            let writer = &mut *guard;
+            let base_offset = writer.next_offset;
+            let mut buffer = std::mem::take(&mut writer.buffer);
+            buffer.clear();
+            let size = batch::encode_records(&mut buffer, base_offset, records);
+            if size as u64 > self.config.max_batch_bytes {
+                writer.buffer = buffer;
+                return Err(Error::BatchTooLarge { size_bytes: size, max_bytes: self.config.max_batch_bytes as usize });
+            }
+            let last_offset = base_offset + records.len() as u64 - 1;
+            let written = self
+                .maybe_roll(writer, size as u64, last_offset)
+                .and_then(|()| self.write_batch(writer, &buffer, base_offset, last_offset, batch_max_timestamp));
+            writer.buffer = buffer;
+            written?;
+            let needs_sync = match self.config.flush {
+                FlushPolicy::Durable => true,
+                FlushPolicy::Interval { records: records_max, .. } => {
+                    writer.active.segment.publish(writer.active.written_bytes);
+                    self.publish_high_watermark(last_offset + 1);
+                    writer.unsynced_records += records.len() as u64;
+                    writer.unsynced_records >= records_max
+                }
+            };
+            (base_offset, last_offset, needs_sync)
+        };
+        if needs_sync {
+            // Outside the writer lock, so other appenders can join this sync.
+            self.sync_until(last_offset + 1)?;
+        }
+        Ok(AppendInfo { partition: self.id, base_offset, last_offset })
+    }
+
+    fn write_batch(
+        &self,
+        writer: &mut Writer,
+        bytes: &[u8],
+        base_offset: u64,
+        last_offset: u64,
+        max_timestamp: i64,
+    ) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let active = &mut writer.active;
+        let segment = &active.segment;
+        let position = active.written_bytes;
+        debug_assert_eq!(batch::peek_base_offset(bytes), Some(base_offset));
+        if let Err(source) = segment.file.write_all_at(bytes, position) {
+            // Undo a partial write so the file ends on a batch boundary.
+            if segment.file.set_len(position).is_err() {
+                self.failed.store(true, Ordering::Release);
+            }
+            return Err(Error::Io { action: "appending to", path: segment.path.clone(), source });
+        }
+        if active.bytes_since_index >= self.config.index_interval_bytes && position > 0 {
+            let relative_offset =
+                u32::try_from(base_offset - segment.base_offset).expect("roll keeps relative offsets in u32");
+            let position = u32::try_from(position).expect("segment_bytes keeps positions in u32");
+            let mut indexes = segment.indexes.write().expect("index lock");
+            indexes.offsets.push(OffsetEntry { relative_offset, position });
+            indexes.times.push(TimeEntry { max_timestamp_before: active.max_timestamp, relative_offset });
+            drop(indexes);
+            append_index_entries(&self.dir, segment.base_offset, relative_offset, position, active.max_timestamp)?;
+            active.bytes_since_index = 0;
+        }
+        active.bytes_since_index += bytes.len() as u64;
+        active.written_bytes += bytes.len() as u64;
+        active.max_timestamp = active.max_timestamp.max(max_timestamp);
+        active.first_batch_max_timestamp.get_or_insert(max_timestamp);
+        segment.note_written(last_offset + 1, max_timestamp);
+        writer.next_offset = last_offset + 1;
+        Ok(())
+    }
+
+    /// Starts a new segment if the next batch does not fit the active one.
+    fn maybe_roll(&self, writer: &mut Writer, batch_bytes: u64, last_offset: u64) -> Result<()> {
+        let active = &writer.active;
+        if active.written_bytes == 0 {
+            return Ok(());
+        }
+        let now = self.clock.now_ms();
+        let too_big = active.written_bytes + batch_bytes > self.config.segment_bytes;
+        let too_old =
+            active.first_batch_max_timestamp.is_some_and(|t| now.saturating_sub(t) >= self.config.segment_ms as i64);
+        let offsets_overflow = last_offset - active.segment.base_offset > u64::from(u32::MAX);
+        if too_big || too_old || offsets_overflow {
+            self.roll(writer)?;
+        }
+        Ok(())
+    }
+
+    fn roll(&self, writer: &mut Writer) -> Result<()> {
+        let old = writer.active.segment.clone();
+        old.file.sync_data().map_err(|source| {
+            self.failed.store(true, Ordering::Release);
+            Error::Io { action: "syncing", path: old.path.clone(), source }
+        })?;
+        old.write_indexes(&self.dir)?;
+        old.publish(writer.active.written_bytes);
+        self.durable_offset.fetch_max(writer.next_offset, Ordering::AcqRel);
+        self.publish_high_watermark(writer.next_offset);
+        let segment = Arc::new(Segment::create(&self.dir, writer.next_offset)?);
+        sync_dir(&self.dir)?;
+        {
+            let mut segments = self.segments.write().expect("segments lock");
+            let mut list = Vec::clone(&segments);
+            list.push(segment.clone());
+            *segments = Arc::new(list);
+        }
+        writer.active = Active {
+            segment,
+            written_bytes: 0,
+            bytes_since_index: 0,
+            max_timestamp: i64::MIN,
+            first_batch_max_timestamp: None,
+        };
+        writer.unsynced_records = 0;
+        Ok(())
+    }
+
+    /// Makes every offset below `target` durable, sharing one sync with all
+    /// appenders that are waiting at the same time (group commit).
+    pub(crate) fn sync_until(&self, target: u64) -> Result<()> {
+        if self.durable_offset.load(Ordering::Acquire) >= target {
+            return Ok(());
+        }
+        let _sync = self.sync_lock.lock().expect("sync lock");
+        if self.durable_offset.load(Ordering::Acquire) >= target {
+            return Ok(()); // another appender's sync covered us
+        }
+        self.sync_now()
+    }
+
+    /// Syncs everything written so far and publishes it.
+    fn sync_now(&self) -> Result<()> {
+        let (segment, bytes, next_offset) = {
+            let mut writer = self.writer.lock().expect("writer lock");
+            writer.unsynced_records = 0;
+            (writer.active.segment.clone(), writer.active.written_bytes, writer.next_offset)
+        };
+        if let Err(source) = segment.file.sync_data() {
+            // After a failed fsync the page cache state is unknown; stop writing.
+            self.failed.store(true, Ordering::Release);
+            return Err(Error::Io { action: "syncing", path: segment.path.clone(), source });
+        }
+        self.last_sync_ms.store(self.clock.now_ms().max(0) as u64, Ordering::Release);
+        segment.publish(bytes);
+        self.durable_offset.fetch_max(next_offset, Ordering::AcqRel);
+        self.publish_high_watermark(next_offset);
+        Ok(())
+    }
+
+    /// Syncs unsynced data if the interval flush policy says it is due (or
+    /// always, with `force`).
+    pub(crate) fn flush(&self, force: bool) -> Result<()> {
+        let next = self.writer.lock().expect("writer lock").next_offset;
+        if self.durable_offset.load(Ordering::Acquire) >= next {
+            return Ok(());
+        }
+        let due = match self.config.flush {
+            FlushPolicy::Durable => true,
+            FlushPolicy::Interval { interval_ms, .. } => {
+                let now = self.clock.now_ms().max(0) as u64;
+                now.saturating_sub(self.last_sync_ms.load(Ordering::Acquire)) >= interval_ms
+            }
+        };
+        if force || due { self.sync_until(next) } else { Ok(()) }
+    }
+
+    /// Flushes and writes index files, for a clean shutdown.
+    pub(crate) fn close(&self) -> Result<()> {
+        self.flush(true)?;
+        let writer = self.writer.lock().expect("writer lock");
+        writer.active.segment.write_indexes(&self.dir)?;
+        for path in [
+            segment::offset_index_path(&self.dir, writer.active.segment.base_offset),
+            segment::time_index_path(&self.dir, writer.active.segment.base_offset),
+        ] {
+            fs::File::open(&path).and_then(|f| f.sync_all()).map_err(Error::io("syncing index", &path))?;
+        }
+        Ok(())
+    }
+
+    fn publish_high_watermark(&self, next_offset: u64) {
+        self.high_watermark.fetch_max(next_offset, Ordering::AcqRel);
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            let _guard = self.wake.0.lock().expect("wake lock");
+            self.wake.1.notify_all();
+        }
+    }
+
+    /// Waits until the high watermark is above `offset` or `timeout` passes.
+    /// Returns whether data at `offset` is available.
+    pub(crate) fn wait_for(&self, offset: u64, timeout: Duration) -> bool {
+        if self.high_watermark() > offset {
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let mut guard = self.wake.0.lock().expect("wake lock");
+        let available = loop {
+            if self.high_watermark() > offset {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            guard = self.wake.1.wait_timeout(guard, deadline - now).expect("wake lock").0;
+        };
+        drop(guard);
+        self.waiters.fetch_sub(1, Ordering::AcqRel);
+        available
+    }
+
+    fn out_of_range(&self, offset: u64, low: u64, high: u64) -> Error {
+        Error::OffsetOutOfRange { topic: self.topic.clone(), partition: self.id, offset, low, high }
+    }
+
+    fn corrupt(&self, segment: &Segment, (offset, position, reason): (u64, u64, batch::BatchError)) -> Error {
+        Error::CorruptBatch {
+            topic: self.topic.clone(),
+            partition: self.id,
+            offset,
+            segment: segment.path.clone(),
+            position,
+            reason,
+        }
+    }
+
+    /// Whole, validated batches from the first one holding an offset >=
+    /// `offset`, up to about `max_bytes` (always at least one batch).
+    /// Returns the bytes and the high watermark read before the lookup.
+    pub(crate) fn read(&self, offset: u64, max_bytes: usize) -> Result<(Vec<u8>, u64, u64)> {
+        let high = self.high_watermark();
+        let segments = self.segments();
+        let low = segments.first().map_or(0, |s| s.base_offset);
+        if offset < low || offset > high {
+            return Err(self.out_of_range(offset, low, high));
+        }
+        if offset == high {
+            return Ok((Vec::new(), high, low));
+        }
+        let first = segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
+        for segment in &segments[first..] {
+            if segment.base_offset >= high {
+                break;
+            }
+            match segment.read(offset, max_bytes) {
+                Ok(Some(bytes)) => return Ok((bytes, high, low)),
+                Ok(None) => continue, // nothing at or after `offset` here (compaction gap)
+                Err(error) => return Err(self.corrupt(segment, error)),
+            }
+        }
+        Ok((Vec::new(), high, low))
+    }
+
+    /// The first offset whose record timestamp is >= `timestamp_ms`, or the
+    /// high watermark if there is none.
+    pub(crate) fn offset_for_time(&self, timestamp_ms: i64) -> Result<u64> {
+        let high = self.high_watermark();
+        for segment in self.segments().iter() {
+            match segment.offset_for_time(timestamp_ms) {
+                Ok(Some(offset)) if offset < high => return Ok(offset),
+                Ok(Some(_)) => break,
+                Ok(None) => {}
+                Err(error) => return Err(self.corrupt(segment, error)),
+            }
+        }
+        Ok(high)
+    }
+
+    /// Deletes closed segments past `retention_ms` (by their newest
+    /// timestamp) or beyond `retention_bytes`, oldest first. Returns how many.
+    pub(crate) fn apply_retention(&self) -> Result<usize> {
+        if !self.config.cleanup_policy.deletes() {
+            return Ok(0);
+        }
+        let _maintenance = self.maintenance.lock().expect("maintenance lock");
+        let segments = self.segments();
+        let closed = &segments[..segments.len() - 1];
+        let now = self.clock.now_ms();
+        let by_time = match self.config.retention_ms {
+            Some(ms) => closed.iter().take_while(|s| s.max_timestamp() < now.saturating_sub(ms as i64)).count(),
+            None => 0,
+        };
+        let by_size = match self.config.retention_bytes {
+            Some(limit) => {
+                let mut excess = segments.iter().map(|s| s.visible_bytes()).sum::<u64>().saturating_sub(limit);
+                closed
+                    .iter()
+                    .take_while(|s| {
+                        let fits = excess >= s.visible_bytes();
+                        excess = excess.saturating_sub(s.visible_bytes());
+                        fits
+                    })
+                    .count()
+            }
+            None => 0,
+        };
+        let count = by_time.max(by_size);
+        if count > 0 {
+            self.remove_segments(count)?;
+        }
+        Ok(count)
+    }
+
+    /// Drops the first `count` segments: from the list (readers holding them
+    /// keep reading their open files), then from disk, oldest first.
+    fn remove_segments(&self, count: usize) -> Result<()> {
+        let removed: Vec<Arc<Segment>> = {
+            let mut segments = self.segments.write().expect("segments lock");
+            assert!(count < segments.len(), "the active segment is never deleted");
+            let mut list = Vec::clone(&segments);
+            let removed = list.drain(..count).collect();
+            *segments = Arc::new(list);
+            removed
+        };
+        for segment in removed {
+            delete_segment_files(&self.dir, segment.base_offset)?;
+        }
+        sync_dir(&self.dir)
+    }
+
+    /// Replaces the segments with base offsets in `[first, end)` by `segment`
+    /// (whose base offset is `first`). Used by the cleaner after its swap.
+    pub(crate) fn replace_segments(&self, first: u64, end: u64, segment: Arc<Segment>) {
+        let mut segments = self.segments.write().expect("segments lock");
+        let mut list: Vec<Arc<Segment>> =
+            segments.iter().filter(|s| s.base_offset < first || s.base_offset >= end).cloned().collect();
+        let at = list.partition_point(|s| s.base_offset < first);
+        list.insert(at, segment);
+        assert!(list.windows(2).all(|w| w[0].base_offset < w[1].base_offset), "segments stay sorted");
+        *segments = Arc::new(list);
+    }
+
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+/// Appends one entry to each index file of the active segment. Index files
+/// are a cache (rebuilt on recovery), so they are not synced here.
+fn append_index_entries(
+    dir: &Path,
+    base_offset: u64,
+    relative_offset: u32,
+    position: u32,
+    max_timestamp_before: i64,
+) -> Result<()> {
+    use std::io::Write;
+    let mut offset_entry = [0u8; 8];
+    offset_entry[..4].copy_from_slice(&relative_offset.to_be_bytes());
+    offset_entry[4..].copy_from_slice(&position.to_be_bytes());
+    let mut time_entry = [0u8; 12];
+    time_entry[..8].copy_from_slice(&max_timestamp_before.to_be_bytes());
+    time_entry[8..].copy_from_slice(&relative_offset.to_be_bytes());
+    for (path, bytes) in [
+        (segment::offset_index_path(dir, base_offset), &offset_entry[..]),
+        (segment::time_index_path(dir, base_offset), &time_entry[..]),
+    ] {
+        fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(Error::io("appending to index", &path))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn delete_segment_files(dir: &Path, base_offset: u64) -> Result<()> {
+    // The .log goes first: without it the index files are orphans that
+    // recovery removes, never a segment without data.
+    for path in [
+        segment::log_path(dir, base_offset),
+        segment::offset_index_path(dir, base_offset),
+        segment::time_index_path(dir, base_offset),
+    ] {
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(Error::Io { action: "deleting", path, source }),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io("syncing directory", dir))
+}
+
+/// Finishes or discards what a crash interrupted (cleaner swaps, partial
+/// files) and returns the base offsets of the segments, sorted.
+fn recover_directory(dir: &Path) -> Result<Vec<u64>> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    let mut swaps = Vec::new();
+    for entry in fs::read_dir(dir).map_err(Error::io("listing", dir))? {
+        let entry = entry.map_err(Error::io("listing", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if name.ends_with(".cleaned") {
+            fs::remove_file(&path).map_err(Error::io("removing partial cleaner output", &path))?;
+        } else if let Some(stem) = name.strip_suffix(".swap") {
+            swaps.push((
+                crate::cleaner::parse_swap_name(stem).ok_or_else(|| Error::BadMetadata {
+                    path: path.clone(),
+                    reason: "unrecognized swap file name".into(),
+                })?,
+                path,
+            ));
+        } else if let Some(stem) = name.strip_suffix(".log") {
+            logs.push(parse_base(stem, &path)?);
+        } else if let Some(stem) = name.strip_suffix(".index").or_else(|| name.strip_suffix(".timeindex")) {
+            indexes.push((parse_base(stem, &path)?, path));
+        }
+    }
+    for ((first, end), swap_path) in swaps {
+        // The swap file is the cleaner's commit point: finish the swap.
+        for &base in logs.iter().filter(|&&b| b >= first && b < end) {
+            delete_segment_files(dir, base)?;
+        }
+        logs.retain(|&b| b < first || b >= end);
+        let target = segment::log_path(dir, first);
+        fs::rename(&swap_path, &target).map_err(Error::io("completing cleaner swap", &swap_path))?;
+        for path in [segment::offset_index_path(dir, first), segment::time_index_path(dir, first)] {
+            let _ = fs::remove_file(path); // rebuilt when the segment opens
+        }
+        logs.push(first);
+    }
+    logs.sort_unstable();
+    for (base, path) in indexes {
+        if logs.binary_search(&base).is_err() {
+            fs::remove_file(&path).map_err(Error::io("removing orphan index", &path))?;
+        }
+    }
+    sync_dir(dir)?;
+    Ok(logs)
+}
+
+fn parse_base(stem: &str, path: &Path) -> Result<u64> {
+    stem.parse()
+        .map_err(|_| Error::BadMetadata { path: path.to_path_buf(), reason: "file name is not a base offset".into() })
+}

@@ -1,0 +1,557 @@
+//! A segment: one `.log` file of back-to-back batches named by its base
+//! offset, with a sparse offset index (`.index`) and time index (`.timeindex`).
+//!
+//! Invariants:
+//! - Batches in a segment have strictly increasing base offsets, all at or
+//!   above the segment's base offset; their offset ranges never overlap.
+//! - Readers see only the first `visible_bytes` bytes, which always end on a
+//!   batch boundary and only grow (except when a whole segment is replaced).
+//! - Index entries are strictly increasing in offset and position; every
+//!   position is the start of a batch whose base offset is the entry's offset.
+//!   Time entries hold the largest timestamp of all batches *before* the
+//!   entry's batch, so every record before it is older than that value.
+//! - Index files are a cache: a missing or inconsistent one is rebuilt from
+//!   the `.log` file, which is the only source of truth.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use crate::batch::{self, BATCH_HEADER_BYTES, BatchError, BatchView, Batches, LOG_OVERHEAD_BYTES};
+use crate::error::{Error, Result};
+
+pub(crate) const OFFSET_ENTRY_BYTES: usize = 8;
+pub(crate) const TIME_ENTRY_BYTES: usize = 12;
+/// Read-ahead when scanning batch headers or validating a file.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+pub(crate) fn log_path(dir: &Path, base_offset: u64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.log"))
+}
+pub(crate) fn offset_index_path(dir: &Path, base_offset: u64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.index"))
+}
+pub(crate) fn time_index_path(dir: &Path, base_offset: u64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.timeindex"))
+}
+
+/// One sparse offset-index entry: the batch with base offset
+/// `segment base + relative_offset` starts at `position`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OffsetEntry {
+    pub(crate) relative_offset: u32,
+    pub(crate) position: u32,
+}
+
+/// One time-index entry: every record before the batch at
+/// `segment base + relative_offset` has a timestamp <= `max_timestamp_before`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TimeEntry {
+    pub(crate) max_timestamp_before: i64,
+    pub(crate) relative_offset: u32,
+}
+
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Indexes {
+    pub(crate) offsets: Vec<OffsetEntry>,
+    pub(crate) times: Vec<TimeEntry>,
+}
+
+impl Indexes {
+    fn encode(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut offsets = Vec::with_capacity(self.offsets.len() * OFFSET_ENTRY_BYTES);
+        for entry in &self.offsets {
+            offsets.extend_from_slice(&entry.relative_offset.to_be_bytes());
+            offsets.extend_from_slice(&entry.position.to_be_bytes());
+        }
+        let mut times = Vec::with_capacity(self.times.len() * TIME_ENTRY_BYTES);
+        for entry in &self.times {
+            times.extend_from_slice(&entry.max_timestamp_before.to_be_bytes());
+            times.extend_from_slice(&entry.relative_offset.to_be_bytes());
+        }
+        (offsets, times)
+    }
+
+    /// Parses index files; `None` if either is malformed or inconsistent
+    /// with a log of `log_bytes` bytes.
+    fn decode(offsets: &[u8], times: &[u8], log_bytes: u64) -> Option<Indexes> {
+        if !offsets.len().is_multiple_of(OFFSET_ENTRY_BYTES) || !times.len().is_multiple_of(TIME_ENTRY_BYTES) {
+            return None;
+        }
+        let offsets: Vec<OffsetEntry> = offsets
+            .chunks_exact(OFFSET_ENTRY_BYTES)
+            .map(|c| OffsetEntry {
+                relative_offset: u32::from_be_bytes(c[0..4].try_into().expect("4")),
+                position: u32::from_be_bytes(c[4..8].try_into().expect("4")),
+            })
+            .collect();
+        let times: Vec<TimeEntry> = times
+            .chunks_exact(TIME_ENTRY_BYTES)
+            .map(|c| TimeEntry {
+                max_timestamp_before: i64::from_be_bytes(c[0..8].try_into().expect("8")),
+                relative_offset: u32::from_be_bytes(c[8..12].try_into().expect("4")),
+            })
+            .collect();
+        let offsets_ok =
+            offsets.windows(2).all(|w| w[0].relative_offset < w[1].relative_offset && w[0].position < w[1].position)
+                && offsets.last().is_none_or(|e| u64::from(e.position) < log_bytes);
+        let times_ok = times.windows(2).all(|w| {
+            w[0].relative_offset < w[1].relative_offset && w[0].max_timestamp_before <= w[1].max_timestamp_before
+        });
+        (offsets_ok && times_ok).then_some(Indexes { offsets, times })
+    }
+}
+
+/// A segment as readers see it. The writer's extra state lives in
+/// [`crate::partition`]'s active-segment record.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub(crate) base_offset: u64,
+    pub(crate) path: PathBuf,
+    pub(crate) file: File,
+    /// Bytes readers may see; always a batch boundary.
+    visible_bytes: AtomicU64,
+    /// One past the last offset of the last written batch (`base_offset` if empty).
+    next_offset: AtomicU64,
+    /// Largest record timestamp written (`i64::MIN` if empty).
+    max_timestamp: AtomicI64,
+    pub(crate) indexes: RwLock<Indexes>,
+}
+
+/// What a validating scan of a segment file found.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    /// End of the last valid batch.
+    pub(crate) valid_bytes: u64,
+    pub(crate) next_offset: u64,
+    pub(crate) max_timestamp: i64,
+    /// Max timestamp of the first batch (drives time-based rolling).
+    pub(crate) first_batch_max_timestamp: Option<i64>,
+    pub(crate) indexes: Indexes,
+    /// Bytes after the last index entry's position (or since the start).
+    pub(crate) bytes_since_index: u64,
+    /// The first invalid batch, if the scan stopped before the end of file.
+    pub(crate) error: Option<(u64, BatchError)>,
+}
+
+impl Segment {
+    pub(crate) fn new(base_offset: u64, path: PathBuf, file: File, scan: &Scan) -> Segment {
+        Segment {
+            base_offset,
+            path,
+            file,
+            visible_bytes: AtomicU64::new(scan.valid_bytes),
+            next_offset: AtomicU64::new(scan.next_offset),
+            max_timestamp: AtomicI64::new(scan.max_timestamp),
+            indexes: RwLock::new(scan.indexes.clone()),
+        }
+    }
+
+    /// Creates empty `.log`, `.index` and `.timeindex` files.
+    pub(crate) fn create(dir: &Path, base_offset: u64) -> Result<Segment> {
+        let path = log_path(dir, base_offset);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(Error::io("creating segment", &path))?;
+        for index in [offset_index_path(dir, base_offset), time_index_path(dir, base_offset)] {
+            File::create(&index).map_err(Error::io("creating index", &index))?;
+        }
+        Ok(Segment::new(base_offset, path, file, &Scan::empty(base_offset)))
+    }
+
+    /// Opens an existing segment. With `trust_index`, valid index files are
+    /// used and only the bytes after the last index entry are validated;
+    /// otherwise (or if they are damaged) the whole file is validated and the
+    /// indexes rebuilt. With `truncate_invalid`, an invalid tail is cut off
+    /// (crash recovery of the segment that was being written).
+    pub(crate) fn open(
+        dir: &Path,
+        base_offset: u64,
+        trust_index: bool,
+        truncate_invalid: bool,
+        index_interval_bytes: u64,
+    ) -> Result<(Segment, Scan)> {
+        let path = log_path(dir, base_offset);
+        let file =
+            OpenOptions::new().read(true).write(true).open(&path).map_err(Error::io("opening segment", &path))?;
+        let file_bytes = file.metadata().map_err(Error::io("reading size of", &path))?.len();
+        let loaded = if trust_index { load_indexes(dir, base_offset, file_bytes) } else { None };
+        let scan = match loaded {
+            Some(indexes) => match scan_from_index(&path, &file, base_offset, indexes, index_interval_bytes)? {
+                Some(scan) => scan,
+                None => scan_file(&path, &file, base_offset, 0, base_offset, Indexes::default(), index_interval_bytes)?,
+            },
+            None => scan_file(&path, &file, base_offset, 0, base_offset, Indexes::default(), index_interval_bytes)?,
+        };
+        // A torn tail (a batch running past the end of file) is cut off in
+        // any segment; other damage only in the segment being recovered. In
+        // a closed segment it stays visible so that reads report it.
+        let torn = matches!(scan.error, Some((_, BatchError::Incomplete { .. })) | None);
+        let truncate = scan.valid_bytes < file_bytes && (truncate_invalid || torn);
+        if truncate {
+            file.set_len(scan.valid_bytes).map_err(Error::io("truncating segment", &path))?;
+            file.sync_all().map_err(Error::io("syncing segment", &path))?;
+        }
+        let segment = Segment::new(base_offset, path, file, &scan);
+        if !truncate {
+            segment.publish(file_bytes);
+        }
+        segment.write_indexes(dir)?;
+        Ok((segment, scan))
+    }
+
+    /// Rewrites both index files from memory and syncs them.
+    pub(crate) fn write_indexes(&self, dir: &Path) -> Result<()> {
+        let (offsets, times) = self.indexes.read().expect("index lock").encode();
+        for (path, bytes) in
+            [(offset_index_path(dir, self.base_offset), offsets), (time_index_path(dir, self.base_offset), times)]
+        {
+            fs::write(&path, bytes).map_err(Error::io("writing index", &path))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn visible_bytes(&self) -> u64 {
+        self.visible_bytes.load(Ordering::Acquire)
+    }
+    pub(crate) fn next_offset(&self) -> u64 {
+        self.next_offset.load(Ordering::Acquire)
+    }
+    pub(crate) fn max_timestamp(&self) -> i64 {
+        self.max_timestamp.load(Ordering::Acquire)
+    }
+    pub(crate) fn note_written(&self, next_offset: u64, max_timestamp: i64) {
+        self.next_offset.fetch_max(next_offset, Ordering::AcqRel);
+        self.max_timestamp.fetch_max(max_timestamp, Ordering::AcqRel);
+    }
+    /// Lets readers see the first `bytes` bytes; never shrinks.
+    pub(crate) fn publish(&self, bytes: u64) {
+        self.visible_bytes.fetch_max(bytes, Ordering::AcqRel);
+    }
+
+    /// Position to start scanning for `offset`: the last index entry at or
+    /// below it, among entries readers may see.
+    fn index_position(&self, offset: u64, visible: u64) -> u64 {
+        let indexes = self.indexes.read().expect("index lock");
+        let after = indexes.offsets.partition_point(|e| {
+            self.base_offset + u64::from(e.relative_offset) <= offset && u64::from(e.position) < visible
+        });
+        after.checked_sub(1).map_or(0, |i| u64::from(indexes.offsets[i].position))
+    }
+
+    /// Reads whole batches starting with the first whose last offset is at
+    /// least `offset`: at least one batch, then more while they fit in
+    /// `max_bytes`. Returns `None` if no visible batch reaches `offset`.
+    /// Every returned batch has been validated; a corrupt first batch is an
+    /// error, a corrupt later batch ends the read before it.
+    pub(crate) fn read(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+    ) -> std::result::Result<Option<Vec<u8>>, (u64, u64, BatchError)> {
+        let visible = self.visible_bytes();
+        let start = self.index_position(offset, visible);
+        let mut headers = HeaderScanner::new(&self.file, start, visible);
+        let (position, first_size) = loop {
+            match headers.next_header() {
+                Ok(None) => return Ok(None),
+                Ok(Some(header)) if header.last_offset() >= offset => break (header.position, header.size_bytes),
+                Ok(Some(_)) => {}
+                Err((position, error)) => return Err((self.offset_at(position), position, error)),
+            }
+        };
+        let want = (first_size as u64).max(max_bytes as u64).min(visible - position) as usize;
+        let mut bytes = vec![0; want];
+        self.file.read_exact_at(&mut bytes, position).map_err(|e| (offset, position, io_batch_error(&e)))?;
+        let mut batches = Batches::new(&bytes);
+        for _ in &mut batches {}
+        let valid = batches.position();
+        if valid == 0 {
+            let (_, error) = batches.error().cloned().expect("an empty read of a non-empty range has an error");
+            return Err((batch::peek_base_offset(&bytes).unwrap_or(offset), position, error));
+        }
+        bytes.truncate(valid);
+        Ok(Some(bytes))
+    }
+
+    fn offset_at(&self, position: u64) -> u64 {
+        let mut header = [0u8; 8];
+        match self.file.read_exact_at(&mut header, position) {
+            Ok(()) => u64::from_be_bytes(header),
+            Err(_) => self.base_offset,
+        }
+    }
+
+    /// The first offset in this segment whose timestamp is >= `timestamp_ms`.
+    pub(crate) fn offset_for_time(
+        &self,
+        timestamp_ms: i64,
+    ) -> std::result::Result<Option<u64>, (u64, u64, BatchError)> {
+        if self.max_timestamp() < timestamp_ms {
+            return Ok(None);
+        }
+        let visible = self.visible_bytes();
+        let start_offset = {
+            let indexes = self.indexes.read().expect("index lock");
+            let after = indexes.times.partition_point(|e| e.max_timestamp_before < timestamp_ms);
+            after
+                .checked_sub(1)
+                .map_or(self.base_offset, |i| self.base_offset + u64::from(indexes.times[i].relative_offset))
+        };
+        let start = self.index_position(start_offset, visible);
+        let mut headers = HeaderScanner::new(&self.file, start, visible);
+        loop {
+            let header = match headers.next_header() {
+                Ok(None) => return Ok(None),
+                Ok(Some(header)) => header,
+                Err((position, error)) => return Err((self.offset_at(position), position, error)),
+            };
+            if header.max_timestamp < timestamp_ms {
+                continue;
+            }
+            let mut bytes = vec![0; header.size_bytes];
+            self.file
+                .read_exact_at(&mut bytes, header.position)
+                .map_err(|e| (header.base_offset, header.position, io_batch_error(&e)))?;
+            let batch = BatchView::parse(&bytes).map_err(|e| (header.base_offset, header.position, e))?;
+            if let Some(record) = batch.records().find(|r| r.timestamp_ms >= timestamp_ms) {
+                return Ok(Some(record.offset));
+            }
+        }
+    }
+}
+
+fn io_batch_error(error: &std::io::Error) -> BatchError {
+    // A short read of bytes we published means the file shrank under us.
+    BatchError::Incomplete { needed: 0, available: error.raw_os_error().unwrap_or(0) as usize }
+}
+
+impl Scan {
+    pub(crate) fn empty(base_offset: u64) -> Scan {
+        Scan {
+            valid_bytes: 0,
+            next_offset: base_offset,
+            max_timestamp: i64::MIN,
+            first_batch_max_timestamp: None,
+            indexes: Indexes::default(),
+            bytes_since_index: 0,
+            error: None,
+        }
+    }
+}
+
+fn load_indexes(dir: &Path, base_offset: u64, log_bytes: u64) -> Option<Indexes> {
+    let offsets = fs::read(offset_index_path(dir, base_offset)).ok()?;
+    let times = fs::read(time_index_path(dir, base_offset)).ok()?;
+    Indexes::decode(&offsets, &times, log_bytes)
+}
+
+/// Validates only the tail after the last index entry, trusting the rest.
+/// `None` if the index does not match the file (the caller then rescans).
+fn scan_from_index(
+    path: &Path,
+    file: &File,
+    base_offset: u64,
+    mut indexes: Indexes,
+    interval: u64,
+) -> Result<Option<Scan>> {
+    let (start, start_offset) = match indexes.offsets.last() {
+        None => (0, base_offset),
+        Some(e) => (u64::from(e.position), base_offset + u64::from(e.relative_offset)),
+    };
+    // Entries at and after `start` are re-derived by the scan.
+    let max_before = indexes.times.last().map_or(i64::MIN, |e| e.max_timestamp_before);
+    indexes.offsets.pop();
+    indexes.times.retain(|e| base_offset + u64::from(e.relative_offset) < start_offset);
+    let mut scan = scan_file(path, file, base_offset, start, start_offset, indexes, interval)?;
+    if start > 0
+        && (scan.valid_bytes == start || scan.indexes.offsets.last().map(|e| u64::from(e.position)) != Some(start))
+    {
+        // The last entry did not point at a valid batch with its offset.
+        return Ok(None);
+    }
+    scan.max_timestamp = scan.max_timestamp.max(max_before);
+    if scan.first_batch_max_timestamp.is_none() || start > 0 {
+        scan.first_batch_max_timestamp = first_batch_max_timestamp(file);
+    }
+    Ok(Some(scan))
+}
+
+fn first_batch_max_timestamp(file: &File) -> Option<i64> {
+    let mut header = [0u8; BATCH_HEADER_BYTES];
+    file.read_exact_at(&mut header, 0).ok()?;
+    Some(i64::from_be_bytes(header[35..43].try_into().expect("8")))
+}
+
+/// Validates batches from `start` (which must be a batch boundary holding
+/// `start_offset` or later) to the end of the file, extending `indexes`.
+/// Entries are forced at `start` when `start > 0`, so that a scan resumed
+/// from an index entry re-creates that entry.
+pub(crate) fn scan_file(
+    path: &Path,
+    file: &File,
+    base_offset: u64,
+    start: u64,
+    start_offset: u64,
+    indexes: Indexes,
+    index_interval_bytes: u64,
+) -> Result<Scan> {
+    let file_bytes = file
+        .metadata()
+        .map_err(|source| Error::Io { action: "reading size of", path: path.to_path_buf(), source })?
+        .len();
+    let mut scan = Scan { indexes, ..Scan::empty(base_offset) };
+    scan.next_offset = start_offset;
+    scan.valid_bytes = start;
+    let mut max_before = scan.indexes.times.last().map_or(i64::MIN, |e| e.max_timestamp_before);
+    let mut force_entry = start > 0;
+    let mut chunk_start = start;
+    let mut chunk = Vec::new();
+    'chunks: while chunk_start < file_bytes {
+        let len = (file_bytes - chunk_start).min(SCAN_CHUNK_BYTES as u64) as usize;
+        chunk.resize(len, 0);
+        file.read_exact_at(&mut chunk, chunk_start).map_err(|source| Error::Io {
+            action: "reading segment",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut pos = 0usize;
+        while pos < chunk.len() {
+            let rest = &chunk[pos..];
+            let size = match batch::batch_size(rest) {
+                Ok(size) => size,
+                Err(BatchError::Incomplete { .. }) if chunk_start + (chunk.len() as u64) < file_bytes => break,
+                Err(error) => {
+                    scan.error = Some((chunk_start + pos as u64, error));
+                    break 'chunks;
+                }
+            };
+            if size > rest.len() {
+                if chunk_start + (chunk.len() as u64) < file_bytes && pos > 0 {
+                    break; // re-read with this batch at the start of the chunk
+                }
+                if chunk_start + pos as u64 + size as u64 > file_bytes {
+                    scan.error = Some((
+                        chunk_start + pos as u64,
+                        BatchError::Incomplete { needed: size, available: rest.len() },
+                    ));
+                    break 'chunks;
+                }
+                // A batch larger than the read-ahead: read it whole.
+                chunk.resize(pos + size, 0);
+                file.read_exact_at(&mut chunk[pos..], chunk_start + pos as u64).map_err(|source| Error::Io {
+                    action: "reading segment",
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            }
+            let position = chunk_start + pos as u64;
+            let batch = match BatchView::parse(&chunk[pos..]) {
+                Ok(batch) => batch,
+                Err(error) => {
+                    scan.error = Some((position, error));
+                    break 'chunks;
+                }
+            };
+            if batch.base_offset() < scan.next_offset || batch.last_offset() - base_offset > u64::from(u32::MAX) {
+                scan.error = Some((position, BatchError::BadRecord { index: 0, reason: "batch offset out of order" }));
+                break 'chunks;
+            }
+            if force_entry || (scan.bytes_since_index >= index_interval_bytes && position > 0) {
+                let relative_offset = (batch.base_offset() - base_offset) as u32;
+                scan.indexes.offsets.push(OffsetEntry { relative_offset, position: position as u32 });
+                scan.indexes.times.push(TimeEntry { max_timestamp_before: max_before, relative_offset });
+                scan.bytes_since_index = 0;
+                force_entry = false;
+            }
+            scan.bytes_since_index += size as u64;
+            max_before = max_before.max(batch.max_timestamp());
+            scan.max_timestamp = scan.max_timestamp.max(batch.max_timestamp());
+            if position == 0 {
+                scan.first_batch_max_timestamp = Some(batch.max_timestamp());
+            }
+            scan.next_offset = batch.last_offset() + 1;
+            scan.valid_bytes = position + size as u64;
+            pos += size;
+        }
+        if pos == 0 {
+            // Cannot happen (a chunk holds at least one header or ends the file); fail safe.
+            scan.error = Some((chunk_start, BatchError::Incomplete { needed: LOG_OVERHEAD_BYTES, available: 0 }));
+            break;
+        }
+        chunk_start += pos as u64;
+    }
+    Ok(scan)
+}
+
+/// One batch header met while scanning.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchHeader {
+    pub(crate) position: u64,
+    pub(crate) base_offset: u64,
+    pub(crate) last_offset_delta: u32,
+    pub(crate) max_timestamp: i64,
+    pub(crate) size_bytes: usize,
+}
+
+impl BatchHeader {
+    pub(crate) fn last_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.last_offset_delta)
+    }
+}
+
+/// Walks batch headers without validating bodies (bodies are validated when
+/// read), reading ahead in chunks so a short scan costs few syscalls.
+#[derive(Debug)]
+pub(crate) struct HeaderScanner<'f> {
+    file: &'f File,
+    position: u64,
+    end: u64,
+    buffer: Vec<u8>,
+    buffer_start: u64,
+}
+
+impl<'f> HeaderScanner<'f> {
+    pub(crate) fn new(file: &'f File, position: u64, end: u64) -> HeaderScanner<'f> {
+        HeaderScanner { file, position, end, buffer: Vec::new(), buffer_start: position }
+    }
+
+    pub(crate) fn next_header(&mut self) -> std::result::Result<Option<BatchHeader>, (u64, BatchError)> {
+        if self.position >= self.end {
+            return Ok(None);
+        }
+        let position = self.position;
+        let buffered_end = self.buffer_start + self.buffer.len() as u64;
+        if position < self.buffer_start || position + BATCH_HEADER_BYTES as u64 > buffered_end {
+            let len = (self.end - position).min(64 * 1024) as usize;
+            self.buffer.resize(len, 0);
+            self.file.read_exact_at(&mut self.buffer, position).map_err(|e| (position, io_batch_error(&e)))?;
+            self.buffer_start = position;
+        }
+        let at = (position - self.buffer_start) as usize;
+        let bytes = &self.buffer[at..];
+        let size = batch::batch_size(bytes).map_err(|e| (position, e))?;
+        if bytes.len() < BATCH_HEADER_BYTES || position + size as u64 > self.end {
+            return Err((position, BatchError::Incomplete { needed: size, available: (self.end - position) as usize }));
+        }
+        let last_offset_delta = i32::from_be_bytes(bytes[23..27].try_into().expect("4"));
+        if last_offset_delta < 0 {
+            return Err((position, BatchError::BadRecord { index: 0, reason: "negative last offset delta" }));
+        }
+        let header = BatchHeader {
+            position,
+            base_offset: u64::from_be_bytes(bytes[0..8].try_into().expect("8")),
+            last_offset_delta: last_offset_delta as u32,
+            max_timestamp: i64::from_be_bytes(bytes[35..43].try_into().expect("8")),
+            size_bytes: size,
+        };
+        debug_assert!(size >= LOG_OVERHEAD_BYTES);
+        self.position += size as u64;
+        Ok(Some(header))
+    }
+}

@@ -1,0 +1,236 @@
+//! End-to-end behaviour of the log through its public API.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use millpond_log::{CleanupPolicy, Error, Log, LogOptions, ManualClock, Record, TopicConfig};
+
+fn options(clock: &Arc<ManualClock>) -> LogOptions {
+    LogOptions { clock: clock.clone(), background: false, ..LogOptions::default() }
+}
+
+fn record(key: &str, value: Option<&str>, ts: i64) -> Record {
+    Record::new(Some(key.as_bytes()), value.map(str::as_bytes), ts)
+}
+
+fn read_all(log: &Log, topic: &str, partition: u32) -> Vec<(u64, Record)> {
+    let mut out = Vec::new();
+    let mut offset = log.low_watermark(topic, partition).unwrap();
+    loop {
+        let fetch = log.fetch(topic, partition, offset, 300).unwrap();
+        if fetch.is_empty() {
+            return out;
+        }
+        out.extend(fetch.records().map(|r| (r.offset, r.to_record())));
+        offset = fetch.next_offset();
+    }
+}
+
+#[test]
+fn topics_are_created_once_and_configs_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { partitions: 3, ..Default::default() }).unwrap();
+    assert!(matches!(log.create_topic("t", TopicConfig::default()), Err(Error::TopicExists(_))));
+    let error = log.create_topic("u", TopicConfig { partitions: 0, ..Default::default() }).unwrap_err();
+    assert!(error.to_string().contains("partitions"), "{error}");
+    assert!(matches!(log.create_topic("bad/name", TopicConfig::default()), Err(Error::InvalidTopicName { .. })));
+    drop(log);
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(log.topic_config("t").unwrap().partitions, 3);
+    assert!(log.topics().contains(&"t".to_string()));
+    log.delete_topic("t").unwrap();
+    assert!(matches!(log.describe("t"), Err(Error::UnknownTopic(_))));
+}
+
+#[test]
+fn append_fetch_watermarks_and_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { segment_bytes: 1024, ..Default::default() }).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..100u64 {
+        let batch: Vec<Record> =
+            (0..(i % 3 + 1)).map(|j| record(&format!("k{i}-{j}"), Some("v"), 1_000 + i as i64)).collect();
+        let info = log.append("t", 0, &batch).unwrap();
+        assert_eq!(info.base_offset, expected.len() as u64);
+        for r in batch {
+            expected.push((expected.len() as u64, r));
+        }
+    }
+    assert!(log.describe("t").unwrap()[0].segments > 3, "small segment_bytes rolls segments");
+    assert_eq!(read_all(&log, "t", 0), expected);
+    let high = log.high_watermark("t", 0).unwrap();
+    assert_eq!(high, expected.len() as u64);
+    assert!(log.fetch("t", 0, high, 100).unwrap().is_empty());
+    assert!(matches!(log.fetch("t", 0, high + 1, 100), Err(Error::OffsetOutOfRange { .. })));
+    // Reading at any offset starts at the batch holding it.
+    for offset in [0, 1, 57, high - 1] {
+        let fetch = log.fetch("t", 0, offset, 1).unwrap();
+        assert_eq!(fetch.records().next().unwrap().offset, offset);
+    }
+    // offsets_for_times: first offset with timestamp >= t.
+    for t in [0, 1_000, 1_050, 1_099] {
+        let expected_offset = expected.iter().find(|(_, r)| r.timestamp_ms >= t).map(|(o, _)| *o).unwrap();
+        assert_eq!(log.offset_for_time("t", 0, t).unwrap(), expected_offset, "t={t}");
+    }
+    assert_eq!(log.offset_for_time("t", 0, 5_000).unwrap(), high);
+    drop(log);
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(read_all(&log, "t", 0), expected);
+    assert_eq!(log.append("t", 0, &[record("x", Some("y"), 1)]).unwrap().base_offset, high);
+}
+
+#[test]
+fn keys_route_like_kafka_and_order_holds_per_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { partitions: 4, ..Default::default() }).unwrap();
+    let records: Vec<Record> = (0..200).map(|i| record(&format!("key{}", i % 17), Some(&i.to_string()), i)).collect();
+    log.produce("t", &records).unwrap();
+    for partition in 0..4 {
+        let got = read_all(&log, "t", partition);
+        for (_, r) in &got {
+            assert_eq!(millpond_log::partitioner::partition_for_key(r.key.as_ref().unwrap(), 4), partition);
+        }
+        let values: Vec<i64> = got.iter().map(|(_, r)| r.timestamp_ms).collect();
+        assert!(values.windows(2).all(|w| w[0] < w[1]), "order holds within a partition");
+    }
+    // Unkeyed records spread over partitions across calls.
+    for _ in 0..8 {
+        log.produce("t", &[Record::new(None, Some(b"x"), 5)]).unwrap();
+    }
+    let used = (0..4).filter(|&p| read_all(&log, "t", p).iter().any(|(_, r)| r.key.is_none())).count();
+    assert_eq!(used, 4);
+}
+
+#[test]
+fn retention_by_time_and_size_drops_whole_closed_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    let config = TopicConfig { segment_bytes: 600, retention_ms: Some(5_000), ..Default::default() };
+    log.create_topic("t", config).unwrap();
+    for i in 0..60 {
+        log.append("t", 0, &[record("k", Some("0123456789"), 10_000 + i * 100)]).unwrap();
+    }
+    let before = log.describe("t").unwrap()[0].clone();
+    assert!(before.segments > 3);
+    assert_eq!(log.enforce_retention().unwrap(), 0, "nothing is old yet");
+    clock.set_ms(10_000 + 60 * 100 + 5_000);
+    let deleted = log.enforce_retention().unwrap();
+    let after = log.describe("t").unwrap()[0].clone();
+    assert_eq!(after.segments, 1, "all closed segments are past retention; the active one stays");
+    assert_eq!(deleted, before.segments - 1);
+    assert!(after.low_watermark > 0);
+    assert!(matches!(log.fetch("t", 0, 0, 100), Err(Error::OffsetOutOfRange { .. })));
+    assert_eq!(read_all(&log, "t", 0).first().unwrap().0, after.low_watermark);
+
+    log.create_topic("s", TopicConfig { segment_bytes: 600, retention_bytes: Some(1_500), ..Default::default() })
+        .unwrap();
+    for _ in 0..100 {
+        log.append("s", 0, &[record("k", Some("0123456789"), 10_000)]).unwrap();
+    }
+    log.enforce_retention().unwrap();
+    let info = log.describe("s").unwrap()[0].clone();
+    assert!(info.size_bytes <= 1_500 + 600, "size is within one segment of the limit: {info:?}");
+    assert!(info.size_bytes >= 1_500 - 600);
+}
+
+#[test]
+fn compaction_keeps_latest_per_key_and_expires_tombstones() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    let config = TopicConfig {
+        segment_bytes: 700,
+        cleanup_policy: CleanupPolicy::Compact,
+        delete_retention_ms: 1_000,
+        ..Default::default()
+    };
+    log.create_topic("c", config).unwrap();
+    assert!(matches!(log.append("c", 0, &[Record::new(None, Some(b"v"), 1)]), Err(Error::KeyRequired(_))));
+    let mut latest = BTreeMap::new();
+    for i in 0..300u64 {
+        let key = format!("k{}", i % 10);
+        let value = if i % 37 == 0 { None } else { Some(i.to_string()) };
+        log.append("c", 0, &[record(&key, value.as_deref(), 10_000)]).unwrap();
+        latest.insert(key, value);
+    }
+    let all_before = read_all(&log, "c", 0);
+    let stats = log.compact().unwrap();
+    assert!(stats.records_removed > 200, "{stats:?}");
+    let after = read_all(&log, "c", 0);
+    // Offsets are preserved: every surviving record is the same as before.
+    for (offset, r) in &after {
+        assert_eq!(all_before.iter().find(|(o, _)| o == offset).map(|(_, r)| r), Some(r));
+    }
+    // Reading everything reconstructs the latest value of every key.
+    let mut rebuilt = BTreeMap::new();
+    for (_, r) in &after {
+        rebuilt.insert(
+            String::from_utf8(r.key.clone().unwrap()).unwrap(),
+            r.value.clone().map(|v| String::from_utf8(v).unwrap()),
+        );
+    }
+    assert_eq!(rebuilt, latest);
+    // Tombstones go after delete_retention_ms.
+    log.append("c", 0, &[record("k0", None, 10_000)]).unwrap();
+    for i in 0..40 {
+        log.append("c", 0, &[record(&format!("z{i}"), Some("filler-filler"), 10_000)]).unwrap();
+    }
+    log.compact().unwrap();
+    assert!(read_all(&log, "c", 0).iter().any(|(_, r)| r.key.as_deref() == Some(b"k0") && r.value.is_none()));
+    clock.advance_ms(1_000);
+    log.compact().unwrap();
+    assert!(!read_all(&log, "c", 0).iter().any(|(_, r)| r.key.as_deref() == Some(b"k0")));
+    let high = log.high_watermark("c", 0).unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(log.high_watermark("c", 0).unwrap(), high, "compaction never moves the end of the log");
+}
+
+#[test]
+fn consumer_offsets_survive_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { partitions: 2, ..Default::default() }).unwrap();
+    assert_eq!(log.committed_offset("g", "t", 1), None);
+    for offset in 0..50 {
+        log.commit_offset("g", "t", 1, offset).unwrap();
+    }
+    log.commit_offset("h", "t", 0, 7).unwrap();
+    assert!(log.commit_offset("g", "t", 5, 1).is_err(), "unknown partition");
+    drop(log);
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(log.committed_offset("g", "t", 1), Some(49));
+    assert_eq!(log.committed_offset("h", "t", 0), Some(7));
+}
+
+#[test]
+fn a_second_process_cannot_open_the_same_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let _log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert!(matches!(Log::open(dir.path(), options(&clock)), Err(Error::Locked { .. })));
+}
+
+#[test]
+fn tailing_reader_wakes_without_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig::default()).unwrap();
+    assert!(!log.wait_for("t", 0, 0, Duration::from_millis(10)).unwrap());
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| log.wait_for("t", 0, 0, Duration::from_secs(30)).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        log.append("t", 0, &[record("k", Some("v"), 1)]).unwrap();
+        assert!(reader.join().unwrap());
+    });
+}
