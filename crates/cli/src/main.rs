@@ -1,1 +1,80 @@
-fn main() {}
+//! `millpond`: the command-line front end.
+//!
+//! Every subcommand opens the data directory (`--data-dir`, env
+//! `MILLPOND_DATA_DIR`, default `./millpond-data`), does its work and closes
+//! it cleanly. Errors go to stderr with a non-zero exit code.
+
+#![forbid(unsafe_code)]
+
+mod bench;
+mod consume;
+mod demo;
+mod produce;
+mod progress;
+mod time;
+mod topic;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use millpond_log::{Log, LogOptions};
+
+#[derive(Debug, Parser)]
+#[command(name = "millpond", version, about = "Millpond: a stream-processing runtime whose log is the database")]
+struct Cli {
+    /// The data directory.
+    #[arg(long, global = true, env = "MILLPOND_DATA_DIR", default_value = "./millpond-data")]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create, list, describe and delete topics.
+    #[command(subcommand)]
+    Topic(topic::TopicCommand),
+    /// Append one record per stdin line to a topic.
+    Produce(produce::ProduceArgs),
+    /// Print a topic's records as JSON lines.
+    Consume(consume::ConsumeArgs),
+    /// Generate a keyed event stream into a topic and read it back.
+    Demo(demo::DemoArgs),
+    /// Measure throughput and latency, side by side with the raw disk.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn open_log(cli_dir: &std::path::Path) -> anyhow::Result<Log> {
+    Ok(Log::open(cli_dir, LogOptions::default())?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Topic(command) => topic::run(&open_log(&cli.data_dir)?, command),
+        Command::Produce(args) => produce::run(&open_log(&cli.data_dir)?, &args),
+        Command::Consume(args) => consume::run(&open_log(&cli.data_dir)?, &args),
+        Command::Demo(args) => demo::run(&open_log(&cli.data_dir)?, &args),
+        Command::Bench(command) => bench::run(&cli.data_dir, command),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `millpond consume | head` closes our stdout early; that is not an error.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+}

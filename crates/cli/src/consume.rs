@@ -1,0 +1,172 @@
+//! `millpond consume TOPIC`: records as JSON lines, one reader thread per
+//! partition.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use millpond_log::{Log, RecordView};
+use serde::Serialize;
+
+/// Bytes read per fetch.
+const FETCH_BYTES_MAX: usize = 1 << 20;
+/// Fetched chunks buffered between the readers and the printer.
+const QUEUE_CHUNKS_MAX: usize = 4;
+
+#[derive(Debug, Args)]
+pub(crate) struct ConsumeArgs {
+    topic: String,
+    /// Read only this partition (default: all).
+    #[arg(long)]
+    partition: Option<u32>,
+    /// Start at this offset (in every partition read).
+    #[arg(long, conflicts_with_all = ["from_beginning", "from_time"])]
+    offset: Option<u64>,
+    /// Start at the log start (the default unless --group has a committed offset).
+    #[arg(long, conflicts_with = "from_time")]
+    from_beginning: bool,
+    /// Start at the first record at or after this time (ms since epoch or RFC 3339).
+    #[arg(long)]
+    from_time: Option<String>,
+    /// Stop after this many records.
+    #[arg(long)]
+    max: Option<u64>,
+    /// Start at the group's committed offsets and commit as records are printed.
+    #[arg(long)]
+    group: Option<String>,
+    /// Keep waiting for new records at the end of the log.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// One output line.
+#[derive(Debug, Serialize)]
+struct Line<'a> {
+    partition: u32,
+    offset: u64,
+    timestamp: i64,
+    key: Option<std::borrow::Cow<'a, str>>,
+    value: Option<std::borrow::Cow<'a, str>>,
+}
+
+fn line_of(partition: u32, record: &RecordView<'_>) -> Result<String> {
+    Ok(serde_json::to_string(&Line {
+        partition,
+        offset: record.offset,
+        timestamp: record.timestamp_ms,
+        key: record.key.map(String::from_utf8_lossy),
+        value: record.value.map(String::from_utf8_lossy),
+    })?)
+}
+
+/// What a reader thread hands to the printer.
+struct Chunk {
+    partition: u32,
+    /// (offset, JSON line) per record.
+    lines: Vec<(u64, String)>,
+}
+
+pub(crate) fn run(log: &Log, args: &ConsumeArgs) -> Result<()> {
+    let config = log.topic_config(&args.topic)?;
+    let partitions: Vec<u32> = match args.partition {
+        Some(p) if p >= config.partitions => {
+            bail!("topic '{}' has no partition {p} (it has {})", args.topic, config.partitions)
+        }
+        Some(p) => vec![p],
+        None => (0..config.partitions).collect(),
+    };
+    let from_time = args.from_time.as_deref().map(crate::time::parse_time_ms).transpose()?;
+    let mut starts = Vec::new();
+    for &partition in &partitions {
+        let committed = args.group.as_deref().and_then(|g| log.committed_offset(g, &args.topic, partition));
+        let start = if let Some(offset) = args.offset {
+            offset
+        } else if let Some(time) = from_time {
+            log.offset_for_time(&args.topic, partition, time)?
+        } else if let (false, Some(committed)) = (args.from_beginning, committed) {
+            committed.max(log.low_watermark(&args.topic, partition)?)
+        } else {
+            log.low_watermark(&args.topic, partition)?
+        };
+        starts.push((partition, start));
+    }
+
+    let stop = AtomicBool::new(false);
+    let (sender, receiver) = mpsc::sync_channel::<Result<Chunk>>(QUEUE_CHUNKS_MAX);
+    std::thread::scope(|scope| {
+        for &(partition, start) in &starts {
+            let sender = sender.clone();
+            let stop = &stop;
+            scope.spawn(move || {
+                let result = tail(log, &args.topic, partition, start, args.follow, stop, &sender);
+                if let Err(error) = result {
+                    let _ = sender.send(Err(error));
+                }
+            });
+        }
+        drop(sender);
+        let result = print(log, args, &receiver);
+        stop.store(true, Ordering::Release);
+        drop(receiver); // unblocks readers waiting to send
+        result
+    })
+}
+
+fn tail(
+    log: &Log,
+    topic: &str,
+    partition: u32,
+    mut offset: u64,
+    follow: bool,
+    stop: &AtomicBool,
+    sender: &mpsc::SyncSender<Result<Chunk>>,
+) -> Result<()> {
+    while !stop.load(Ordering::Acquire) {
+        let fetch = log.fetch(topic, partition, offset, FETCH_BYTES_MAX)?;
+        if fetch.is_empty() {
+            if !follow {
+                return Ok(());
+            }
+            log.wait_for(topic, partition, offset, Duration::from_millis(250))?;
+            continue;
+        }
+        let lines = fetch.records().map(|r| Ok((r.offset, line_of(partition, &r)?))).collect::<Result<Vec<_>>>()?;
+        offset = fetch.next_offset();
+        if sender.send(Ok(Chunk { partition, lines })).is_err() {
+            return Ok(()); // the printer is done
+        }
+    }
+    Ok(())
+}
+
+fn print(log: &Log, args: &ConsumeArgs, receiver: &mpsc::Receiver<Result<Chunk>>) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut printed = 0u64;
+    for chunk in receiver {
+        let chunk = chunk?;
+        let mut last_offset = None;
+        for (offset, line) in &chunk.lines {
+            if args.max.is_some_and(|max| printed >= max) {
+                break;
+            }
+            out.write_all(line.as_bytes())?;
+            out.write_all(b"\n")?;
+            printed += 1;
+            last_offset = Some(*offset);
+        }
+        // Commit only what reached stdout.
+        out.flush()?;
+        if let (Some(group), Some(last)) = (&args.group, last_offset) {
+            log.commit_offset(group, &args.topic, chunk.partition, last + 1)?;
+        }
+        if args.max.is_some_and(|max| printed >= max) {
+            break;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
