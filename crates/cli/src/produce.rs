@@ -1,16 +1,15 @@
 //! `millpond produce TOPIC`: one record per stdin line.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use millpond_log::{AppendInfo, Log, Record};
 
-/// Records are appended in batches of at most this many bytes of input...
+/// Records are appended in batches of at most this many bytes of input
+/// (or `--batch-records` records).
 const BATCH_BYTES_MAX: usize = 512 * 1024;
-/// ...or this many records.
-const BATCH_RECORDS_MAX: usize = 10_000;
 
 #[derive(Debug, Args)]
 pub(crate) struct ProduceArgs {
@@ -21,6 +20,14 @@ pub(crate) struct ProduceArgs {
     /// Append everything to this partition instead of routing by key.
     #[arg(long)]
     partition: Option<u32>,
+    /// Records per append (one batch per partition).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    batch_records: u64,
+    /// Print a JSON delivery report to stdout as each batch is acknowledged:
+    /// {"first_line":N,"last_line":M,"appends":[{"partition":P,"base_offset":B,"last_offset":L}]}
+    /// (the summary then goes to stderr).
+    #[arg(long)]
+    report: bool,
 }
 
 #[derive(Debug, Default)]
@@ -36,11 +43,11 @@ impl Summary {
         entry.1 = entry.1.min(info.base_offset);
         entry.2 = entry.2.max(info.last_offset);
     }
-    fn print(&self, topic: &str) {
+    fn print(&self, topic: &str, out: &mut dyn std::io::Write) {
         let total: u64 = self.per_partition.values().map(|e| e.0).sum();
-        println!("produced {total} records to '{topic}'");
+        let _ = writeln!(out, "produced {total} records to '{topic}'");
         for (partition, (count, first, last)) in &self.per_partition {
-            println!("  partition {partition}: {count} records, offsets {first}..={last}");
+            let _ = writeln!(out, "  partition {partition}: {count} records, offsets {first}..={last}");
         }
     }
 }
@@ -68,7 +75,8 @@ pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
     let mut pending_bytes = 0usize;
     let mut line = Vec::new();
     let mut line_number = 0u64;
-    let flush = |pending: &mut Vec<Record>, summary: &mut Summary| -> Result<()> {
+    let mut first_pending_line = 1u64;
+    let flush = |pending: &mut Vec<Record>, summary: &mut Summary, first_line: u64, last_line: u64| -> Result<()> {
         if pending.is_empty() {
             return Ok(());
         }
@@ -76,6 +84,15 @@ pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
             Some(partition) => vec![log.append(&args.topic, partition, pending)?],
             None => log.produce(&args.topic, pending)?,
         };
+        if args.report {
+            let appends: Vec<_> = infos
+                .iter()
+                .map(|i| serde_json::json!({"partition": i.partition, "base_offset": i.base_offset, "last_offset": i.last_offset}))
+                .collect();
+            let line = serde_json::json!({"first_line": first_line, "last_line": last_line, "appends": appends});
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{line}").and_then(|()| stdout.flush())?;
+        }
         infos.into_iter().for_each(|info| summary.add(info));
         pending.clear();
         Ok(())
@@ -84,7 +101,7 @@ pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
         line.clear();
         let read = reader.by_ref().read_until(b'\n', &mut line).context("reading stdin")?;
         if read == 0 {
-            return flush(&mut pending, &mut summary);
+            return flush(&mut pending, &mut summary, first_pending_line, line_number);
         }
         line_number += 1;
         let text = line.strip_suffix(b"\n").unwrap_or(&line);
@@ -98,7 +115,7 @@ pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
             Some(field) => match key_of(text, field) {
                 Ok(key) => key,
                 Err(reason) => {
-                    flush(&mut pending, &mut summary)?;
+                    flush(&mut pending, &mut summary, first_pending_line, line_number - 1)?;
                     bail!("stdin line {line_number}: {reason}; records before this line were produced");
                 }
             },
@@ -111,12 +128,17 @@ pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
             headers: Vec::new(),
         });
         progress.advance(read as u64, 1);
-        if pending_bytes >= BATCH_BYTES_MAX || pending.len() >= BATCH_RECORDS_MAX {
-            flush(&mut pending, &mut summary)?;
+        if pending_bytes >= BATCH_BYTES_MAX || pending.len() as u64 >= args.batch_records {
+            flush(&mut pending, &mut summary, first_pending_line, line_number)?;
             pending_bytes = 0;
+            first_pending_line = line_number + 1;
         }
     })();
     progress.finish();
-    summary.print(&args.topic);
+    if args.report {
+        summary.print(&args.topic, &mut std::io::stderr());
+    } else {
+        summary.print(&args.topic, &mut std::io::stdout());
+    }
     result
 }

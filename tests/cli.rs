@@ -1,0 +1,129 @@
+//! The `millpond` command line, driven as a user would.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn millpond(dir: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str], stdin: &str) -> String {
+    let output = millpond(dir, args, stdin);
+    assert!(output.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn fails(dir: &Path, args: &[&str], stdin: &str) -> String {
+    let output = millpond(dir, args, stdin);
+    assert!(!output.status.success(), "{args:?} should fail");
+    String::from_utf8(output.stderr).unwrap()
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn topics_can_be_created_listed_described_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "orders", "--partitions", "3", "--retention-ms", "60000"], "");
+    let error = fails(dir, &["topic", "create", "orders"], "");
+    assert!(error.contains("already exists"), "{error}");
+    let error = fails(dir, &["topic", "create", "x", "--cleanup-policy", "shred"], "");
+    assert!(error.contains("cleanup_policy"), "{error}");
+    let list: serde_json::Value = serde_json::from_str(&ok(dir, &["topic", "list", "--json"], "")).unwrap();
+    assert!(list.as_array().unwrap().iter().any(|t| t["name"] == "orders" && t["partitions"] == 3));
+    let described: serde_json::Value =
+        serde_json::from_str(&ok(dir, &["topic", "describe", "orders", "--json"], "")).unwrap();
+    assert_eq!(described["config"]["retention_ms"], 60000);
+    assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
+    assert_eq!(described["partitions"][0]["high_watermark"], 0);
+    ok(dir, &["topic", "delete", "orders"], "");
+    let error = fails(dir, &["topic", "describe", "orders"], "");
+    assert!(error.contains("unknown topic 'orders'"), "{error}");
+}
+
+#[test]
+fn produce_routes_by_key_and_consume_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t", "--partitions", "4"], "");
+    let input: String = (0..100).map(|i| format!("{{\"user\":\"u{}\",\"n\":{i}}}\n", i % 7)).collect();
+    let summary = ok(dir, &["produce", "t", "--key-field", "user"], &input);
+    assert!(summary.contains("produced 100 records"), "{summary}");
+    let records = json_lines(&ok(dir, &["consume", "t", "--from-beginning"], ""));
+    assert_eq!(records.len(), 100);
+    for record in &records {
+        let value: serde_json::Value = serde_json::from_str(record["value"].as_str().unwrap()).unwrap();
+        assert_eq!(record["key"], value["user"]);
+        let key = record["key"].as_str().unwrap();
+        assert_eq!(record["partition"], millpond_log::partitioner::partition_for_key(key.as_bytes(), 4));
+    }
+    // --partition, --offset and --max, on the busiest partition.
+    let busiest = (0..4u64).max_by_key(|p| records.iter().filter(|r| r["partition"] == *p).count()).unwrap();
+    let partition = busiest.to_string();
+    let one = json_lines(&ok(dir, &["consume", "t", "--partition", &partition, "--offset", "2", "--max", "1"], ""));
+    assert_eq!(one.len(), 1);
+    assert_eq!((one[0]["partition"].as_u64(), one[0]["offset"].as_u64()), (Some(busiest), Some(2)));
+    let error = fails(dir, &["consume", "t", "--partition", "9"], "");
+    assert!(error.contains("no partition 9"), "{error}");
+    let error = fails(dir, &["consume", "t", "--partition", "0", "--offset", "100000"], "");
+    assert!(error.contains("out of range"), "{error}");
+}
+
+#[test]
+fn a_bad_line_is_reported_by_number_and_earlier_lines_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    let error = fails(dir, &["produce", "t", "--key-field", "id"], "{\"id\":1}\n{\"id\":2}\nnot json\n{\"id\":4}\n");
+    assert!(error.contains("line 3"), "{error}");
+    let records = json_lines(&ok(dir, &["consume", "t"], ""));
+    assert_eq!(records.iter().map(|r| r["key"].as_str().unwrap().to_owned()).collect::<Vec<_>>(), ["1", "2"]);
+    let error = fails(dir, &["produce", "t", "--key-field", "id"], "{\"other\":1}\n");
+    assert!(error.contains("line 1") && error.contains("no field 'id'"), "{error}");
+    let error = fails(dir, &["produce", "missing"], "x\n");
+    assert!(error.contains("unknown topic 'missing'"), "{error}");
+}
+
+#[test]
+fn groups_resume_from_their_committed_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    let input: String = (0..10).map(|i| format!("v{i}\n")).collect();
+    ok(dir, &["produce", "t"], &input);
+    let first = json_lines(&ok(dir, &["consume", "t", "--group", "g", "--max", "4"], ""));
+    assert_eq!(first.last().unwrap()["offset"], 3);
+    let rest = json_lines(&ok(dir, &["consume", "t", "--group", "g"], ""));
+    assert_eq!(rest.iter().map(|r| r["offset"].as_u64().unwrap()).collect::<Vec<_>>(), (4..10).collect::<Vec<_>>());
+    assert!(json_lines(&ok(dir, &["consume", "t", "--group", "g"], "")).is_empty(), "nothing left for the group");
+    assert_eq!(json_lines(&ok(dir, &["consume", "t", "--group", "g", "--from-beginning"], "")).len(), 10);
+}
+
+#[test]
+fn from_time_starts_at_the_first_record_at_or_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    ok(dir, &["produce", "t"], "a\nb\n");
+    let all = json_lines(&ok(dir, &["consume", "t"], ""));
+    let ts = all[0]["timestamp"].as_i64().unwrap();
+    assert_eq!(json_lines(&ok(dir, &["consume", "t", "--from-time", &ts.to_string()], "")).len(), 2);
+    assert!(json_lines(&ok(dir, &["consume", "t", "--from-time", &(ts + 3_600_000).to_string()], "")).is_empty());
+    assert_eq!(json_lines(&ok(dir, &["consume", "t", "--from-time", "1970-01-01T00:00:00Z"], "")).len(), 2);
+    let error = fails(dir, &["consume", "t", "--from-time", "soon"], "");
+    assert!(error.contains("RFC 3339"), "{error}");
+}
