@@ -109,3 +109,28 @@ pub(crate) fn load(log: &Log) -> Result<GroupOffsets> {
     }
     Ok(offsets)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let record = encode("g", "topic", 7, 42, 1_000);
+        assert_eq!(decode_key(record.key.as_deref().unwrap()), Some(("g".into(), "topic".into(), 7)));
+        assert_eq!(decode_value(record.value.as_deref().unwrap()), Some(42));
+        // Every prefix and every single-byte change of a valid key or value
+        // decodes to something or nothing, without panicking.
+        for bytes in [record.key.unwrap(), record.value.unwrap()] {
+            for len in 0..bytes.len() {
+                assert!(decode_key(&bytes[..len]).is_none() || len == bytes.len());
+                assert!(decode_value(&bytes[..len]).is_none());
+            }
+            for at in 0..bytes.len() {
+                let mut changed = bytes.clone();
+                changed[at] ^= 0xff;
+                let _ = (decode_key(&changed), decode_value(&changed));
+            }
+        }
+    }
+}

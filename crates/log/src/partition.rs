@@ -205,7 +205,7 @@ impl Partition {
             }
             let last_offset = base_offset + records.len() as u64 - 1;
             let written = self
-                .maybe_roll(writer, size as u64, last_offset)
+                .maybe_roll(writer, size as u64, last_offset, batch_max_timestamp)
                 .and_then(|()| self.write_batch(writer, &buffer, base_offset, last_offset, batch_max_timestamp));
             writer.buffer = buffer;
             written?;
@@ -267,16 +267,19 @@ impl Partition {
         Ok(())
     }
 
-    /// Starts a new segment if the next batch does not fit the active one.
-    fn maybe_roll(&self, writer: &mut Writer, batch_bytes: u64, last_offset: u64) -> Result<()> {
+    /// Starts a new segment if the next batch does not fit the active one:
+    /// by size, by offset range, or by time. Time is measured as Kafka does:
+    /// from the first batch's timestamp to the incoming batch's, so data with
+    /// old timestamps does not roll on every append.
+    fn maybe_roll(&self, writer: &mut Writer, batch_bytes: u64, last_offset: u64, batch_timestamp: i64) -> Result<()> {
         let active = &writer.active;
         if active.written_bytes == 0 {
             return Ok(());
         }
-        let now = self.clock.now_ms();
         let too_big = active.written_bytes + batch_bytes > self.config.segment_bytes;
-        let too_old =
-            active.first_batch_max_timestamp.is_some_and(|t| now.saturating_sub(t) >= self.config.segment_ms as i64);
+        let too_old = active
+            .first_batch_max_timestamp
+            .is_some_and(|t| batch_timestamp.saturating_sub(t) >= self.config.segment_ms as i64);
         let offsets_overflow = last_offset - active.segment.base_offset > u64::from(u32::MAX);
         if too_big || too_old || offsets_overflow {
             self.roll(writer)?;
@@ -485,7 +488,9 @@ impl Partition {
                 closed
                     .iter()
                     .take_while(|s| {
-                        let fits = excess >= s.visible_bytes();
+                        // Only while the partition exceeds the limit: an empty
+                        // segment (all compacted away) is no excess.
+                        let fits = excess > 0 && excess >= s.visible_bytes();
                         excess = excess.saturating_sub(s.visible_bytes());
                         fits
                     })
@@ -627,7 +632,11 @@ fn recover_directory(dir: &Path) -> Result<Vec<u64>> {
     logs.sort_unstable();
     for (base, path) in indexes {
         if logs.binary_search(&base).is_err() {
-            fs::remove_file(&path).map_err(Error::io("removing orphan index", &path))?;
+            match fs::remove_file(&path) {
+                // Already gone: a completed swap deleted its old segments' indexes.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                result => result.map_err(Error::io("removing orphan index", &path))?,
+            }
         }
     }
     sync_dir(dir)?;
