@@ -119,13 +119,16 @@ mod tests {
         let record = encode("g", "topic", 7, 42, 1_000);
         assert_eq!(decode_key(record.key.as_deref().unwrap()), Some(("g".into(), "topic".into(), 7)));
         assert_eq!(decode_value(record.value.as_deref().unwrap()), Some(42));
-        // Every prefix and every single-byte change of a valid key or value
-        // decodes to something or nothing, without panicking.
-        for bytes in [record.key.unwrap(), record.value.unwrap()] {
-            for len in 0..bytes.len() {
-                assert!(decode_key(&bytes[..len]).is_none() || len == bytes.len());
-                assert!(decode_value(&bytes[..len]).is_none());
-            }
+        // Every strict prefix is rejected; every single-byte change decodes
+        // to something or nothing, without panicking.
+        let (key, value) = (record.key.unwrap(), record.value.unwrap());
+        for len in 0..key.len() {
+            assert!(decode_key(&key[..len]).is_none(), "key prefix of {len} bytes");
+        }
+        for len in 0..value.len() {
+            assert!(decode_value(&value[..len]).is_none(), "value prefix of {len} bytes");
+        }
+        for bytes in [key, value] {
             for at in 0..bytes.len() {
                 let mut changed = bytes.clone();
                 changed[at] ^= 0xff;
