@@ -445,7 +445,23 @@ impl Partition {
                 break;
             }
             match segment.read(offset, max_bytes) {
-                Ok(Some(bytes)) => return Ok((bytes, high, low)),
+                Ok(Some(mut bytes)) => {
+                    // Bytes become visible just before the high watermark
+                    // covers them. Return only batches below the `high` read
+                    // above, so a fetch's `next_offset` never passes the high
+                    // watermark it reports (the next fetch there would be out
+                    // of range).
+                    let mut end = 0;
+                    while end < bytes.len() {
+                        let batch = batch::BatchView::from_validated(&bytes[end..]);
+                        if batch.base_offset() >= high {
+                            break;
+                        }
+                        end += batch.size_bytes();
+                    }
+                    bytes.truncate(end);
+                    return Ok((bytes, high, low));
+                }
                 Ok(None) => continue, // nothing at or after `offset` here (compaction gap)
                 Err(error) => return Err(self.corrupt(segment, error)),
             }

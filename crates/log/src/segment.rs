@@ -188,11 +188,13 @@ impl Segment {
             },
             None => scan_file(&path, &file, base_offset, 0, base_offset, Indexes::default(), index_interval_bytes)?,
         };
-        // A torn tail (a batch running past the end of file) is cut off in
-        // any segment; other damage only in the segment being recovered. In
-        // a closed segment it stays visible so that reads report it.
-        let torn = matches!(scan.error, Some((_, BatchError::Incomplete { .. })) | None);
-        let truncate = scan.valid_bytes < file_bytes && (truncate_invalid || torn);
+        // Only the segment being recovered (the one being written at the
+        // crash) can have a torn tail: it is cut off at the first invalid
+        // batch. A closed segment was synced whole before the next one was
+        // created, so any damage there, even a batch that seems to run past
+        // the end of file (a damaged length), stays visible so that reads
+        // report it instead of silently skipping its offsets.
+        let truncate = scan.valid_bytes < file_bytes && truncate_invalid;
         if truncate {
             file.set_len(scan.valid_bytes).map_err(Error::io("truncating segment", &path))?;
             file.sync_all().map_err(Error::io("syncing segment", &path))?;
@@ -364,11 +366,21 @@ fn scan_from_index(
         None => (0, base_offset),
         Some(e) => (u64::from(e.position), base_offset + u64::from(e.relative_offset)),
     };
-    // Entries at and after `start` are re-derived by the scan.
+    // Offset and time entries are written in pairs. If the two files do not
+    // end at the same entry (one is torn or stale), the time index cannot
+    // bound the records before `start`: rescan.
+    if indexes.times.last().map(|e| e.relative_offset) != indexes.offsets.last().map(|e| e.relative_offset) {
+        return Ok(None);
+    }
+    // The offset entry at `start` is re-derived by the scan. The time entry
+    // there stays: the scan takes the bound on the records before `start`
+    // from the last time entry, then re-creates that same entry (deduplicated
+    // below).
     let max_before = indexes.times.last().map_or(i64::MIN, |e| e.max_timestamp_before);
     indexes.offsets.pop();
-    indexes.times.retain(|e| base_offset + u64::from(e.relative_offset) < start_offset);
+    indexes.times.retain(|e| base_offset + u64::from(e.relative_offset) <= start_offset);
     let mut scan = scan_file(path, file, base_offset, start, start_offset, indexes, interval)?;
+    scan.indexes.times.dedup();
     if start > 0
         && (scan.valid_bytes == start || scan.indexes.offsets.last().map(|e| u64::from(e.position)) != Some(start))
     {
