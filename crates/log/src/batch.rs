@@ -85,6 +85,10 @@ pub enum BatchError {
     UnsupportedAttributes { attributes: i16 },
     #[error("malformed record {index}: {reason}")]
     BadRecord { index: usize, reason: &'static str },
+    /// The base offset (outside the CRC, as in Kafka) breaks the segment's
+    /// offset order or bounds.
+    #[error("batch offsets {base_offset}..={last_offset} {reason}")]
+    BadOffset { base_offset: u64, last_offset: u64, reason: &'static str },
 }
 
 /// The total size of the batch that starts at `bytes`, read from its header,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::batch::{self, Batches, EncodeRecord};
 use crate::error::{Error, Result};
 use crate::partition::{self, Partition};
-use crate::segment::{self, Segment};
+use crate::segment::{self, OffsetRules, Segment};
 
 /// Bytes read from a segment at a time while cleaning.
 const READ_CHUNK_BYTES: usize = 1 << 20;
@@ -201,7 +201,8 @@ fn clean_group(
     }
     fs::rename(&swap_path, segment::log_path(dir, first)).map_err(Error::io("completing swap", &swap_path))?;
     partition::sync_dir(dir)?;
-    let (cleaned, _) = Segment::open(dir, first, false, false, partition.config.index_interval_bytes)?;
+    let rules = OffsetRules { contiguous: false, limit: end_offset };
+    let (cleaned, _) = Segment::open(dir, first, false, false, partition.config.index_interval_bytes, rules)?;
     assert_eq!(cleaned.visible_bytes(), output.len() as u64, "the cleaned segment reads back whole");
     partition.replace_segments(first, end_offset, Arc::new(cleaned));
     stats.segments_rewritten += group.len();

@@ -22,7 +22,7 @@ use crate::batch::{self, Record};
 use crate::clock::Clock;
 use crate::config::{FlushPolicy, TopicConfig};
 use crate::error::{Error, Result};
-use crate::segment::{self, OffsetEntry, Segment, TimeEntry};
+use crate::segment::{self, OffsetEntry, OffsetRules, Segment, TimeEntry};
 
 /// Where an appended batch landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +106,12 @@ impl Partition {
         for (i, &base) in bases.iter().enumerate() {
             let is_last = i + 1 == bases.len();
             let trust_index = !is_last || clean_shutdown;
-            let (segment, scan) = Segment::open(&dir, base, trust_index, is_last, config.index_interval_bytes)?;
+            // Only closed segments of compacted topics may have offset gaps.
+            let rules = OffsetRules {
+                contiguous: is_last || !config.cleanup_policy.compacts(),
+                limit: bases.get(i + 1).copied().unwrap_or(u64::MAX),
+            };
+            let (segment, scan) = Segment::open(&dir, base, trust_index, is_last, config.index_interval_bytes, rules)?;
             if let Some(previous) = segments.last() {
                 let previous: &Arc<Segment> = previous;
                 assert!(previous.base_offset < base, "segment bases are sorted and distinct");
@@ -118,9 +123,10 @@ impl Partition {
         }
         let scan = last_scan.expect("at least one segment");
         let active_segment = segments.last().expect("at least one segment").clone();
-        // A segment's next offset is at least the previous one's (gaps allowed).
-        let next_offset =
-            segments.iter().map(|s| s.next_offset()).max().expect("non-empty").max(active_segment.base_offset);
+        // Every closed segment's offsets lie below the next base (checked by
+        // the scans), so the active segment alone decides the next offset.
+        let next_offset = active_segment.next_offset();
+        assert!(next_offset >= active_segment.base_offset);
         let active = Active {
             written_bytes: scan.valid_bytes,
             bytes_since_index: scan.bytes_since_index,
@@ -298,6 +304,7 @@ impl Partition {
         self.durable_offset.fetch_max(writer.next_offset, Ordering::AcqRel);
         self.publish_high_watermark(writer.next_offset);
         let segment = Arc::new(Segment::create(&self.dir, writer.next_offset)?);
+        old.close_at(writer.next_offset);
         sync_dir(&self.dir)?;
         {
             let mut segments = self.segments.write().expect("segments lock");

@@ -14,6 +14,7 @@
 //!   the `.log` file, which is the only source of truth.
 
 use std::fs::{self, File, OpenOptions};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
@@ -104,6 +105,66 @@ impl Indexes {
     }
 }
 
+/// What the offsets of a segment's batches must satisfy. The base offset is
+/// outside the batch CRC (as in Kafka), so these checks are what stops a
+/// damaged base offset from moving records to other offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OffsetRules {
+    /// Batches follow each other with no gap, the first at the segment's
+    /// base offset. True for every segment that was never compacted.
+    pub(crate) contiguous: bool,
+    /// Every offset in the segment is below this (the next segment's base).
+    pub(crate) limit: u64,
+}
+
+impl OffsetRules {
+    pub(crate) const ACTIVE: OffsetRules = OffsetRules { contiguous: true, limit: u64::MAX };
+}
+
+/// Checks batch offsets one batch at a time, in file order.
+#[derive(Debug, Clone, Copy)]
+struct OffsetCheck {
+    segment_base: u64,
+    rules: OffsetRules,
+    /// One past the previous batch; `None` at the start of the file.
+    next: Option<u64>,
+    /// The next batch must start exactly at `next` (it was found through an
+    /// index entry naming its offset).
+    exact: bool,
+}
+
+impl OffsetCheck {
+    fn new(segment_base: u64, rules: OffsetRules, start_offset: Option<u64>) -> OffsetCheck {
+        OffsetCheck { segment_base, rules, next: start_offset, exact: start_offset.is_some() }
+    }
+
+    /// The offset the next batch should start at, as far as this check knows.
+    fn expected(&self) -> u64 {
+        self.next.unwrap_or(self.segment_base)
+    }
+
+    fn check(&mut self, base_offset: u64, last_offset_delta: u32) -> std::result::Result<(), BatchError> {
+        let last_offset = base_offset.saturating_add(u64::from(last_offset_delta));
+        let bad = |reason| Err(BatchError::BadOffset { base_offset, last_offset, reason });
+        if base_offset < self.segment_base || last_offset - self.segment_base > u64::from(u32::MAX) {
+            return bad("are outside the segment's offset range");
+        }
+        if last_offset >= self.rules.limit {
+            return bad("reach the next segment's base offset");
+        }
+        let expected = self.next.unwrap_or(self.segment_base);
+        if (self.exact || self.rules.contiguous) && base_offset != expected {
+            return bad("do not follow the previous batch (or the index entry)");
+        }
+        if base_offset < expected {
+            return bad("overlap the previous batch");
+        }
+        self.next = Some(last_offset + 1);
+        self.exact = false;
+        Ok(())
+    }
+}
+
 /// A segment as readers see it. The writer's extra state lives in
 /// [`crate::partition`]'s active-segment record.
 #[derive(Debug)]
@@ -118,6 +179,9 @@ pub(crate) struct Segment {
     /// Largest record timestamp written (`i64::MIN` if empty).
     max_timestamp: AtomicI64,
     pub(crate) indexes: RwLock<Indexes>,
+    /// Set once; `limit` moves from `u64::MAX` to the next base on roll.
+    contiguous: bool,
+    limit_offset: AtomicU64,
 }
 
 /// What a validating scan of a segment file found.
@@ -137,8 +201,10 @@ pub(crate) struct Scan {
 }
 
 impl Segment {
-    pub(crate) fn new(base_offset: u64, path: PathBuf, file: File, scan: &Scan) -> Segment {
+    pub(crate) fn new(base_offset: u64, path: PathBuf, file: File, scan: &Scan, rules: OffsetRules) -> Segment {
         Segment {
+            contiguous: rules.contiguous,
+            limit_offset: AtomicU64::new(rules.limit),
             base_offset,
             path,
             file,
@@ -151,6 +217,7 @@ impl Segment {
 
     /// Creates empty `.log`, `.index` and `.timeindex` files.
     pub(crate) fn create(dir: &Path, base_offset: u64) -> Result<Segment> {
+        // A new segment is the active one: dense, unbounded until the next roll.
         let path = log_path(dir, base_offset);
         let file = OpenOptions::new()
             .read(true)
@@ -161,7 +228,7 @@ impl Segment {
         for index in [offset_index_path(dir, base_offset), time_index_path(dir, base_offset)] {
             File::create(&index).map_err(Error::io("creating index", &index))?;
         }
-        Ok(Segment::new(base_offset, path, file, &Scan::empty(base_offset)))
+        Ok(Segment::new(base_offset, path, file, &Scan::empty(base_offset), OffsetRules::ACTIVE))
     }
 
     /// Opens an existing segment. With `trust_index`, valid index files are
@@ -175,18 +242,21 @@ impl Segment {
         trust_index: bool,
         truncate_invalid: bool,
         index_interval_bytes: u64,
+        rules: OffsetRules,
     ) -> Result<(Segment, Scan)> {
         let path = log_path(dir, base_offset);
         let file =
             OpenOptions::new().read(true).write(true).open(&path).map_err(Error::io("opening segment", &path))?;
         let file_bytes = file.metadata().map_err(Error::io("reading size of", &path))?.len();
         let loaded = if trust_index { load_indexes(dir, base_offset, file_bytes) } else { None };
+        let loaded_lens = loaded.as_ref().map(|i| (i.offsets.len(), i.times.len()));
+        let full_scan = || scan_file(&path, &file, base_offset, None, Indexes::default(), index_interval_bytes, rules);
         let scan = match loaded {
-            Some(indexes) => match scan_from_index(&path, &file, base_offset, indexes, index_interval_bytes)? {
+            Some(indexes) => match scan_from_index(&path, &file, base_offset, indexes, index_interval_bytes, rules)? {
                 Some(scan) => scan,
-                None => scan_file(&path, &file, base_offset, 0, base_offset, Indexes::default(), index_interval_bytes)?,
+                None => full_scan()?,
             },
-            None => scan_file(&path, &file, base_offset, 0, base_offset, Indexes::default(), index_interval_bytes)?,
+            None => full_scan()?,
         };
         // Only the segment being recovered (the one being written at the
         // crash) can have a torn tail: it is cut off at the first invalid
@@ -199,11 +269,13 @@ impl Segment {
             file.set_len(scan.valid_bytes).map_err(Error::io("truncating segment", &path))?;
             file.sync_all().map_err(Error::io("syncing segment", &path))?;
         }
-        let segment = Segment::new(base_offset, path, file, &scan);
+        let segment = Segment::new(base_offset, path, file, &scan, rules);
         if !truncate {
             segment.publish(file_bytes);
         }
-        segment.write_indexes(dir)?;
+        if loaded_lens != Some((scan.indexes.offsets.len(), scan.indexes.times.len())) {
+            segment.write_indexes(dir)?; // rebuilt or extended
+        }
         Ok((segment, scan))
     }
 
@@ -213,9 +285,20 @@ impl Segment {
         for (path, bytes) in
             [(offset_index_path(dir, self.base_offset), offsets), (time_index_path(dir, self.base_offset), times)]
         {
-            fs::write(&path, bytes).map_err(Error::io("writing index", &path))?;
+            File::create(&path)
+                .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_data()))
+                .map_err(Error::io("writing index", &path))?;
         }
         Ok(())
+    }
+
+    /// Bounds this segment's offsets below the next segment's base (on roll).
+    pub(crate) fn close_at(&self, next_base_offset: u64) {
+        self.limit_offset.store(next_base_offset, Ordering::Release);
+    }
+
+    fn rules(&self) -> OffsetRules {
+        OffsetRules { contiguous: self.contiguous, limit: self.limit_offset.load(Ordering::Acquire) }
     }
 
     pub(crate) fn visible_bytes(&self) -> u64 {
@@ -238,12 +321,20 @@ impl Segment {
 
     /// Position to start scanning for `offset`: the last index entry at or
     /// below it, among entries readers may see.
-    fn index_position(&self, offset: u64, visible: u64) -> u64 {
+    /// Also returns an offset check that starts there.
+    fn index_position(&self, offset: u64, visible: u64) -> (u64, OffsetCheck) {
         let indexes = self.indexes.read().expect("index lock");
         let after = indexes.offsets.partition_point(|e| {
             self.base_offset + u64::from(e.relative_offset) <= offset && u64::from(e.position) < visible
         });
-        after.checked_sub(1).map_or(0, |i| u64::from(indexes.offsets[i].position))
+        match after.checked_sub(1) {
+            None => (0, OffsetCheck::new(self.base_offset, self.rules(), None)),
+            Some(i) => {
+                let entry = indexes.offsets[i];
+                let entry_offset = self.base_offset + u64::from(entry.relative_offset);
+                (u64::from(entry.position), OffsetCheck::new(self.base_offset, self.rules(), Some(entry_offset)))
+            }
+        }
     }
 
     /// Reads whole batches starting with the first whose last offset is at
@@ -257,36 +348,42 @@ impl Segment {
         max_bytes: usize,
     ) -> std::result::Result<Option<Vec<u8>>, (u64, u64, BatchError)> {
         let visible = self.visible_bytes();
-        let start = self.index_position(offset, visible);
-        let mut headers = HeaderScanner::new(&self.file, start, visible);
+        let (start, check) = self.index_position(offset, visible);
+        let mut headers = HeaderScanner::new(&self.file, start, visible, check);
         let (position, first_size) = loop {
             match headers.next_header() {
                 Ok(None) => return Ok(None),
                 Ok(Some(header)) if header.last_offset() >= offset => break (header.position, header.size_bytes),
                 Ok(Some(_)) => {}
-                Err((position, error)) => return Err((self.offset_at(position), position, error)),
+                Err((position, error)) => return Err((headers.offset_of_error(position, &error), position, error)),
             }
         };
         let want = (first_size as u64).max(max_bytes as u64).min(visible - position) as usize;
         let mut bytes = vec![0; want];
         self.file.read_exact_at(&mut bytes, position).map_err(|e| (offset, position, io_batch_error(&e)))?;
+        // The first batch's offsets were checked by the header scan; later
+        // ones continue the same check.
+        let mut check = headers.check;
         let mut batches = Batches::new(&bytes);
-        for _ in &mut batches {}
-        let valid = batches.position();
+        let mut valid = 0;
+        let mut error = None;
+        for batch in batches.by_ref() {
+            if valid > 0
+                && let Err(e) = check.check(batch.base_offset(), batch.last_offset_delta() as u32)
+            {
+                error = Some(e);
+                break;
+            }
+            valid += batch.size_bytes();
+        }
         if valid == 0 {
-            let (_, error) = batches.error().cloned().expect("an empty read of a non-empty range has an error");
+            let error = error
+                .or_else(|| batches.error().map(|(_, e)| e.clone()))
+                .expect("an empty read of a non-empty range has an error");
             return Err((batch::peek_base_offset(&bytes).unwrap_or(offset), position, error));
         }
         bytes.truncate(valid);
         Ok(Some(bytes))
-    }
-
-    fn offset_at(&self, position: u64) -> u64 {
-        let mut header = [0u8; 8];
-        match self.file.read_exact_at(&mut header, position) {
-            Ok(()) => u64::from_be_bytes(header),
-            Err(_) => self.base_offset,
-        }
     }
 
     /// The first offset in this segment whose timestamp is >= `timestamp_ms`.
@@ -305,13 +402,13 @@ impl Segment {
                 .checked_sub(1)
                 .map_or(self.base_offset, |i| self.base_offset + u64::from(indexes.times[i].relative_offset))
         };
-        let start = self.index_position(start_offset, visible);
-        let mut headers = HeaderScanner::new(&self.file, start, visible);
+        let (start, check) = self.index_position(start_offset, visible);
+        let mut headers = HeaderScanner::new(&self.file, start, visible, check);
         loop {
             let header = match headers.next_header() {
                 Ok(None) => return Ok(None),
                 Ok(Some(header)) => header,
-                Err((position, error)) => return Err((self.offset_at(position), position, error)),
+                Err((position, error)) => return Err((headers.offset_of_error(position, &error), position, error)),
             };
             if header.max_timestamp < timestamp_ms {
                 continue;
@@ -361,6 +458,7 @@ fn scan_from_index(
     base_offset: u64,
     mut indexes: Indexes,
     interval: u64,
+    rules: OffsetRules,
 ) -> Result<Option<Scan>> {
     let (start, start_offset) = match indexes.offsets.last() {
         None => (0, base_offset),
@@ -379,7 +477,8 @@ fn scan_from_index(
     let max_before = indexes.times.last().map_or(i64::MIN, |e| e.max_timestamp_before);
     indexes.offsets.pop();
     indexes.times.retain(|e| base_offset + u64::from(e.relative_offset) <= start_offset);
-    let mut scan = scan_file(path, file, base_offset, start, start_offset, indexes, interval)?;
+    let resume = (start > 0).then_some((start, start_offset));
+    let mut scan = scan_file(path, file, base_offset, resume, indexes, interval, rules)?;
     scan.indexes.times.dedup();
     if start > 0
         && (scan.valid_bytes == start || scan.indexes.offsets.last().map(|e| u64::from(e.position)) != Some(start))
@@ -400,19 +499,21 @@ fn first_batch_max_timestamp(file: &File) -> Option<i64> {
     Some(i64::from_be_bytes(header[35..43].try_into().expect("8")))
 }
 
-/// Validates batches from `start` (which must be a batch boundary holding
-/// `start_offset` or later) to the end of the file, extending `indexes`.
-/// Entries are forced at `start` when `start > 0`, so that a scan resumed
-/// from an index entry re-creates that entry.
-pub(crate) fn scan_file(
+/// Validates batches to the end of the file, extending `indexes`: from the
+/// start of the file, or from `resume = (position, offset)`, an index entry
+/// (the batch there must have that base offset; the entry is re-created).
+/// Batches must also satisfy `rules`.
+fn scan_file(
     path: &Path,
     file: &File,
     base_offset: u64,
-    start: u64,
-    start_offset: u64,
+    resume: Option<(u64, u64)>,
     indexes: Indexes,
     index_interval_bytes: u64,
+    rules: OffsetRules,
 ) -> Result<Scan> {
+    let (start, start_offset) = resume.unwrap_or((0, base_offset));
+    let mut offsets = OffsetCheck::new(base_offset, rules, resume.map(|(_, offset)| offset));
     let file_bytes = file
         .metadata()
         .map_err(|source| Error::Io { action: "reading size of", path: path.to_path_buf(), source })?
@@ -470,8 +571,8 @@ pub(crate) fn scan_file(
                     break 'chunks;
                 }
             };
-            if batch.base_offset() < scan.next_offset || batch.last_offset() - base_offset > u64::from(u32::MAX) {
-                scan.error = Some((position, BatchError::BadRecord { index: 0, reason: "batch offset out of order" }));
+            if let Err(error) = offsets.check(batch.base_offset(), batch.last_offset_delta() as u32) {
+                scan.error = Some((position, error));
                 break 'chunks;
             }
             if force_entry || (scan.bytes_since_index >= index_interval_bytes && position > 0) {
@@ -520,20 +621,31 @@ impl BatchHeader {
 /// Walks batch headers without validating bodies (bodies are validated when
 /// read), reading ahead in chunks so a short scan costs few syscalls.
 #[derive(Debug)]
-pub(crate) struct HeaderScanner<'f> {
+struct HeaderScanner<'f> {
     file: &'f File,
     position: u64,
     end: u64,
     buffer: Vec<u8>,
     buffer_start: u64,
+    check: OffsetCheck,
 }
 
 impl<'f> HeaderScanner<'f> {
-    pub(crate) fn new(file: &'f File, position: u64, end: u64) -> HeaderScanner<'f> {
-        HeaderScanner { file, position, end, buffer: Vec::new(), buffer_start: position }
+    fn new(file: &'f File, position: u64, end: u64, check: OffsetCheck) -> HeaderScanner<'f> {
+        HeaderScanner { file, position, end, buffer: Vec::new(), buffer_start: position, check }
     }
 
-    pub(crate) fn next_header(&mut self) -> std::result::Result<Option<BatchHeader>, (u64, BatchError)> {
+    /// The offset to name in an error at `position`: where the batch should
+    /// start if its own base offset is the damage, else its stored base.
+    fn offset_of_error(&self, position: u64, error: &BatchError) -> u64 {
+        let mut header = [0u8; 8];
+        match (error, self.file.read_exact_at(&mut header, position)) {
+            (BatchError::BadOffset { .. }, _) | (_, Err(_)) => self.check.expected(),
+            (_, Ok(())) => u64::from_be_bytes(header),
+        }
+    }
+
+    fn next_header(&mut self) -> std::result::Result<Option<BatchHeader>, (u64, BatchError)> {
         if self.position >= self.end {
             return Ok(None);
         }
@@ -562,6 +674,7 @@ impl<'f> HeaderScanner<'f> {
             max_timestamp: i64::from_be_bytes(bytes[35..43].try_into().expect("8")),
             size_bytes: size,
         };
+        self.check.check(header.base_offset, header.last_offset_delta).map_err(|e| (position, e))?;
         debug_assert!(size >= LOG_OVERHEAD_BYTES);
         self.position += size as u64;
         Ok(Some(header))
