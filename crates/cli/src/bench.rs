@@ -191,7 +191,13 @@ fn bench_durable(log: &Log, sizes: &Sizes, disk: &Disk, table: &mut Table) -> Re
 
 /// Many threads appending single records durably: group commit shares fsyncs.
 fn bench_group_commit(log: &Log, sizes: &Sizes, disk: &Disk, table: &mut Table) -> Result<()> {
-    let threads = 16;
+    for threads in [4, 16] {
+        bench_group_commit_with(log, sizes, disk, table, threads)?;
+    }
+    Ok(())
+}
+
+fn bench_group_commit_with(log: &Log, sizes: &Sizes, disk: &Disk, table: &mut Table, threads: usize) -> Result<()> {
     log.create_topic("group-commit", TopicConfig { retention_ms: None, ..TopicConfig::default() })?;
     let template = records(1, 100);
     let run = sizes.durable_run;
