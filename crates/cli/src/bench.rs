@@ -3,8 +3,7 @@
 //! Nothing here asserts a time; it prints a Markdown table for
 //! `docs/performance.md`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,23 +76,44 @@ struct Disk {
     fsync_p99: Duration,
 }
 
-fn measure_disk(dir: &Path, sizes: &Sizes, table: &mut Table) -> Result<Disk> {
+/// Incompressible bytes, so neither side benefits from a host that dedupes
+/// or compresses (seen here: the same `dd` ran at 0.4 and 2.5 GB/s).
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// Sequential write of `bytes` in 1 MiB writes, then fsync: MB/s.
+fn raw_write_mb_s(dir: &Path, bytes: u64, seed: u64) -> Result<f64> {
     let path = dir.join("raw-disk");
-    let chunk = vec![0x5a_u8; 1 << 20];
+    let chunk = noise(1 << 20, seed);
+    // The same system calls the log makes: positional writes, one fdatasync.
     let started = Instant::now();
-    let mut file = File::create(&path)?;
-    for _ in 0..sizes.raw_bytes / chunk.len() as u64 {
-        file.write_all(&chunk)?;
+    let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path)?;
+    for i in 0..bytes / chunk.len() as u64 {
+        file.write_all_at(&chunk, i * chunk.len() as u64)?;
     }
-    file.sync_all()?;
+    file.sync_data()?;
     let elapsed = started.elapsed();
     drop(file);
     fs::remove_file(&path)?;
-    let write_mb_s = mb_per_s(sizes.raw_bytes, elapsed);
-    table.row("raw disk: sequential write + fsync (1 MiB writes)", format!("{write_mb_s:.0} MB/s"), "", "1.00");
+    Ok(mb_per_s(bytes, elapsed))
+}
 
+fn measure_disk(dir: &Path, sizes: &Sizes, table: &mut Table) -> Result<Disk> {
+    let write_mb_s = raw_write_mb_s(dir, sizes.raw_bytes, 1)?;
+    table.row("raw disk: sequential write + fsync (1 MiB writes), first pass", format!("{write_mb_s:.0} MB/s"), "", "");
+
+    let path = dir.join("raw-disk");
     let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path)?;
-    let block = vec![0x33_u8; 1024];
+    let block = noise(1024, 2);
     let mut samples = Vec::with_capacity(sizes.fsync_samples);
     for i in 0..sizes.fsync_samples {
         let started = Instant::now();
@@ -113,6 +133,15 @@ fn measure_disk(dir: &Path, sizes: &Sizes, table: &mut Table) -> Result<Disk> {
     Ok(Disk { write_mb_s, fsync_p50, fsync_p99 })
 }
 
+/// Measures raw bandwidth again; the reference becomes the best pass so far
+/// (the conservative choice for every ratio).
+fn remeasure_disk(dir: &Path, sizes: &Sizes, disk: &mut Disk, table: &mut Table, pass: &str) -> Result<()> {
+    let mb_s = raw_write_mb_s(dir, sizes.raw_bytes, 3)?;
+    disk.write_mb_s = disk.write_mb_s.max(mb_s);
+    table.row(format!("raw disk: sequential write + fsync, {pass} pass"), format!("{mb_s:.0} MB/s"), "", "");
+    Ok(())
+}
+
 fn open_log(dir: &Path) -> Result<Log> {
     Ok(Log::open(dir, LogOptions { clock: Arc::new(SystemClock), background: false, ..LogOptions::default() })?)
 }
@@ -121,7 +150,7 @@ fn records(count: usize, size: usize) -> Vec<Record> {
     (0..count)
         .map(|i| {
             let key = format!("key-{i:08}");
-            let value = vec![b'a' + (i % 26) as u8; size.saturating_sub(key.len())];
+            let value = noise(size.saturating_sub(key.len()), i as u64 + 7);
             Record::new(Some(key.as_bytes()), Some(&value), 1_700_000_000_000 + i as i64)
         })
         .collect()
@@ -298,7 +327,7 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
     let BenchCommand::Log(args) = command;
     let sizes = if args.quick {
         Sizes {
-            raw_bytes: 64 << 20,
+            raw_bytes: 32 << 20,
             append_bytes: 32 << 20,
             append_records_max: 300_000,
             durable_run: Duration::from_millis(300),
@@ -308,7 +337,7 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
         }
     } else {
         Sizes {
-            raw_bytes: 512 << 20,
+            raw_bytes: 256 << 20,
             append_bytes: 256 << 20,
             append_records_max: 2_000_000,
             durable_run: Duration::from_secs(2),
@@ -322,14 +351,26 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
     let result = (|| {
         let mut table = Table { rows: Vec::new() };
         eprintln!("measuring in {} ...", dir.display());
-        let disk = measure_disk(&dir, &sizes, &mut table)?;
+        let mut disk = measure_disk(&dir, &sizes, &mut table)?;
         let log = open_log(&dir.join("log"))?;
-        bench_unsynced(&log, &sizes, &disk, &mut table)?;
-        bench_sequential_read(&log, &disk, &mut table)?;
-        bench_durable(&log, &sizes, &disk, &mut table)?;
-        bench_group_commit(&log, &sizes, &disk, &mut table)?;
-        bench_read_at_offset(&log, &sizes, &disk, &mut table)?;
+        let mut log_rows = Table { rows: Vec::new() };
+        bench_unsynced(&log, &sizes, &disk, &mut log_rows)?;
+        remeasure_disk(&dir, &sizes, &mut disk, &mut table, "second")?;
+        bench_sequential_read(&log, &disk, &mut log_rows)?;
+        bench_durable(&log, &sizes, &disk, &mut log_rows)?;
+        bench_group_commit(&log, &sizes, &disk, &mut log_rows)?;
+        bench_read_at_offset(&log, &sizes, &disk, &mut log_rows)?;
+        remeasure_disk(&dir, &sizes, &mut disk, &mut table, "third")?;
         log.close()?;
+        // Ratios were computed against the best raw pass seen when each row
+        // ran; recompute bandwidth ratios against the best of all passes.
+        for row in &mut log_rows.rows {
+            if let Some(mb) = row[2].split(" MB/s").next().and_then(|v| v.parse::<f64>().ok()) {
+                row[3] = format!("{:.2}", mb / disk.write_mb_s);
+            }
+        }
+        table.row("raw disk: reference bandwidth (best pass)", format!("{:.0} MB/s", disk.write_mb_s), "", "1.00");
+        table.rows.extend(log_rows.rows);
         Ok::<_, anyhow::Error>(table)
     })();
     let _ = fs::remove_dir_all(&dir);
