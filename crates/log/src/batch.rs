@@ -153,6 +153,16 @@ impl<'a> BatchView<'a> {
         if view.last_offset_delta() < 0 || view.record_count() < 0 {
             return Err(BatchError::BadRecord { index: 0, reason: "negative count or offset delta" });
         }
+        // Offsets are non-negative i64s on disk (as in Kafka); the batch's
+        // last slot must not overflow.
+        let base = view.i64_at(0);
+        if base < 0 || base.checked_add(i64::from(view.last_offset_delta())).is_none() {
+            return Err(BatchError::BadOffset {
+                base_offset: base as u64,
+                last_offset: (base as u64).wrapping_add(view.last_offset_delta() as u64),
+                reason: "are outside 0..=i64::MAX",
+            });
+        }
         view.check_records()?;
         Ok(view)
     }

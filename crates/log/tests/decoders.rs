@@ -101,3 +101,19 @@ fn crc32c_matches_the_standard_check_value() {
     batch::encode_records(&mut bytes, 0, &[Record::new(Some(b"k"), Some(b"v"), 1)]);
     assert_eq!(BatchView::parse(&bytes).unwrap().crc(), crc32c(&bytes[21..]));
 }
+
+/// Found by the `batch` fuzz target: a negative base offset (an i64 on disk,
+/// outside the CRC) used to wrap to records outside their batch.
+#[test]
+fn negative_or_overflowing_base_offsets_are_rejected() {
+    let mut bytes = Vec::new();
+    batch::encode_records(&mut bytes, 0, &[Record::new(Some(b"k"), Some(b"v"), 1), Record::new(None, None, 2)]);
+    for base in [-1i64, i64::MIN, i64::MAX] {
+        let mut bad = bytes.clone();
+        bad[..8].copy_from_slice(&base.to_be_bytes());
+        assert!(BatchView::parse(&bad).is_err(), "base offset {base} accepted");
+    }
+    let mut ok = bytes.clone();
+    ok[..8].copy_from_slice(&(i64::MAX - 1).to_be_bytes());
+    assert_eq!(BatchView::parse(&ok).unwrap().last_offset(), i64::MAX as u64);
+}
