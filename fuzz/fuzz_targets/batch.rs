@@ -10,7 +10,7 @@ fuzz_target!(|input: &[u8]| {
     let Some((&mode, data)) = input.split_first() else { return };
     let mut fixed = data.to_vec();
     if mode & 1 == 1 && fixed.len() >= 21 {
-        let crc = crc32c(&fixed[21..]);
+        let crc = crc32c::crc32c(&fixed[21..]);
         fixed[17..21].copy_from_slice(&crc.to_be_bytes());
     }
     let data = &fixed[..];
@@ -31,13 +31,3 @@ fuzz_target!(|input: &[u8]| {
     assert!(batches.position() <= data.len());
 });
 
-fn crc32c(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &byte in bytes {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
-        }
-    }
-    !crc
-}
