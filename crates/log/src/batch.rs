@@ -404,6 +404,16 @@ fn put_varlong(out: &mut Vec<u8>, value: i64) {
     out.push(zigzag as u8);
 }
 
+/// Bytes `put_varlong` writes for `value`.
+fn varlong_len(value: i64) -> usize {
+    let zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    (64 - zigzag.max(1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn bytes_or_null_len(bytes: Option<&[u8]>) -> usize {
+    bytes.map_or(1, |b| varlong_len(b.len() as i64) + b.len())
+}
+
 fn put_bytes_or_null(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
     match bytes {
         None => put_varlong(out, -1),
@@ -451,26 +461,39 @@ pub fn encode_batch<'r>(
     let mut base_timestamp = None;
     let mut max_timestamp = i64::MIN;
     let mut previous_delta: i64 = -1;
-    let mut body = Vec::with_capacity(64);
     for record in records {
         assert!(i64::from(record.offset_delta) > previous_delta, "offset deltas must increase");
         assert!(record.offset_delta <= last_offset_delta, "offset delta beyond last_offset_delta");
         previous_delta = i64::from(record.offset_delta);
         let base = *base_timestamp.get_or_insert(record.timestamp_ms);
         max_timestamp = max_timestamp.max(record.timestamp_ms);
-        body.clear();
-        body.push(0); // record attributes: unused in v2
-        put_varlong(&mut body, record.timestamp_ms.wrapping_sub(base));
-        put_varlong(&mut body, i64::from(record.offset_delta));
-        put_bytes_or_null(&mut body, record.key);
-        put_bytes_or_null(&mut body, record.value);
-        put_varlong(&mut body, record.headers.len() as i64);
+        let timestamp_delta = record.timestamp_ms.wrapping_sub(base);
+        // The length prefix comes first, so compute it, then write the
+        // fields straight into `out` (no per-record buffer).
+        let body_len = 1
+            + varlong_len(timestamp_delta)
+            + varlong_len(i64::from(record.offset_delta))
+            + bytes_or_null_len(record.key)
+            + bytes_or_null_len(record.value)
+            + varlong_len(record.headers.len() as i64)
+            + record
+                .headers
+                .iter()
+                .map(|h| bytes_or_null_len(Some(h.key.as_bytes())) + bytes_or_null_len(h.value.as_deref()))
+                .sum::<usize>();
+        put_varlong(out, body_len as i64);
+        let body_start = out.len();
+        out.push(0); // record attributes: unused in v2
+        put_varlong(out, timestamp_delta);
+        put_varlong(out, i64::from(record.offset_delta));
+        put_bytes_or_null(out, record.key);
+        put_bytes_or_null(out, record.value);
+        put_varlong(out, record.headers.len() as i64);
         for header in record.headers {
-            put_bytes_or_null(&mut body, Some(header.key.as_bytes()));
-            put_bytes_or_null(&mut body, header.value.as_deref());
+            put_bytes_or_null(out, Some(header.key.as_bytes()));
+            put_bytes_or_null(out, header.value.as_deref());
         }
-        put_varlong(out, body.len() as i64);
-        out.extend_from_slice(&body);
+        debug_assert_eq!(out.len() - body_start, body_len, "record length prefix matches its body");
         count += 1;
     }
     assert!(count > 0, "a batch holds at least one record");
@@ -495,13 +518,18 @@ pub fn encode_batch<'r>(
 }
 
 /// Encodes `records` as one batch with consecutive offsets from `base_offset`.
-pub fn encode_records(out: &mut Vec<u8>, base_offset: u64, records: &[Record]) -> usize {
+pub fn encode_records<'r, I>(out: &mut Vec<u8>, base_offset: u64, records: I) -> usize
+where
+    I: IntoIterator<Item = &'r Record>,
+    I::IntoIter: ExactSizeIterator,
+{
+    let records = records.into_iter();
     let last_offset_delta = u32::try_from(records.len().saturating_sub(1)).expect("batch record count fits u32");
     encode_batch(
         out,
         base_offset,
         last_offset_delta,
-        records.iter().enumerate().map(|(delta, record)| EncodeRecord { offset_delta: delta as u32, ..record.into() }),
+        records.enumerate().map(|(delta, record)| EncodeRecord { offset_delta: delta as u32, ..record.into() }),
     )
 }
 
@@ -588,6 +616,15 @@ mod tests {
                 }
                 assert!(BatchView::parse(&bad).is_err(), "flip at byte {byte} bit {bit} accepted");
             }
+        }
+    }
+
+    #[test]
+    fn varint_lengths_match_what_is_written() {
+        for value in [0, 1, -1, 63, 64, -65, 8191, 8192, i64::from(i32::MAX), i64::MIN, i64::MAX] {
+            let mut out = Vec::new();
+            put_varlong(&mut out, value);
+            assert_eq!(varlong_len(value), out.len(), "{value}");
         }
     }
 

@@ -315,7 +315,7 @@ impl Log {
     /// Appends `records` to one partition as one batch.
     pub fn append(&self, topic: &str, partition: u32, records: &[Record]) -> Result<AppendInfo> {
         self.check_open()?;
-        self.partition(topic, partition)?.append(records)
+        self.partition(topic, partition)?.append(&records.iter().collect::<Vec<_>>())
     }
 
     /// Routes each record to its partition (by key, with Kafka's default
@@ -326,13 +326,13 @@ impl Log {
         let handle = self.topic(topic)?;
         let count = handle.partitions.len() as u32;
         let unkeyed = handle.next_unkeyed.fetch_add(1, Ordering::Relaxed) % count;
-        let mut per_partition: BTreeMap<u32, Vec<Record>> = BTreeMap::new();
+        let mut per_partition: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
         for record in records {
             let partition = match &record.key {
                 Some(key) => partitioner::partition_for_key(key, count),
                 None => unkeyed,
             };
-            per_partition.entry(partition).or_default().push(record.clone());
+            per_partition.entry(partition).or_default().push(record);
         }
         per_partition.into_iter().map(|(p, records)| handle.partitions[p as usize].append(&records)).collect()
     }

@@ -52,6 +52,7 @@ pub struct PartitionInfo {
 #[derive(Debug)]
 struct Active {
     segment: Arc<Segment>,
+    index_files: IndexAppender,
     written_bytes: u64,
     bytes_since_index: u64,
     /// Largest timestamp of everything written to this segment so far.
@@ -136,6 +137,7 @@ impl Partition {
         let next_offset = active_segment.next_offset();
         assert!(next_offset >= active_segment.base_offset);
         let active = Active {
+            index_files: IndexAppender::open(&dir, active_segment.base_offset)?,
             written_bytes: scan.valid_bytes,
             bytes_since_index: scan.bytes_since_index,
             max_timestamp: scan.max_timestamp,
@@ -198,7 +200,7 @@ impl Partition {
 
     /// Appends `records` as one batch with consecutive offsets. Returns once
     /// the flush policy's acknowledgement condition holds.
-    pub(crate) fn append(&self, records: &[Record]) -> Result<AppendInfo> {
+    pub(crate) fn append(&self, records: &[&Record]) -> Result<AppendInfo> {
         if records.is_empty() {
             return Err(Error::EmptyBatch);
         }
@@ -213,7 +215,7 @@ impl Partition {
             let base_offset = writer.next_offset;
             let mut buffer = std::mem::take(&mut writer.buffer);
             buffer.clear();
-            let size = batch::encode_records(&mut buffer, base_offset, records);
+            let size = batch::encode_records(&mut buffer, base_offset, records.iter().copied());
             if size as u64 > self.config.max_batch_bytes {
                 writer.buffer = buffer;
                 return Err(Error::BatchTooLarge { size_bytes: size, max_bytes: self.config.max_batch_bytes as usize });
@@ -270,7 +272,7 @@ impl Partition {
             indexes.offsets.push(OffsetEntry { relative_offset, position });
             indexes.times.push(TimeEntry { max_timestamp_before: active.max_timestamp, relative_offset });
             drop(indexes);
-            append_index_entries(&self.dir, segment.base_offset, relative_offset, position, active.max_timestamp)?;
+            active.index_files.append(relative_offset, position, active.max_timestamp)?;
             active.bytes_since_index = 0;
         }
         active.bytes_since_index += bytes.len() as u64;
@@ -322,6 +324,7 @@ impl Partition {
             *segments = Arc::new(list);
         }
         writer.active = Active {
+            index_files: IndexAppender::open(&self.dir, segment.base_offset)?,
             segment,
             written_bytes: 0,
             bytes_since_index: 0,
@@ -588,34 +591,43 @@ impl Partition {
     }
 }
 
-/// Appends one entry to each index file of the active segment. Index files
-/// are a cache (rebuilt on recovery), so they are not synced here.
-fn append_index_entries(
-    dir: &Path,
-    base_offset: u64,
-    relative_offset: u32,
-    position: u32,
-    max_timestamp_before: i64,
-) -> Result<()> {
-    use std::io::Write;
-    let mut offset_entry = [0u8; 8];
-    offset_entry[..4].copy_from_slice(&relative_offset.to_be_bytes());
-    offset_entry[4..].copy_from_slice(&position.to_be_bytes());
-    let mut time_entry = [0u8; 12];
-    time_entry[..8].copy_from_slice(&max_timestamp_before.to_be_bytes());
-    time_entry[8..].copy_from_slice(&relative_offset.to_be_bytes());
-    for (path, bytes) in [
-        (segment::offset_index_path(dir, base_offset), &offset_entry[..]),
-        (segment::time_index_path(dir, base_offset), &time_entry[..]),
-    ] {
-        fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(bytes))
-            .map_err(Error::io("appending to index", &path))?;
+/// Open append handles on the active segment's two index files. Index files
+/// are a cache (rebuilt on recovery), so entries are not synced here.
+#[derive(Debug)]
+struct IndexAppender {
+    offsets: (fs::File, PathBuf),
+    times: (fs::File, PathBuf),
+}
+
+impl IndexAppender {
+    fn open(dir: &Path, base_offset: u64) -> Result<IndexAppender> {
+        let open = |path: PathBuf| {
+            fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .map(|file| (file, path.clone()))
+                .map_err(Error::io("opening index", &path))
+        };
+        Ok(IndexAppender {
+            offsets: open(segment::offset_index_path(dir, base_offset))?,
+            times: open(segment::time_index_path(dir, base_offset))?,
+        })
     }
-    Ok(())
+
+    fn append(&mut self, relative_offset: u32, position: u32, max_timestamp_before: i64) -> Result<()> {
+        use std::io::Write;
+        let mut offset_entry = [0u8; segment::OFFSET_ENTRY_BYTES];
+        offset_entry[..4].copy_from_slice(&relative_offset.to_be_bytes());
+        offset_entry[4..].copy_from_slice(&position.to_be_bytes());
+        let mut time_entry = [0u8; segment::TIME_ENTRY_BYTES];
+        time_entry[..8].copy_from_slice(&max_timestamp_before.to_be_bytes());
+        time_entry[8..].copy_from_slice(&relative_offset.to_be_bytes());
+        for ((file, path), bytes) in [(&mut self.offsets, &offset_entry[..]), (&mut self.times, &time_entry[..])] {
+            file.write_all(bytes).map_err(Error::io("appending to index", &*path))?;
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn delete_segment_files(dir: &Path, base_offset: u64) -> Result<()> {
