@@ -50,6 +50,9 @@ fn topics_can_be_created_listed_described_and_deleted() {
     assert_eq!(described["config"]["retention_ms"], 60000);
     assert_eq!(described["partitions"].as_array().unwrap().len(), 3);
     assert_eq!(described["partitions"][0]["high_watermark"], 0);
+    ok(dir, &["topic", "create", "fast", "--flush-ms", "50", "--flush-records", "1000"], "");
+    let fast: serde_json::Value = serde_json::from_str(&ok(dir, &["topic", "describe", "fast", "--json"], "")).unwrap();
+    assert_eq!(fast["config"]["flush"], serde_json::json!({"mode": "interval", "interval_ms": 50, "records": 1000}));
     ok(dir, &["topic", "delete", "orders"], "");
     let error = fails(dir, &["topic", "describe", "orders"], "");
     assert!(error.contains("unknown topic 'orders'"), "{error}");

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use millpond_log::{CleanupPolicy, Log, TopicConfig};
+use millpond_log::{CleanupPolicy, FlushPolicy, Log, TopicConfig};
 use serde_json::json;
 
 #[derive(Debug, Subcommand)]
@@ -43,6 +43,13 @@ pub(crate) struct CreateArgs {
     cleanup_policy: String,
     #[arg(long)]
     delete_retention_ms: Option<u64>,
+    /// Acknowledge appends after the write and fsync every this many ms
+    /// (default: acknowledge only after fsync, with group commit).
+    #[arg(long)]
+    flush_ms: Option<u64>,
+    /// With --flush-ms: also fsync once this many records are unsynced.
+    #[arg(long, requires = "flush_ms")]
+    flush_records: Option<u64>,
 }
 
 pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
@@ -61,6 +68,12 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
                 segment_ms: args.segment_ms.unwrap_or(defaults.segment_ms),
                 cleanup_policy: args.cleanup_policy.parse::<CleanupPolicy>()?,
                 delete_retention_ms: args.delete_retention_ms.unwrap_or(defaults.delete_retention_ms),
+                flush: match args.flush_ms {
+                    None => FlushPolicy::Durable,
+                    Some(interval_ms) => {
+                        FlushPolicy::Interval { interval_ms, records: args.flush_records.unwrap_or(u64::MAX) }
+                    }
+                },
                 ..defaults
             };
             log.create_topic(&args.name, config)?;
