@@ -127,6 +127,9 @@ pub(crate) fn run(log: &Log, args: &DemoArgs) -> Result<()> {
     for sample in samples {
         println!("    {sample}");
     }
-    println!("  next: millpond consume {} --max 5   |   millpond topic describe {}", args.topic, args.topic);
+    let exe = std::env::current_exe().map_or_else(|_| "millpond".into(), |p| p.display().to_string());
+    let dir = log.dir().display();
+    println!("  next: {exe} --data-dir {dir} consume {} --max 5", args.topic);
+    println!("        {exe} --data-dir {dir} topic describe {}", args.topic);
     Ok(())
 }
