@@ -43,7 +43,8 @@ pub(crate) fn swap_stem(first: u64, end: u64) -> String {
 
 pub(crate) fn parse_swap_name(stem: &str) -> Option<(u64, u64)> {
     let (first, end) = stem.split_once('-')?;
-    Some((first.parse().ok()?, end.parse().ok()?))
+    let (first, end) = (segment::parse_offset_name(first)?, segment::parse_offset_name(end)?);
+    (first < end).then_some((first, end))
 }
 
 /// Calls `f` on every batch of `segment`, in order.
@@ -82,6 +83,9 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
         return Ok(stats);
     }
     let _maintenance = partition.maintenance.lock().expect("maintenance lock");
+    if partition.is_retired() {
+        return Ok(stats);
+    }
     let segments = partition.segments();
     let (closed, active) = segments.split_at(segments.len() - 1);
     if closed.is_empty() {
@@ -91,7 +95,14 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
     for segment in closed {
         for_each_batch(partition, segment, |batch| {
             for record in batch.records() {
-                let key = record.key.expect("compacted topics only accept keyed records");
+                // Appends to compacted topics need keys, but a topic switched
+                // to compaction by hand may hold unkeyed records: refuse.
+                let Some(key) = record.key else {
+                    return Err(Error::KeyRequired(format!(
+                        "{} (unkeyed record at {}/{} offset {}; cannot compact)",
+                        partition.topic, partition.topic, partition.id, record.offset
+                    )));
+                };
                 match latest.get_mut(key) {
                     Some(offset) => *offset = record.offset,
                     None => {
@@ -113,7 +124,7 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
     let now = partition.now_ms();
     let delete_retention_ms = partition.config.delete_retention_ms as i64;
     let keep = |record: &batch::RecordView<'_>| {
-        let key = record.key.expect("keyed");
+        let Some(key) = record.key else { return true }; // not reached: the map pass refuses unkeyed records
         latest.get(key) == Some(&record.offset)
             && (record.value.is_some() || record.timestamp_ms.saturating_add(delete_retention_ms) > now)
     };
@@ -122,13 +133,19 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
     // fits one segment.
     let mut start = 0;
     while start < closed.len() {
+        // A group also spans at most 2^32 offsets: relative offsets are u32.
+        let first = closed[start].base_offset;
+        let base_after = |i: usize| segments.get(i).map_or(active[0].base_offset, |s| s.base_offset);
         let mut end = start + 1;
         let mut group_bytes = closed[start].visible_bytes();
-        while end < closed.len() && group_bytes + closed[end].visible_bytes() <= partition.config.segment_bytes {
+        while end < closed.len()
+            && group_bytes + closed[end].visible_bytes() <= partition.config.segment_bytes
+            && base_after(end + 1) - first <= u64::from(u32::MAX)
+        {
             group_bytes += closed[end].visible_bytes();
             end += 1;
         }
-        let end_offset = segments.get(end).map_or(active[0].base_offset, |s| s.base_offset);
+        let end_offset = base_after(end);
         clean_group(partition, &closed[start..end], end_offset, &keep, &mut stats)?;
         start = end;
     }
@@ -199,6 +216,9 @@ fn clean_group(
     for segment in group {
         partition::delete_segment_files(dir, segment.base_offset)?;
     }
+    // The deletions must be durable before the rename: otherwise a crash could
+    // keep the rename but resurrect an old segment beside the cleaned one.
+    partition::sync_dir(dir)?;
     fs::rename(&swap_path, segment::log_path(dir, first)).map_err(Error::io("completing swap", &swap_path))?;
     partition::sync_dir(dir)?;
     let rules = OffsetRules { contiguous: false, limit: end_offset };

@@ -125,6 +125,17 @@ impl TopicConfig {
         if self.segment_ms == 0 {
             return bad("segment_ms", "must be positive".into());
         }
+        // Times are compared as i64 milliseconds.
+        for (field, value) in [
+            ("retention_ms", self.retention_ms.unwrap_or(0)),
+            ("segment_ms", self.segment_ms),
+            ("delete_retention_ms", self.delete_retention_ms),
+            ("flush", if let FlushPolicy::Interval { interval_ms, .. } = self.flush { interval_ms } else { 0 }),
+        ] {
+            if value > i64::MAX as u64 {
+                return bad(field, format!("must be at most {} ms, got {value}", i64::MAX));
+            }
+        }
         if self.max_batch_bytes == 0 || self.max_batch_bytes > BATCH_BYTES_LIMIT as u64 {
             return bad("max_batch_bytes", format!("must be in 1..={BATCH_BYTES_LIMIT}, got {}", self.max_batch_bytes));
         }

@@ -37,6 +37,10 @@ pub enum Error {
     BadMetadata { path: PathBuf, reason: String },
     #[error("the log is closed")]
     Closed,
+    #[error("invalid consumer group '{group}': it must be 1 to 1024 bytes, it is {bytes}")]
+    InvalidGroup { group: String, bytes: usize },
+    #[error("offsets {from}..{to} of {topic}/{partition} are missing (a segment file was lost or damaged)")]
+    MissingOffsets { topic: String, partition: u32, from: u64, to: u64 },
 }
 
 impl Error {

@@ -36,6 +36,8 @@ pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Longest topic name (Kafka's limit).
 pub(crate) const TOPIC_NAME_BYTES_MAX: usize = 249;
 const META_VERSION: u32 = 1;
+/// Longest consumer group name (stored with a u16 length).
+pub(crate) const GROUP_NAME_BYTES_MAX: usize = 1024;
 
 /// How a [`Log`] runs.
 #[derive(Debug, Clone)]
@@ -266,11 +268,18 @@ impl Log {
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
         let meta = TopicMeta { version: META_VERSION, name: name.to_owned(), config };
+        let meta = &meta;
         let meta_path = tmp.join("meta.json");
         let text = serde_json::to_vec_pretty(&meta).expect("topic metadata serializes");
         File::create(&meta_path)
             .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
             .map_err(Error::io("writing", &meta_path))?;
+        // Partition directories exist before the rename, so the topic is
+        // complete (and durable) the moment it appears under its name.
+        for partition in 0..meta.config.partitions {
+            let dir = tmp.join(partition.to_string());
+            fs::create_dir(&dir).map_err(Error::io("creating", &dir))?;
+        }
         partition::sync_dir(&tmp)?;
         let path = topics_dir.join(name);
         fs::rename(&tmp, &path).map_err(Error::io("renaming new topic directory", &tmp))?;
@@ -286,8 +295,13 @@ impl Log {
             return Err(Error::InvalidTopicName { name: name.to_owned(), reason: "internal topics cannot be deleted" });
         }
         let mut topics = self.inner.topics.write().expect("topics lock");
-        if topics.remove(name).is_none() {
+        let Some(topic) = topics.remove(name) else {
             return Err(Error::UnknownTopic(name.to_owned()));
+        };
+        // Handles held elsewhere (the background thread, appenders) must not
+        // touch the directory once a new topic may take the name.
+        for partition in &topic.partitions {
+            partition.retire();
         }
         let topics_dir = self.inner.dir.join("topics");
         let path = topics_dir.join(name);
@@ -398,6 +412,9 @@ impl Log {
 
     /// Commits `offset` (the next offset to consume) for a consumer group.
     pub fn commit_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        if group.is_empty() || group.len() > GROUP_NAME_BYTES_MAX {
+            return Err(Error::InvalidGroup { group: group.chars().take(64).collect(), bytes: group.len() });
+        }
         self.partition(topic, partition)?;
         let record = offsets::encode(group, topic, partition, offset, self.inner.clock.now_ms());
         let mut committed = self.inner.offsets.lock().expect("offsets lock");

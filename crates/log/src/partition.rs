@@ -91,6 +91,10 @@ pub(crate) struct Partition {
     wake: (Mutex<()>, Condvar),
     /// Set after an I/O failure that leaves the file in an unknown state.
     failed: AtomicBool,
+    /// Set when the topic is deleted: this handle may outlive the directory
+    /// (a background pass or an appender may hold it) and must not touch a
+    /// directory that a new topic of the same name may own.
+    retired: AtomicBool,
 }
 
 impl Partition {
@@ -103,7 +107,12 @@ impl Partition {
         clock: Arc<dyn Clock>,
         clean_shutdown: bool,
     ) -> Result<Partition> {
-        fs::create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
+        if !dir.exists() {
+            fs::create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let mut bases = recover_directory(&dir)?;
         if bases.is_empty() {
             Segment::create(&dir, 0)?;
@@ -161,6 +170,7 @@ impl Partition {
             waiters: AtomicUsize::new(0),
             wake: (Mutex::new(()), Condvar::new()),
             failed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
         })
     }
 
@@ -169,7 +179,7 @@ impl Partition {
     }
 
     pub(crate) fn high_watermark(&self) -> u64 {
-        self.high_watermark.load(Ordering::Acquire)
+        self.high_watermark.load(Ordering::SeqCst)
     }
 
     pub(crate) fn low_watermark(&self) -> u64 {
@@ -185,6 +195,19 @@ impl Partition {
             segments: segments.len(),
             size_bytes: segments.iter().map(|s| s.visible_bytes()).sum(),
         }
+    }
+
+    /// Stops this handle from changing files, and waits for any append,
+    /// retention or compaction in progress to finish. Called before the
+    /// topic's directory is removed.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        drop(self.maintenance.lock().expect("maintenance lock"));
+        drop(self.writer.lock().expect("writer lock"));
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
     }
 
     fn check_healthy(&self) -> Result<()> {
@@ -211,6 +234,9 @@ impl Partition {
         let batch_max_timestamp = records.iter().map(|r| r.timestamp_ms).max().expect("non-empty");
         let (base_offset, last_offset, needs_sync) = {
             let mut guard = self.writer.lock().expect("writer lock");
+            if self.is_retired() {
+                return Err(Error::UnknownTopic(self.topic.clone()));
+            }
             let writer = &mut *guard;
             let base_offset = writer.next_offset;
             let mut buffer = std::mem::take(&mut writer.buffer);
@@ -272,7 +298,10 @@ impl Partition {
             indexes.offsets.push(OffsetEntry { relative_offset, position });
             indexes.times.push(TimeEntry { max_timestamp_before: active.max_timestamp, relative_offset });
             drop(indexes);
-            active.index_files.append(relative_offset, position, active.max_timestamp)?;
+            // The batch is already written: an index failure must not fail
+            // the append. The file is a cache; a missing entry only makes it
+            // sparser, and the in-memory copy is written whole at close.
+            active.index_files.append(relative_offset, position, active.max_timestamp);
             active.bytes_since_index = 0;
         }
         active.bytes_since_index += bytes.len() as u64;
@@ -304,19 +333,35 @@ impl Partition {
         Ok(())
     }
 
+    /// Closes the active segment and starts the next. Every fallible step
+    /// comes before any state changes, so a failed roll leaves the partition
+    /// as it was (and a stray new file is removed), ready to retry.
     fn roll(&self, writer: &mut Writer) -> Result<()> {
         let old = writer.active.segment.clone();
         old.file.sync_data().map_err(|source| {
             self.failed.store(true, Ordering::Release);
             Error::Io { action: "syncing", path: old.path.clone(), source }
         })?;
-        old.write_indexes(&self.dir)?;
+        // Synced: publishing it is right whether or not the roll goes on.
         old.publish(writer.active.written_bytes);
         self.durable_offset.fetch_max(writer.next_offset, Ordering::AcqRel);
         self.publish_high_watermark(writer.next_offset);
-        let segment = Arc::new(Segment::create(&self.dir, writer.next_offset)?);
-        old.close_at(writer.next_offset);
-        sync_dir(&self.dir)?;
+        old.write_indexes(&self.dir)?;
+        let base = writer.next_offset;
+        let created = Segment::create(&self.dir, base).and_then(|segment| {
+            let index_files = IndexAppender::open(&self.dir, base)?;
+            sync_dir(&self.dir)?;
+            Ok((segment, index_files))
+        });
+        let (segment, index_files) = match created {
+            Ok(created) => created,
+            Err(error) => {
+                let _ = delete_segment_files(&self.dir, base); // best effort; recovery ignores no-op
+                return Err(error);
+            }
+        };
+        let segment = Arc::new(segment);
+        old.close_at(base);
         {
             let mut segments = self.segments.write().expect("segments lock");
             let mut list = Vec::clone(&segments);
@@ -324,7 +369,7 @@ impl Partition {
             *segments = Arc::new(list);
         }
         writer.active = Active {
-            index_files: IndexAppender::open(&self.dir, segment.base_offset)?,
+            index_files,
             segment,
             written_bytes: 0,
             bytes_since_index: 0,
@@ -416,8 +461,8 @@ impl Partition {
     }
 
     fn publish_high_watermark(&self, next_offset: u64) {
-        self.high_watermark.fetch_max(next_offset, Ordering::AcqRel);
-        if self.waiters.load(Ordering::Acquire) > 0 {
+        self.high_watermark.fetch_max(next_offset, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
             let _guard = self.wake.0.lock().expect("wake lock");
             self.wake.1.notify_all();
         }
@@ -429,21 +474,26 @@ impl Partition {
         if self.high_watermark() > offset {
             return true;
         }
-        let deadline = Instant::now() + timeout;
-        self.waiters.fetch_add(1, Ordering::AcqRel);
+        // Far-future timeouts (Duration::MAX) wait in slices instead of overflowing.
+        let deadline = Instant::now().checked_add(timeout);
+        // SeqCst pairs with publish_high_watermark: either it sees this waiter
+        // or this waiter sees its new high watermark (no lost wake-up).
+        self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = self.wake.0.lock().expect("wake lock");
         let available = loop {
             if self.high_watermark() > offset {
                 break true;
             }
             let now = Instant::now();
-            if now >= deadline {
-                break false;
-            }
-            guard = self.wake.1.wait_timeout(guard, deadline - now).expect("wake lock").0;
+            let wait = match deadline {
+                Some(deadline) if now >= deadline => break false,
+                Some(deadline) => deadline - now,
+                None => Duration::from_secs(3600),
+            };
+            guard = self.wake.1.wait_timeout(guard, wait).expect("wake lock").0;
         };
         drop(guard);
-        self.waiters.fetch_sub(1, Ordering::AcqRel);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
         available
     }
 
@@ -476,9 +526,19 @@ impl Partition {
             return Ok((Vec::new(), high, low));
         }
         let first = segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
-        for segment in &segments[first..] {
+        for (i, segment) in segments.iter().enumerate().skip(first) {
             if segment.base_offset >= high {
                 break;
+            }
+            // Moving past a segment that ended early: in a topic that was never
+            // compacted every offset exists, so skipping some is data loss.
+            if i > first && offset < segment.base_offset && !self.config.cleanup_policy.compacts() {
+                return Err(Error::MissingOffsets {
+                    topic: self.topic.clone(),
+                    partition: self.id,
+                    from: offset,
+                    to: segment.base_offset,
+                });
             }
             match segment.read(offset, max_bytes) {
                 Ok(Some(mut bytes)) => {
@@ -527,6 +587,9 @@ impl Partition {
             return Ok(0);
         }
         let _maintenance = self.maintenance.lock().expect("maintenance lock");
+        if self.is_retired() {
+            return Ok(0);
+        }
         let segments = self.segments();
         let closed = &segments[..segments.len() - 1];
         let now = self.clock.now_ms();
@@ -595,19 +658,14 @@ impl Partition {
 /// are a cache (rebuilt on recovery), so entries are not synced here.
 #[derive(Debug)]
 struct IndexAppender {
-    offsets: (fs::File, PathBuf),
-    times: (fs::File, PathBuf),
+    offsets: fs::File,
+    times: fs::File,
 }
 
 impl IndexAppender {
     fn open(dir: &Path, base_offset: u64) -> Result<IndexAppender> {
         let open = |path: PathBuf| {
-            fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&path)
-                .map(|file| (file, path.clone()))
-                .map_err(Error::io("opening index", &path))
+            fs::OpenOptions::new().append(true).create(true).open(&path).map_err(Error::io("opening index", &path))
         };
         Ok(IndexAppender {
             offsets: open(segment::offset_index_path(dir, base_offset))?,
@@ -615,7 +673,7 @@ impl IndexAppender {
         })
     }
 
-    fn append(&mut self, relative_offset: u32, position: u32, max_timestamp_before: i64) -> Result<()> {
+    fn append(&mut self, relative_offset: u32, position: u32, max_timestamp_before: i64) {
         use std::io::Write;
         let mut offset_entry = [0u8; segment::OFFSET_ENTRY_BYTES];
         offset_entry[..4].copy_from_slice(&relative_offset.to_be_bytes());
@@ -623,10 +681,11 @@ impl IndexAppender {
         let mut time_entry = [0u8; segment::TIME_ENTRY_BYTES];
         time_entry[..8].copy_from_slice(&max_timestamp_before.to_be_bytes());
         time_entry[8..].copy_from_slice(&relative_offset.to_be_bytes());
-        for ((file, path), bytes) in [(&mut self.offsets, &offset_entry[..]), (&mut self.times, &time_entry[..])] {
-            file.write_all(bytes).map_err(Error::io("appending to index", &*path))?;
+        // Both or neither: a time entry without its offset entry would make
+        // the pair inconsistent (recovery would rebuild, but need not).
+        if self.offsets.write_all(&offset_entry).is_ok() {
+            let _ = self.times.write_all(&time_entry);
         }
-        Ok(())
     }
 }
 
@@ -677,12 +736,22 @@ fn recover_directory(dir: &Path) -> Result<Vec<u64>> {
             indexes.push((parse_base(stem, &path)?, path));
         }
     }
+    // The cleaner finishes one swap before it starts the next, so two swaps
+    // can only overlap if something else wrote here: refuse to guess.
+    swaps.sort_unstable_by_key(|&((first, _), _)| first);
+    if let Some(pair) = swaps.windows(2).find(|w| w[0].0.1 > w[1].0.0) {
+        return Err(Error::BadMetadata {
+            path: pair[1].1.clone(),
+            reason: format!("cleaner swap overlaps {}", pair[0].1.display()),
+        });
+    }
     for ((first, end), swap_path) in swaps {
         // The swap file is the cleaner's commit point: finish the swap.
         for &base in logs.iter().filter(|&&b| b >= first && b < end) {
             delete_segment_files(dir, base)?;
         }
         logs.retain(|&b| b < first || b >= end);
+        sync_dir(dir)?; // deletions durable before the rename (see cleaner.rs)
         let target = segment::log_path(dir, first);
         fs::rename(&swap_path, &target).map_err(Error::io("completing cleaner swap", &swap_path))?;
         for path in [segment::offset_index_path(dir, first), segment::time_index_path(dir, first)] {
@@ -705,6 +774,8 @@ fn recover_directory(dir: &Path) -> Result<Vec<u64>> {
 }
 
 fn parse_base(stem: &str, path: &Path) -> Result<u64> {
-    stem.parse()
-        .map_err(|_| Error::BadMetadata { path: path.to_path_buf(), reason: "file name is not a base offset".into() })
+    segment::parse_offset_name(stem).ok_or_else(|| Error::BadMetadata {
+        path: path.to_path_buf(),
+        reason: "file name is not a base offset (20 digits, at most i64::MAX)".into(),
+    })
 }

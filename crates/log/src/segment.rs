@@ -28,6 +28,16 @@ pub(crate) const TIME_ENTRY_BYTES: usize = 12;
 /// Read-ahead when scanning batch headers or validating a file.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;
 
+/// Parses a file-name offset: exactly 20 decimal digits, at most
+/// `i64::MAX` (offsets are non-negative i64s on disk). Anything else is not
+/// one of our names, so two names never map to one offset.
+pub(crate) fn parse_offset_name(stem: &str) -> Option<u64> {
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse::<u64>().ok().filter(|&offset| offset <= i64::MAX as u64)
+}
+
 pub(crate) fn log_path(dir: &Path, base_offset: u64) -> PathBuf {
     dir.join(format!("{base_offset:020}.log"))
 }

@@ -234,3 +234,94 @@ fn tailing_reader_wakes_without_polling() {
         assert!(reader.join().unwrap());
     });
 }
+
+#[test]
+fn a_lost_segment_file_is_reported_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { segment_bytes: 600, ..Default::default() }).unwrap();
+    for i in 0..60 {
+        log.append("t", 0, &[record(&format!("k{i}"), Some("0123456789"), 1_000)]).unwrap();
+    }
+    drop(log);
+    let partition = dir.path().join("topics/t/0");
+    let mut logs: Vec<_> = std::fs::read_dir(&partition)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 4);
+    let lost = &logs[1];
+    let lost_base: u64 = lost.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let next_base: u64 = logs[2].file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    std::fs::remove_file(lost).unwrap();
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    match log.fetch("t", 0, lost_base, 100) {
+        Err(Error::MissingOffsets { from, to, partition: 0, .. }) => assert_eq!((from, to), (lost_base, next_base)),
+        other => panic!("expected MissingOffsets, got {other:?}"),
+    }
+    assert_eq!(log.fetch("t", 0, 0, 1).unwrap().records().next().unwrap().offset, 0);
+    assert_eq!(log.fetch("t", 0, next_base, 1).unwrap().records().next().unwrap().offset, next_base);
+}
+
+#[test]
+fn odd_file_names_are_a_clear_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig::default()).unwrap();
+    log.append("t", 0, &[record("k", Some("v"), 1)]).unwrap();
+    drop(log);
+    let stray = dir.path().join("topics/t/0/0.log");
+    std::fs::write(&stray, b"").unwrap();
+    let error = Log::open(dir.path(), options(&clock)).unwrap_err().to_string();
+    assert!(error.contains("0.log") && error.contains("base offset"), "{error}");
+    std::fs::remove_file(&stray).unwrap();
+    let swap = dir.path().join("topics/t/0/00000000000000000009-00000000000000000003.swap");
+    std::fs::write(&swap, b"").unwrap();
+    let error = Log::open(dir.path(), options(&clock)).unwrap_err().to_string();
+    assert!(error.contains("swap"), "{error}");
+    std::fs::remove_file(&swap).unwrap();
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(log.high_watermark("t", 0).unwrap(), 1);
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig::default()).unwrap();
+    assert!(matches!(log.commit_offset(&"g".repeat(70_000), "t", 0, 1), Err(Error::InvalidGroup { .. })));
+    assert!(matches!(log.commit_offset("", "t", 0, 1), Err(Error::InvalidGroup { .. })));
+    assert!(matches!(log.append("t", 0, &[]), Err(Error::EmptyBatch)));
+    // A timeout too large to add to the clock waits instead of panicking.
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| log.wait_for("t", 0, 0, Duration::MAX).unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+        log.append("t", 0, &[record("k", Some("v"), 1)]).unwrap();
+        assert!(waiter.join().unwrap());
+    });
+}
+
+#[test]
+fn a_deleted_topic_can_be_created_again_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    let config = TopicConfig { segment_bytes: 600, cleanup_policy: CleanupPolicy::Compact, ..Default::default() };
+    log.create_topic("t", config.clone()).unwrap();
+    for i in 0..50 {
+        log.append("t", 0, &[record(&format!("k{}", i % 3), Some("0123456789"), 1_000)]).unwrap();
+    }
+    log.delete_topic("t").unwrap();
+    log.create_topic("t", config).unwrap();
+    log.compact().unwrap();
+    assert_eq!(log.high_watermark("t", 0).unwrap(), 0);
+    log.append("t", 0, &[record("new", Some("v"), 1)]).unwrap();
+    drop(log);
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(read_all(&log, "t", 0).len(), 1);
+}
