@@ -504,16 +504,41 @@ fn background_loop(inner: &Inner, options: &LogOptions) {
         drop(stop);
         let partitions: Vec<_> =
             inner.topics.read().expect("topics lock").values().flat_map(|t| t.partitions.iter().cloned()).collect();
-        let mut result = partitions.iter().try_for_each(|p| p.flush(false));
         since_maintenance_ms += tick.as_millis() as u64;
-        if since_maintenance_ms >= options.maintenance_interval_ms {
+        let maintenance = since_maintenance_ms >= options.maintenance_interval_ms;
+        if maintenance {
             since_maintenance_ms = 0;
-            result = result
-                .and_then(|()| partitions.iter().try_for_each(|p| p.apply_retention().map(drop)))
-                .and_then(|()| partitions.iter().try_for_each(|p| cleaner::compact(p).map(drop)));
         }
-        if let Err(error) = result {
-            *inner.background_error.lock().expect("error lock") = Some(error.to_string());
+        // Each partition on its own: one failing partition must not stop the
+        // others' flushes. A panic is recorded, not allowed to end the thread.
+        let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut first_error = None;
+            for partition in &partitions {
+                let mut result = partition.flush(false);
+                if maintenance {
+                    result = result
+                        .and_then(|()| partition.apply_retention().map(drop))
+                        .and_then(|()| cleaner::compact(partition).map(drop));
+                }
+                if let Err(error) = result {
+                    first_error.get_or_insert(error.to_string());
+                }
+            }
+            first_error
+        }));
+        let error = match pass {
+            Ok(error) => error,
+            Err(panic) => Some(format!(
+                "background pass panicked: {}",
+                panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or(panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("?")
+            )),
+        };
+        if let Some(error) = error {
+            *inner.background_error.lock().expect("error lock") = Some(error);
         }
     }
 }
