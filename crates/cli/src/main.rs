@@ -9,6 +9,7 @@
 mod bench;
 mod consume;
 mod demo;
+mod generate;
 mod produce;
 mod progress;
 mod time;
@@ -41,6 +42,9 @@ enum Command {
     Consume(consume::ConsumeArgs),
     /// Generate a keyed event stream into a topic and read it back.
     Demo(demo::DemoArgs),
+    /// Generate a standard workload into topics.
+    #[command(subcommand)]
+    Gen(generate::GenCommand),
     /// Measure throughput and latency, side by side with the raw disk.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -56,6 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Produce(args) => produce::run(&open_log(&cli.data_dir)?, &args),
         Command::Consume(args) => consume::run(&open_log(&cli.data_dir)?, &args),
         Command::Demo(args) => demo::run(&open_log(&cli.data_dir)?, &args),
+        Command::Gen(command) => generate::run(&open_log(&cli.data_dir)?, command),
         Command::Bench(command) => bench::run(&cli.data_dir, command),
     }
 }
