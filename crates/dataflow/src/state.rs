@@ -1,0 +1,245 @@
+//! Keyed operator state: one store per runtime, one keyspace per operator.
+//!
+//! A [`StateStore`] holds byte keys and values in named keyspaces. All
+//! changes go through a [`WriteBatch`] that commits atomically, so a barrier
+//! checkpoint can write an epoch's state changes, source offsets and sink
+//! positions in one step: after a crash either all of a batch is there or
+//! none of it is.
+//!
+//! Two backends implement the trait: [`RocksStore`] (RocksDB; state can
+//! exceed memory and survives restarts) and [`MemoryStore`] (a `BTreeMap`;
+//! tests and the in-memory baseline of the benchmarks).
+//!
+//! Invariants:
+//! - A keyspace's name maps to the same [`Keyspace`] id for the life of the
+//!   store, across restarts; the mapping is itself committed durably before
+//!   the id is returned.
+//! - Keyspaces never see each other's keys: every key is stored behind its
+//!   keyspace's 4-byte id.
+//! - `commit` is all or nothing, and with `sync` it is on disk when it
+//!   returns.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+
+/// Errors of the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state store at {}: {message}", path.display())]
+    Store { path: PathBuf, message: String },
+    #[error("keyspace name '{0}' is empty or longer than 255 bytes")]
+    BadKeyspaceName(String),
+    #[error("the keyspace registry is damaged: {0}")]
+    CorruptRegistry(String),
+}
+
+pub type Result<T, E = StateError> = std::result::Result<T, E>;
+
+/// A keyspace handle, valid for the store that returned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Keyspace(u32);
+
+impl Keyspace {
+    /// Keyspace 0 holds the store's own metadata (the keyspace registry).
+    const REGISTRY: Keyspace = Keyspace(0);
+
+    fn prefixed(self, key: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(4 + key.len());
+        out.extend_from_slice(&self.0.to_be_bytes());
+        out.extend_from_slice(key);
+        out
+    }
+}
+
+/// Longest keyspace name.
+pub const KEYSPACE_NAME_BYTES_MAX: usize = 255;
+
+/// A set of puts and deletes applied at once. Later operations on the same
+/// key win.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    ops: Vec<(Keyspace, Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteBatch {
+    pub fn new() -> WriteBatch {
+        WriteBatch::default()
+    }
+    pub fn put(&mut self, keyspace: Keyspace, key: &[u8], value: &[u8]) {
+        self.ops.push((keyspace, key.to_vec(), Some(value.to_vec())));
+    }
+    pub fn delete(&mut self, keyspace: Keyspace, key: &[u8]) {
+        self.ops.push((keyspace, key.to_vec(), None));
+    }
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Where operators keep keyed state.
+pub trait StateStore: Send + Sync + fmt::Debug {
+    /// The keyspace called `name`, created (durably) on first use.
+    fn keyspace(&self, name: &str) -> Result<Keyspace>;
+    /// The value of `key`, as of the last commit.
+    fn get(&self, keyspace: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Calls `f` on every entry whose key starts with `prefix`, in key order,
+    /// until it returns false.
+    fn scan_prefix(&self, keyspace: Keyspace, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
+    /// Applies `batch` atomically; with `sync`, durably before returning.
+    fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()>;
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > KEYSPACE_NAME_BYTES_MAX {
+        return Err(StateError::BadKeyspaceName(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// The registry maps names to ids: `REGISTRY ++ "name:" ++ name -> id (u32 BE)`
+/// and `REGISTRY ++ "next"` -> the next free id.
+const REGISTRY_NAME_PREFIX: &[u8] = b"name:";
+const REGISTRY_NEXT: &[u8] = b"next";
+
+fn decode_id(bytes: &[u8]) -> Option<u32> {
+    bytes.try_into().ok().map(u32::from_be_bytes)
+}
+
+/// Finds or creates `name` in the registry through the store's own get and
+/// commit, holding `lock` so two callers cannot assign two ids.
+fn registry_keyspace(store: &dyn StateStore, lock: &Mutex<()>, name: &str) -> Result<Keyspace> {
+    check_name(name)?;
+    let _guard = lock.lock().expect("registry lock");
+    let name_key = [REGISTRY_NAME_PREFIX, name.as_bytes()].concat();
+    if let Some(bytes) = store.get(Keyspace::REGISTRY, &name_key)? {
+        return decode_id(&bytes)
+            .map(Keyspace)
+            .ok_or_else(|| StateError::CorruptRegistry(format!("id of '{name}' is {} bytes", bytes.len())));
+    }
+    let next = match store.get(Keyspace::REGISTRY, REGISTRY_NEXT)? {
+        Some(bytes) => {
+            decode_id(&bytes).ok_or_else(|| StateError::CorruptRegistry(format!("next id is {} bytes", bytes.len())))?
+        }
+        None => 1,
+    };
+    let mut batch = WriteBatch::new();
+    batch.put(Keyspace::REGISTRY, &name_key, &next.to_be_bytes());
+    batch.put(Keyspace::REGISTRY, REGISTRY_NEXT, &(next + 1).to_be_bytes());
+    store.commit(batch, true)?;
+    Ok(Keyspace(next))
+}
+
+/// State in RocksDB: one database, every keyspace behind its id prefix.
+pub struct RocksStore {
+    db: rocksdb::DB,
+    path: PathBuf,
+    registry: Mutex<()>,
+}
+
+impl fmt::Debug for RocksStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RocksStore").field("path", &self.path).finish()
+    }
+}
+
+impl RocksStore {
+    /// Opens (creating) the database at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<RocksStore> {
+        let path = path.as_ref().to_path_buf();
+        let mut options = rocksdb::Options::default();
+        options.create_if_missing(true);
+        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        let db = rocksdb::DB::open(&options, &path).map_err(|e| Self::error(&path, e))?;
+        Ok(RocksStore { db, path, registry: Mutex::new(()) })
+    }
+
+    fn error(path: &Path, error: rocksdb::Error) -> StateError {
+        StateError::Store { path: path.to_path_buf(), message: error.into_string() }
+    }
+}
+
+impl StateStore for RocksStore {
+    fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        registry_keyspace(self, &self.registry, name)
+    }
+
+    fn get(&self, keyspace: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.get(keyspace.prefixed(key)).map_err(|e| Self::error(&self.path, e))
+    }
+
+    fn scan_prefix(&self, keyspace: Keyspace, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        let start = keyspace.prefixed(prefix);
+        let iter = self.db.iterator(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward));
+        for entry in iter {
+            let (key, value) = entry.map_err(|e| Self::error(&self.path, e))?;
+            if !key.starts_with(&start) || !f(&key[4..], &value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        let mut write = rocksdb::WriteBatch::default();
+        for (keyspace, key, value) in &batch.ops {
+            match value {
+                Some(value) => write.put(keyspace.prefixed(key), value),
+                None => write.delete(keyspace.prefixed(key)),
+            }
+        }
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(sync);
+        self.db.write_opt(write, &options).map_err(|e| Self::error(&self.path, e))
+    }
+}
+
+/// State in memory; the same behaviour as [`RocksStore`] minus durability.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    entries: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+    registry: Mutex<()>,
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+}
+
+impl StateStore for MemoryStore {
+    fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        registry_keyspace(self, &self.registry, name)
+    }
+
+    fn get(&self, keyspace: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.entries.read().expect("state lock").get(&keyspace.prefixed(key)).cloned())
+    }
+
+    fn scan_prefix(&self, keyspace: Keyspace, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        let start = keyspace.prefixed(prefix);
+        let entries = self.entries.read().expect("state lock");
+        for (key, value) in entries.range(start.clone()..) {
+            if !key.starts_with(&start) || !f(&key[4..], value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&self, batch: WriteBatch, _sync: bool) -> Result<()> {
+        let mut entries = self.entries.write().expect("state lock");
+        for (keyspace, key, value) in batch.ops {
+            let key = keyspace.prefixed(&key);
+            match value {
+                Some(value) => entries.insert(key, value),
+                None => entries.remove(&key),
+            };
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+//! Both state backends against a `BTreeMap` model: random keyspaces, batches
+//! of puts and deletes, gets, prefix scans and (for RocksDB) reopens.
+
+use std::collections::BTreeMap;
+
+use millpond_dataflow::state::{Keyspace, MemoryStore, RocksStore, StateStore, WriteBatch};
+use proptest::prelude::*;
+
+/// (keyspace index, key, value or delete) per operation of one batch.
+type BatchOps = Vec<(u8, Vec<u8>, Option<Vec<u8>>)>;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Batch(BatchOps),
+    Get(u8, Vec<u8>),
+    Scan(u8, Vec<u8>),
+    Reopen,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(0u8..4, 0..4)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => proptest::collection::vec((0u8..3, key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6))), 1..8)
+            .prop_map(Op::Batch),
+        3 => (0u8..3, key()).prop_map(|(k, key)| Op::Get(k, key)),
+        2 => (0u8..3, proptest::collection::vec(0u8..4, 0..3)).prop_map(|(k, p)| Op::Scan(k, p)),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// Model: (keyspace name index, key) -> value.
+type Model = BTreeMap<(u8, Vec<u8>), Vec<u8>>;
+
+fn check(store: &dyn StateStore, spaces: &[Keyspace; 3], model: &Model, op: &Op) -> Result<(), TestCaseError> {
+    match op {
+        Op::Get(k, key) => {
+            let got = store.get(spaces[*k as usize], key).unwrap();
+            prop_assert_eq!(got.as_ref(), model.get(&(*k, key.clone())));
+        }
+        Op::Scan(k, prefix) => {
+            let mut got = Vec::new();
+            store
+                .scan_prefix(spaces[*k as usize], prefix, &mut |key, value| {
+                    got.push((key.to_vec(), value.to_vec()));
+                    true
+                })
+                .unwrap();
+            let expected: Vec<_> = model
+                .iter()
+                .filter(|((space, key), _)| space == k && key.starts_with(prefix))
+                .map(|((_, key), value)| (key.clone(), value.clone()))
+                .collect();
+            prop_assert_eq!(got, expected);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn apply(store: &dyn StateStore, spaces: &[Keyspace; 3], model: &mut Model, ops: &BatchOps) {
+    let mut batch = WriteBatch::new();
+    for (k, key, value) in ops {
+        match value {
+            Some(value) => {
+                batch.put(spaces[*k as usize], key, value);
+                model.insert((*k, key.clone()), value.clone());
+            }
+            None => {
+                batch.delete(spaces[*k as usize], key);
+                model.remove(&(*k, key.clone()));
+            }
+        }
+    }
+    store.commit(batch, true).unwrap();
+}
+
+fn open_spaces(store: &dyn StateStore) -> [Keyspace; 3] {
+    ["sum", "count", "join/left"].map(|name| store.keyspace(name).unwrap())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn rocks_and_memory_match_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rocks = RocksStore::open(dir.path()).unwrap();
+        let memory = MemoryStore::new();
+        let mut rocks_spaces = open_spaces(&rocks);
+        let memory_spaces = open_spaces(&memory);
+        let (mut rocks_model, mut memory_model) = (Model::new(), Model::new());
+        for op in &ops {
+            match op {
+                Op::Batch(batch) => {
+                    apply(&rocks, &rocks_spaces, &mut rocks_model, batch);
+                    apply(&memory, &memory_spaces, &mut memory_model, batch);
+                }
+                Op::Reopen => {
+                    drop(rocks);
+                    rocks = RocksStore::open(dir.path()).unwrap();
+                    let reopened = open_spaces(&rocks);
+                    prop_assert_eq!(reopened, rocks_spaces, "keyspace ids survive a restart");
+                    rocks_spaces = reopened;
+                }
+                other => {
+                    check(&rocks, &rocks_spaces, &rocks_model, other)?;
+                    check(&memory, &memory_spaces, &memory_model, other)?;
+                }
+            }
+        }
+        prop_assert_eq!(rocks_model, memory_model);
+    }
+}
+
+#[test]
+fn keyspaces_are_isolated_and_names_are_checked() {
+    let store = MemoryStore::new();
+    let (a, b) = (store.keyspace("a").unwrap(), store.keyspace("b").unwrap());
+    assert_ne!(a, b);
+    assert_eq!(store.keyspace("a").unwrap(), a);
+    let mut batch = WriteBatch::new();
+    batch.put(a, b"k", b"1");
+    store.commit(batch, true).unwrap();
+    assert_eq!(store.get(b, b"k").unwrap(), None);
+    assert!(store.keyspace("").is_err());
+    assert!(store.keyspace(&"x".repeat(256)).is_err());
+}
+
+#[test]
+fn a_batch_is_all_or_nothing_across_a_crash() {
+    // The child writes batches of 100 keys in a loop; the parent kills it
+    // with SIGKILL and checks that every key count is a multiple of 100.
+    if let Ok(dir) = std::env::var("MILLPOND_STATE_CHILD_DIR") {
+        let store = RocksStore::open(&dir).unwrap();
+        let space = store.keyspace("counts").unwrap();
+        for round in 0u32.. {
+            let mut batch = WriteBatch::new();
+            for i in 0..100u32 {
+                batch.put(space, &(round * 100 + i).to_be_bytes(), b"x");
+            }
+            store.commit(batch, round % 2 == 0).unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut last_count = 0;
+    for attempt in 0..3u64 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "a_batch_is_all_or_nothing_across_a_crash", "--nocapture"])
+            .env("MILLPOND_STATE_CHILD_DIR", dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300 + attempt * 150));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let store = RocksStore::open(dir.path()).unwrap();
+        let space = store.keyspace("counts").unwrap();
+        let mut count = 0u64;
+        store
+            .scan_prefix(space, b"", &mut |_, _| {
+                count += 1;
+                true
+            })
+            .unwrap();
+        assert_eq!(count % 100, 0, "attempt {attempt}: {count} keys is not whole batches");
+        eprintln!("state crash test: attempt {attempt}: {count} keys after SIGKILL");
+        last_count = count;
+    }
+    assert!(last_count > 0, "the child committed batches before it was killed");
+}
