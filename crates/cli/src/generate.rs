@@ -11,6 +11,8 @@ use millpond_nexmark::{Config, Generator};
 
 /// Events generated and appended per step.
 const CHUNK_EVENTS: u64 = 10_000;
+/// Largest event number (event times stay far from overflow).
+const EVENT_NUMBER_MAX: u64 = 1 << 48;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum GenCommand {
@@ -25,6 +27,7 @@ pub(crate) struct NexmarkArgs {
     events: u64,
     /// Emit at most this many events per second of wall-clock time (and space
     /// event times by it); default: as fast as possible, event time 10 000/s.
+    /// A continuation (--start) must use the same rate to get the same stream.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     rate: Option<u64>,
     #[arg(long, default_value_t = 0)]
@@ -53,10 +56,16 @@ pub(crate) fn run(log: &Log, command: GenCommand) -> Result<()> {
     let mut progress = crate::progress::Progress::new("generating", Some(args.events));
     let started = Instant::now();
     let mut counts = [0u64; 3];
-    let end = args.start + args.events;
+    let end = args
+        .start
+        .checked_add(args.events)
+        .filter(|&end| end <= EVENT_NUMBER_MAX)
+        .ok_or_else(|| anyhow::anyhow!("--start + --events must be at most {EVENT_NUMBER_MAX}"))?;
+    // Below the chunk size, pace in tenths of a second rather than bursts.
+    let chunk_events = args.rate.map_or(CHUNK_EVENTS, |rate| (rate / 10).clamp(1, CHUNK_EVENTS));
     let mut next = args.start;
     while next < end {
-        let chunk_end = (next + CHUNK_EVENTS).min(end);
+        let chunk_end = (next + chunk_events).min(end);
         let mut per_topic: [Vec<Record>; 3] = Default::default();
         for n in next..chunk_end {
             let event = generator.event(n);
@@ -98,5 +107,8 @@ pub(crate) fn run(log: &Log, command: GenCommand) -> Result<()> {
         seconds,
         args.events as f64 / seconds.max(1e-9)
     );
+    // Event times depend on the rate, so a continuation must repeat it.
+    let rate = args.rate.map(|r| format!(" --rate {r}")).unwrap_or_default();
+    println!("continue with: millpond gen nexmark --start {end} --seed {}{rate} --events N", args.seed);
     Ok(())
 }

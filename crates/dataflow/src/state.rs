@@ -116,20 +116,23 @@ fn registry_keyspace(store: &dyn StateStore, lock: &Mutex<()>, name: &str) -> Re
     check_name(name)?;
     let _guard = lock.lock().expect("registry lock");
     let name_key = [REGISTRY_NAME_PREFIX, name.as_bytes()].concat();
-    if let Some(bytes) = store.get(Keyspace::REGISTRY, &name_key)? {
-        return decode_id(&bytes)
-            .map(Keyspace)
-            .ok_or_else(|| StateError::CorruptRegistry(format!("id of '{name}' is {} bytes", bytes.len())));
-    }
     let next = match store.get(Keyspace::REGISTRY, REGISTRY_NEXT)? {
-        Some(bytes) => {
-            decode_id(&bytes).ok_or_else(|| StateError::CorruptRegistry(format!("next id is {} bytes", bytes.len())))?
-        }
+        Some(bytes) => decode_id(&bytes)
+            .filter(|&next| next >= 1)
+            .ok_or_else(|| StateError::CorruptRegistry(format!("next id is {bytes:?}")))?,
         None => 1,
     };
+    if let Some(bytes) = store.get(Keyspace::REGISTRY, &name_key)? {
+        // Assert on the way in: a registered id is in 1..next.
+        return decode_id(&bytes)
+            .filter(|&id| id >= 1 && id < next)
+            .map(Keyspace)
+            .ok_or_else(|| StateError::CorruptRegistry(format!("id of '{name}' is {bytes:?} (next {next})")));
+    }
+    let after = next.checked_add(1).ok_or_else(|| StateError::CorruptRegistry("keyspace ids exhausted".into()))?;
     let mut batch = WriteBatch::new();
     batch.put(Keyspace::REGISTRY, &name_key, &next.to_be_bytes());
-    batch.put(Keyspace::REGISTRY, REGISTRY_NEXT, &(next + 1).to_be_bytes());
+    batch.put(Keyspace::REGISTRY, REGISTRY_NEXT, &after.to_be_bytes());
     store.commit(batch, true)?;
     Ok(Keyspace(next))
 }
@@ -174,7 +177,11 @@ impl StateStore for RocksStore {
 
     fn scan_prefix(&self, keyspace: Keyspace, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
         let start = keyspace.prefixed(prefix);
-        let iter = self.db.iterator(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward));
+        let mut options = rocksdb::ReadOptions::default();
+        if let Some(end) = prefix_end(&start) {
+            options.set_iterate_upper_bound(end); // stop at the range's end, not at the next live key
+        }
+        let iter = self.db.iterator_opt(rocksdb::IteratorMode::From(&start, rocksdb::Direction::Forward), options);
         for entry in iter {
             let (key, value) = entry.map_err(|e| Self::error(&self.path, e))?;
             if !key.starts_with(&start) || !f(&key[4..], &value) {
@@ -196,6 +203,19 @@ impl StateStore for RocksStore {
         options.set_sync(sync);
         self.db.write_opt(write, &options).map_err(|e| Self::error(&self.path, e))
     }
+}
+
+/// The first key after every key that starts with `prefix`, if any (none
+/// when the prefix is all 0xff bytes).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 /// State in memory; the same behaviour as [`RocksStore`] minus durability.
@@ -222,9 +242,18 @@ impl StateStore for MemoryStore {
 
     fn scan_prefix(&self, keyspace: Keyspace, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
         let start = keyspace.prefixed(prefix);
-        let entries = self.entries.read().expect("state lock");
-        for (key, value) in entries.range(start.clone()..) {
-            if !key.starts_with(&start) || !f(&key[4..], value) {
+        // Copy the range out first, so `f` may call back into the store (as
+        // it may with RocksDB) without deadlocking on this lock.
+        let matching: Vec<(Vec<u8>, Vec<u8>)> = {
+            let entries = self.entries.read().expect("state lock");
+            entries
+                .range(start.clone()..)
+                .take_while(|(key, _)| key.starts_with(&start))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect()
+        };
+        for (key, value) in &matching {
+            if !f(&key[4..], value) {
                 break;
             }
         }

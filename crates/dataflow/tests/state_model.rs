@@ -17,8 +17,10 @@ enum Op {
     Reopen,
 }
 
+/// Small alphabets make collisions and shared prefixes likely; 0xff bytes
+/// test the scan's upper bound.
 fn key() -> impl Strategy<Value = Vec<u8>> {
-    proptest::collection::vec(0u8..4, 0..4)
+    proptest::collection::vec(prop_oneof![0u8..4, Just(0xfe), Just(0xff)], 0..4)
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -26,7 +28,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => proptest::collection::vec((0u8..3, key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6))), 1..8)
             .prop_map(Op::Batch),
         3 => (0u8..3, key()).prop_map(|(k, key)| Op::Get(k, key)),
-        2 => (0u8..3, proptest::collection::vec(0u8..4, 0..3)).prop_map(|(k, p)| Op::Scan(k, p)),
+        2 => (0u8..3, proptest::collection::vec(prop_oneof![0u8..4, Just(0xff)], 0..3)).prop_map(|(k, p)| Op::Scan(k, p)),
         1 => Just(Op::Reopen),
     ]
 }
@@ -131,36 +133,61 @@ fn keyspaces_are_isolated_and_names_are_checked() {
 
 #[test]
 fn a_batch_is_all_or_nothing_across_a_crash() {
-    // The child writes batches of 100 keys in a loop; the parent kills it
-    // with SIGKILL and checks that every key count is a multiple of 100.
+    // The child commits batches of 100 new keys (continuing after what is
+    // there) and prints each round once `commit` returns; the parent kills it
+    // with SIGKILL and checks that only whole batches exist and that every
+    // acknowledged one does.
     if let Ok(dir) = std::env::var("MILLPOND_STATE_CHILD_DIR") {
+        use std::io::Write;
         let store = RocksStore::open(&dir).unwrap();
         let space = store.keyspace("counts").unwrap();
-        for round in 0u32.. {
+        let mut existing = 0u32;
+        store
+            .scan_prefix(space, b"", &mut |_, _| {
+                existing += 1;
+                true
+            })
+            .unwrap();
+        let mut stdout = std::io::stdout();
+        for round in existing / 100.. {
             let mut batch = WriteBatch::new();
             for i in 0..100u32 {
                 batch.put(space, &(round * 100 + i).to_be_bytes(), b"x");
             }
             store.commit(batch, round % 2 == 0).unwrap();
+            writeln!(stdout, "committed {round}").unwrap();
+            stdout.flush().unwrap();
         }
         return;
     }
+    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut last_count = 0;
+    let mut acknowledged = 0u32;
     for attempt in 0..3u64 {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "a_batch_is_all_or_nothing_across_a_crash", "--nocapture"])
+            .args(["--exact", "a_batch_is_all_or_nothing_across_a_crash", "--nocapture", "--test-threads", "1"])
             .env("MILLPOND_STATE_CHILD_DIR", dir.path())
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300 + attempt * 150));
+        // Wait for the first acknowledged commit (however slow the machine),
+        // then let it run a little and kill it.
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.find_map(|l| l.ok()?.strip_prefix("committed ")?.parse::<u32>().ok());
+        let first = first.unwrap_or_else(|| panic!("attempt {attempt}: the child committed nothing"));
+        acknowledged = acknowledged.max(first + 1);
+        std::thread::sleep(std::time::Duration::from_millis(50 + attempt * 40));
         child.kill().unwrap();
         child.wait().unwrap();
+        for line in lines.map_while(Result::ok) {
+            if let Some(round) = line.strip_prefix("committed ").and_then(|r| r.parse::<u32>().ok()) {
+                acknowledged = acknowledged.max(round + 1);
+            }
+        }
         let store = RocksStore::open(dir.path()).unwrap();
         let space = store.keyspace("counts").unwrap();
-        let mut count = 0u64;
+        let mut count = 0u32;
         store
             .scan_prefix(space, b"", &mut |_, _| {
                 count += 1;
@@ -168,8 +195,7 @@ fn a_batch_is_all_or_nothing_across_a_crash() {
             })
             .unwrap();
         assert_eq!(count % 100, 0, "attempt {attempt}: {count} keys is not whole batches");
-        eprintln!("state crash test: attempt {attempt}: {count} keys after SIGKILL");
-        last_count = count;
+        assert!(count >= acknowledged * 100, "attempt {attempt}: {count} keys, but {acknowledged} rounds acknowledged");
+        eprintln!("state crash test: attempt {attempt}: {count} keys, {acknowledged} rounds acknowledged");
     }
-    assert!(last_count > 0, "the child committed batches before it was killed");
 }

@@ -164,22 +164,27 @@ impl Event {
     }
 }
 
+/// SplitMix64's output function: a bijective 64-bit mixer.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// SplitMix64: a small, fast, well-mixed generator; one stream per event.
 #[derive(Debug)]
 struct Random(u64);
 
 impl Random {
+    /// The stream of event `event`. Seed and event number are each mixed
+    /// before combining: a plain `seed ^ event * step` start would make
+    /// neighbouring events' streams shifted copies of each other.
     fn for_event(seed: u64, event: u64) -> Random {
-        let mut random = Random(seed ^ event.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        random.next_u64();
-        random
+        Random(mix64(mix64(seed) ^ mix64(event.wrapping_add(0x632b_e59b_d9b4_e019))))
     }
     fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        mix64(self.0)
     }
     /// Uniform in `0..n` (n > 0).
     fn below(&mut self, n: u64) -> u64 {
@@ -222,6 +227,10 @@ impl Generator {
     pub fn new(config: Config) -> Generator {
         assert!(config.person_proportion > 0 && config.auction_proportion > 0, "persons and auctions are needed");
         assert!(config.events_per_second > 0, "a positive event rate");
+        assert!(
+            config.hot_auction_ratio > 0 && config.hot_sellers_ratio > 0 && config.hot_bidders_ratio > 0,
+            "hot ratios are at least 1 (1 = never hot)"
+        );
         let total_proportion = config.person_proportion + config.auction_proportion + config.bid_proportion;
         Generator { config, total_proportion }
     }
@@ -230,9 +239,10 @@ impl Generator {
         &self.config
     }
 
-    /// Event time of event `n`.
+    /// Event time of event `n` (saturating at `i64::MAX` for absurd `n`).
     pub fn timestamp_ms(&self, n: u64) -> i64 {
-        self.config.base_time_ms + (u128::from(n) * 1000 / u128::from(self.config.events_per_second)) as i64
+        let offset = u128::from(n) * 1000 / u128::from(self.config.events_per_second);
+        self.config.base_time_ms.saturating_add(i64::try_from(offset).unwrap_or(i64::MAX))
     }
 
     /// The newest person id (base 0) as of event `n`: `n`'s own if it is a person.
@@ -242,7 +252,8 @@ impl Generator {
     }
 
     /// The newest auction id (base 0) as of event `n`: `n`'s own if it is an
-    /// auction. Wraps below 0 before the first auction (saturating).
+    /// auction. (Before the first auction it would be -1; only person events
+    /// are there, and they never ask, so it saturates at 0.)
     fn last_auction(&self, n: u64) -> u64 {
         let (epoch, offset) = (n / self.total_proportion, n % self.total_proportion);
         let (persons, auctions) = (self.config.person_proportion, self.config.auction_proportion);
@@ -315,7 +326,7 @@ impl Generator {
         // Auctions last about as long as it takes for `in_flight_auctions`
         // more auctions to appear (on average), as in the reference.
         let events_ahead = self.config.in_flight_auctions * self.total_proportion / self.config.auction_proportion;
-        let horizon_ms = (self.timestamp_ms(n + events_ahead) - date_time).max(1) as u64;
+        let horizon_ms = (self.timestamp_ms(n.saturating_add(events_ahead)) - date_time).max(1) as u64;
         let expires = date_time + 1 + random.below(horizon_ms * 2) as i64;
         let item_name = random.string(20);
         let description = random.string(100);

@@ -109,3 +109,23 @@ fn event_time_follows_the_rate() {
     let average = sizes.iter().sum::<usize>() / sizes.len();
     assert!((150..350).contains(&average), "average event size {average} bytes");
 }
+
+#[test]
+fn neighbouring_events_draw_independent_values() {
+    // Regression: streams seeded `seed ^ n * step` were shifted copies of
+    // their neighbours', so consecutive auctions shared item names.
+    for seed in [0, 1, 8] {
+        let stream = events(Config { seed, ..Config::default() }, 5_000);
+        let names: Vec<&str> = stream
+            .iter()
+            .filter_map(|e| if let Event::Auction(a) = e { Some(a.item_name.as_str()) } else { None })
+            .collect();
+        for pair in names.windows(2) {
+            assert_ne!(pair[0], pair[1], "seed {seed}");
+            assert_ne!(&pair[0][1..], &pair[1][..19], "seed {seed}: shifted copy");
+            assert_ne!(&pair[0][2..], &pair[1][..18], "seed {seed}: shifted copy");
+        }
+        let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "seed {seed}: item names repeat");
+    }
+}
