@@ -131,6 +131,17 @@ fn keyspaces_are_isolated_and_names_are_checked() {
     assert!(store.keyspace(&"x".repeat(256)).is_err());
 }
 
+fn count_keys(store: &dyn StateStore, space: Keyspace) -> u32 {
+    let mut count = 0;
+    store
+        .scan_prefix(space, b"", &mut |_, _| {
+            count += 1;
+            true
+        })
+        .unwrap();
+    count
+}
+
 #[test]
 fn a_batch_is_all_or_nothing_across_a_crash() {
     // The child commits batches of 100 new keys (continuing after what is
@@ -141,13 +152,7 @@ fn a_batch_is_all_or_nothing_across_a_crash() {
         use std::io::Write;
         let store = RocksStore::open(&dir).unwrap();
         let space = store.keyspace("counts").unwrap();
-        let mut existing = 0u32;
-        store
-            .scan_prefix(space, b"", &mut |_, _| {
-                existing += 1;
-                true
-            })
-            .unwrap();
+        let existing = count_keys(&store, space);
         let mut stdout = std::io::stdout();
         for round in existing / 100.. {
             let mut batch = WriteBatch::new();
@@ -187,13 +192,7 @@ fn a_batch_is_all_or_nothing_across_a_crash() {
         }
         let store = RocksStore::open(dir.path()).unwrap();
         let space = store.keyspace("counts").unwrap();
-        let mut count = 0u32;
-        store
-            .scan_prefix(space, b"", &mut |_, _| {
-                count += 1;
-                true
-            })
-            .unwrap();
+        let count = count_keys(&store, space);
         assert_eq!(count % 100, 0, "attempt {attempt}: {count} keys is not whole batches");
         assert!(count >= acknowledged * 100, "attempt {attempt}: {count} keys, but {acknowledged} rounds acknowledged");
         eprintln!("state crash test: attempt {attempt}: {count} keys, {acknowledged} rounds acknowledged");
