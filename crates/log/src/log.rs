@@ -268,7 +268,6 @@ impl Log {
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
         let meta = TopicMeta { version: META_VERSION, name: name.to_owned(), config };
-        let meta = &meta;
         let meta_path = tmp.join("meta.json");
         let text = serde_json::to_vec_pretty(&meta).expect("topic metadata serializes");
         File::create(&meta_path)
