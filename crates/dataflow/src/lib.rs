@@ -1,12 +1,65 @@
-//! Millpond's dataflow runtime.
+//! Millpond's dataflow runtime: sources that tail the log, keyed operators
+//! with state in RocksDB, barrier checkpoints, and views that live in the
+//! log as changelogs. Exactly once: every view reflects each input record
+//! once, across crashes.
 //!
-//! Built so far: [`state`], where keyed operators keep their state (RocksDB,
-//! or memory for tests and baselines). Sources, operators on timely and
-//! differential dataflow, barrier checkpoints and views come next (issue 3).
+//! A job in a few lines (see `examples/bid_stats.rs` for a complete one):
+//!
+//! ```no_run
+//! use millpond_dataflow::{json, Count, Max, Runtime, RuntimeConfig, Sum};
+//!
+//! #[derive(Clone, Debug, serde::Deserialize)]
+//! struct Bid { auction: u64, price: i64 }
+//!
+//! Runtime::run(RuntimeConfig::new("data"), |job| {
+//!     let bids = job.source("bid", json::<Bid>());
+//!     let stats = bids
+//!         .map(|b| (b.auction, b.price))
+//!         .aggregate("bid_stats", (Count, Sum(|p: &i64| *p), Max(|p: &i64| *p)));
+//!     job.materialize("bid_stats", stats);
+//! })?;
+//! # Ok::<(), millpond_dataflow::Error>(())
+//! ```
+//!
+//! Module map: [`runtime`] (workers, epochs, the commit loop), `source`
+//! (tailing partitions), `keyed` and `join` (stateful operators),
+//! [`aggregate`] (accumulators), `sink` (exactly-once topic writes),
+//! `checkpoint` (the barrier commit), [`view`] (reading views from any
+//! process), [`state`] (the store). docs/checkpoints.md has the protocol.
 //!
 //! Invariant (architecture): this crate depends on `millpond-log` and on no
 //! higher Millpond crate; it is the only crate that knows about RocksDB.
 
 #![forbid(unsafe_code)]
 
+pub mod aggregate;
+mod checkpoint;
+mod codec;
+mod collection;
+mod error;
+mod join;
+mod keyed;
+mod opstate;
+pub mod runtime;
+mod sink;
+mod source;
 pub mod state;
+pub mod view;
+
+/// A timestamp: the number of a checkpoint epoch. Epoch 0 is "nothing".
+pub type Epoch = u64;
+/// A change of multiplicity.
+pub type Diff = isize;
+
+/// Updates waiting for their epoch to finish, with a capability to emit at it.
+pub(crate) type Stash<D> =
+    std::collections::BTreeMap<Epoch, (timely::dataflow::operators::Capability<Epoch>, Vec<(D, Diff)>)>;
+
+pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
+pub use checkpoint::{CHECKPOINT_FILE, CheckpointMeta};
+pub use collection::{Collection, Data, Key};
+pub use error::{Error, Result};
+pub use runtime::{Job, RunStats, Runtime, RuntimeConfig, StateBackend};
+pub use sink::changelog_topic;
+pub use source::{DeadLetter, RawRecord, dead_letter_topic, json, raw};
+pub use view::{Event, Snapshot, Subscription, ViewInfo, list_views, read_view};

@@ -24,18 +24,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
-/// Errors of the state store.
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("state store at {}: {message}", path.display())]
-    Store { path: PathBuf, message: String },
-    #[error("keyspace name '{0}' is empty or longer than 255 bytes")]
-    BadKeyspaceName(String),
-    #[error("the keyspace registry is damaged: {0}")]
-    CorruptRegistry(String),
-}
-
-pub type Result<T, E = StateError> = std::result::Result<T, E>;
+use crate::error::{Error, Result};
 
 /// A keyspace handle, valid for the store that returned it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -73,6 +62,18 @@ impl WriteBatch {
     pub fn delete(&mut self, keyspace: Keyspace, key: &[u8]) {
         self.ops.push((keyspace, key.to_vec(), None));
     }
+    /// Puts without copying.
+    pub fn put_owned(&mut self, keyspace: Keyspace, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push((keyspace, key, Some(value)));
+    }
+    /// Deletes without copying.
+    pub fn delete_owned(&mut self, keyspace: Keyspace, key: Vec<u8>) {
+        self.ops.push((keyspace, key, None));
+    }
+    /// Moves every operation of `other` after this batch's own.
+    pub fn append(&mut self, other: &mut WriteBatch) {
+        self.ops.append(&mut other.ops);
+    }
     pub fn len(&self) -> usize {
         self.ops.len()
     }
@@ -96,7 +97,7 @@ pub trait StateStore: Send + Sync + fmt::Debug {
 
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > KEYSPACE_NAME_BYTES_MAX {
-        return Err(StateError::BadKeyspaceName(name.to_owned()));
+        return Err(Error::BadKeyspaceName(name.to_owned()));
     }
     Ok(())
 }
@@ -119,7 +120,7 @@ fn registry_keyspace(store: &dyn StateStore, lock: &Mutex<()>, name: &str) -> Re
     let next = match store.get(Keyspace::REGISTRY, REGISTRY_NEXT)? {
         Some(bytes) => decode_id(&bytes)
             .filter(|&next| next >= 1)
-            .ok_or_else(|| StateError::CorruptRegistry(format!("next id is {bytes:?}")))?,
+            .ok_or_else(|| Error::CorruptRegistry(format!("next id is {bytes:?}")))?,
         None => 1,
     };
     if let Some(bytes) = store.get(Keyspace::REGISTRY, &name_key)? {
@@ -127,9 +128,9 @@ fn registry_keyspace(store: &dyn StateStore, lock: &Mutex<()>, name: &str) -> Re
         return decode_id(&bytes)
             .filter(|&id| id >= 1 && id < next)
             .map(Keyspace)
-            .ok_or_else(|| StateError::CorruptRegistry(format!("id of '{name}' is {bytes:?} (next {next})")));
+            .ok_or_else(|| Error::CorruptRegistry(format!("id of '{name}' is {bytes:?} (next {next})")));
     }
-    let after = next.checked_add(1).ok_or_else(|| StateError::CorruptRegistry("keyspace ids exhausted".into()))?;
+    let after = next.checked_add(1).ok_or_else(|| Error::CorruptRegistry("keyspace ids exhausted".into()))?;
     let mut batch = WriteBatch::new();
     batch.put(Keyspace::REGISTRY, &name_key, &next.to_be_bytes());
     batch.put(Keyspace::REGISTRY, REGISTRY_NEXT, &after.to_be_bytes());
@@ -161,8 +162,8 @@ impl RocksStore {
         Ok(RocksStore { db, path, registry: Mutex::new(()) })
     }
 
-    fn error(path: &Path, error: rocksdb::Error) -> StateError {
-        StateError::Store { path: path.to_path_buf(), message: error.into_string() }
+    fn error(path: &Path, error: rocksdb::Error) -> Error {
+        Error::Store { path: path.to_path_buf(), message: error.into_string() }
     }
 }
 

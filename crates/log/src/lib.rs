@@ -30,6 +30,7 @@ mod log;
 mod offsets;
 mod partition;
 pub mod partitioner;
+pub mod reader;
 mod segment;
 
 pub use batch::{BatchView, Header, Record, RecordView};
@@ -39,3 +40,4 @@ pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};
 pub use error::{Error, Result};
 pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, Log, LogOptions};
 pub use partition::{AppendInfo, PartitionInfo};
+pub use reader::{OffsetRecord, PartitionReader};

@@ -404,6 +404,53 @@ impl Log {
         Ok(total)
     }
 
+    /// Removes every record at or after `offset` from one partition, so that
+    /// the next append gets `offset`. Used by the dataflow runtime to cut a
+    /// sink topic back to its last committed position after a crash. The
+    /// old handle is retired (anyone still holding it gets errors, never a
+    /// write into the cut files) and a fresh one is opened. `offset` must be
+    /// a batch boundary between the first segment's base and the high
+    /// watermark.
+    pub fn truncate(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        self.check_open()?;
+        let mut topics = self.inner.topics.write().expect("topics lock");
+        let handle = topics.get(topic).cloned().ok_or_else(|| Error::UnknownTopic(topic.to_owned()))?;
+        let old = handle.partitions.get(partition as usize).cloned().ok_or_else(|| Error::UnknownPartition {
+            topic: topic.to_owned(),
+            partition,
+            count: handle.partitions.len() as u32,
+        })?;
+        let high = old.high_watermark();
+        if offset > high {
+            return Err(Error::OffsetOutOfRange {
+                topic: topic.to_owned(),
+                partition,
+                offset,
+                low: old.low_watermark(),
+                high,
+            });
+        }
+        if offset == high {
+            return Ok(());
+        }
+        old.close()?;
+        old.retire();
+        partition::truncate_directory(&old.dir, offset)?;
+        let fresh =
+            Partition::open(topic, partition, old.dir.clone(), handle.config.clone(), self.inner.clock.clone(), false)?;
+        assert_eq!(fresh.high_watermark(), offset, "truncation leaves the partition ending at the cut");
+        let mut partitions = handle.partitions.clone();
+        partitions[partition as usize] = Arc::new(fresh);
+        let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
+        topics.insert(topic.to_owned(), Arc::new(Topic { config: handle.config.clone(), partitions, next_unkeyed }));
+        Ok(())
+    }
+
+    /// Syncs one partition's unsynced data (a no-op when all is synced).
+    pub fn sync(&self, topic: &str, partition: u32) -> Result<()> {
+        self.partition(topic, partition)?.flush(true)
+    }
+
     /// Syncs every partition's unsynced data.
     pub fn flush(&self) -> Result<()> {
         self.all_partitions().iter().try_for_each(|p| p.flush(true))

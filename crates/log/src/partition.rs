@@ -779,3 +779,60 @@ fn parse_base(stem: &str, path: &Path) -> Result<u64> {
         reason: "file name is not a base offset (20 digits, at most i64::MAX)".into(),
     })
 }
+
+/// Cuts a partition directory back so that its next offset is `offset`:
+/// segments whose base is above `offset` are deleted (the highest first, so
+/// a crash part way leaves a contiguous prefix), and the segment holding
+/// `offset` is cut at the batch that starts there. No handle may be open on
+/// the directory. `offset` must be a batch boundary at or above the first
+/// segment's base and at or below the partition's next offset.
+pub(crate) fn truncate_directory(dir: &Path, offset: u64) -> Result<()> {
+    let bases = recover_directory(dir)?;
+    let bad = |reason: String| Err(Error::BadMetadata { path: dir.to_path_buf(), reason });
+    let Some(keep) = bases.iter().rposition(|&b| b <= offset) else {
+        return bad(format!("cannot truncate to offset {offset}: it is below the first segment"));
+    };
+    for &base in bases[keep + 1..].iter().rev() {
+        delete_segment_files(dir, base)?;
+    }
+    let base = bases[keep];
+    let path = segment::log_path(dir, base);
+    let bytes = fs::read(&path).map_err(Error::io("reading segment", &path))?;
+    let mut batches = crate::batch::Batches::new(&bytes);
+    let mut cut = None;
+    let mut start = 0;
+    while let Some(batch) = batches.next() {
+        if batch.base_offset() >= offset {
+            cut = Some(start);
+            break;
+        }
+        if batch.last_offset() >= offset {
+            return bad(format!(
+                "cannot truncate to offset {offset}: batch {}..={} spans it",
+                batch.base_offset(),
+                batch.last_offset()
+            ));
+        }
+        start = batches.position();
+    }
+    let cut = match cut {
+        Some(cut) => cut,
+        // Every valid batch lies below `offset`: it must be exactly the end.
+        None => {
+            let end = batches.position();
+            let next = crate::batch::Batches::new(&bytes[..end]).last().map_or(base, |b| b.last_offset() + 1);
+            if next != offset {
+                return bad(format!("cannot truncate to offset {offset}: the partition ends at {next}"));
+            }
+            end
+        }
+    };
+    let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("opening segment", &path))?;
+    file.set_len(cut as u64).and_then(|()| file.sync_all()).map_err(Error::io("truncating segment", &path))?;
+    // Stale index entries past the cut would be rejected anyway; emptying the
+    // files makes the reopen rebuild them from the data.
+    for index in [segment::offset_index_path(dir, base), segment::time_index_path(dir, base)] {
+        fs::File::create(&index).and_then(|f| f.sync_all()).map_err(Error::io("emptying index", &index))?;
+    }
+    sync_dir(dir)
+}

@@ -1,0 +1,227 @@
+//! Barrier checkpoints: one atomic, synced state commit per finished epoch.
+//!
+//! Operators hand the state changes of an epoch, sources the offsets they
+//! reached at its end, and sinks the end offsets of what they appended for
+//! it, to [`Checkpoints`]. When the dataflow's frontier passes an epoch (no
+//! operator on any worker can still produce or change anything at it),
+//! worker 0 commits everything pending below the frontier:
+//!
+//! 1. sync every sink topic written for those epochs (the changelog bytes
+//!    must be on disk before the checkpoint that points past them);
+//! 2. write the state changes and the new [`CheckpointMeta`] in ONE RocksDB
+//!    write batch, synced;
+//! 3. publish the meta as `checkpoint.json` (atomic rename) for readers in
+//!    other processes.
+//!
+//! Invariants (asserted):
+//! - committed epochs strictly increase;
+//! - a sink's committed end offset never decreases;
+//! - `checkpoint.json` never runs ahead of the RocksDB commit (it is written
+//!   after it, and rewritten from RocksDB at startup).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use millpond_log::Log;
+use serde::{Deserialize, Serialize};
+
+use crate::Epoch;
+use crate::error::{Error, Result};
+use crate::state::{Keyspace, StateStore, WriteBatch};
+
+const META_VERSION: u32 = 1;
+const META_KEYSPACE: &str = "checkpoint";
+const META_KEY: &[u8] = b"meta";
+/// Name of the readers' copy of the last committed meta, in the data directory.
+pub const CHECKPOINT_FILE: &str = "checkpoint.json";
+
+/// What a committed checkpoint says. Stored (postcard) in the state store,
+/// and as JSON in `checkpoint.json` for other processes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointMeta {
+    pub version: u32,
+    /// The last committed epoch (0: nothing committed yet).
+    pub epoch: Epoch,
+    /// Next offset to read, per source topic and partition.
+    pub sources: BTreeMap<String, BTreeMap<u32, u64>>,
+    /// End offset of partition 0 of each sink topic (changelogs, dead letters).
+    pub sinks: BTreeMap<String, u64>,
+    /// Materialized views: name to changelog topic.
+    pub views: BTreeMap<String, String>,
+}
+
+impl CheckpointMeta {
+    /// Reads the readers' copy from `data_dir` (None if no checkpoint yet).
+    pub fn read_published(data_dir: &Path) -> Result<Option<CheckpointMeta>> {
+        let path = data_dir.join(CHECKPOINT_FILE);
+        let text = match fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("reading", path)(e)),
+        };
+        let meta: CheckpointMeta = serde_json::from_slice(&text)
+            .map_err(|e| Error::CorruptState { what: path.display().to_string(), reason: e.to_string() })?;
+        if meta.version != META_VERSION {
+            return Err(Error::CorruptState {
+                what: path.display().to_string(),
+                reason: format!("version {} (this build reads {META_VERSION})", meta.version),
+            });
+        }
+        Ok(Some(meta))
+    }
+
+    fn publish(&self, data_dir: &Path) -> Result<()> {
+        let path = data_dir.join(CHECKPOINT_FILE);
+        let tmp = data_dir.join(format!(".{CHECKPOINT_FILE}.tmp"));
+        let text = serde_json::to_vec_pretty(self).expect("checkpoint meta serializes");
+        fs::File::create(&tmp).and_then(|mut f| f.write_all(&text)).map_err(Error::io("writing", &tmp))?;
+        fs::rename(&tmp, &path).map_err(Error::io("renaming", &tmp))
+    }
+}
+
+/// What one epoch contributes to its checkpoint.
+#[derive(Debug, Default)]
+struct EpochWrites {
+    batch: WriteBatch,
+    sources: Vec<(String, u32, u64)>,
+    sinks: Vec<(String, u64)>,
+}
+
+/// The checkpoint coordinator shared by all workers of a runtime.
+#[derive(Debug)]
+pub(crate) struct Checkpoints {
+    store: Arc<dyn StateStore>,
+    log: Arc<Log>,
+    data_dir: PathBuf,
+    meta_keyspace: Keyspace,
+    /// Sync commits (checkpoints on); off only for the benchmark baseline.
+    durable: bool,
+    pending: Mutex<BTreeMap<Epoch, EpochWrites>>,
+    meta: Mutex<CheckpointMeta>,
+    committed_epoch: AtomicU64,
+}
+
+impl Checkpoints {
+    /// Loads the last committed checkpoint and republishes it for readers.
+    pub(crate) fn open(
+        store: Arc<dyn StateStore>,
+        log: Arc<Log>,
+        data_dir: PathBuf,
+        durable: bool,
+    ) -> Result<Checkpoints> {
+        let meta_keyspace = store.keyspace(META_KEYSPACE)?;
+        let meta = match store.get(meta_keyspace, META_KEY)? {
+            None => CheckpointMeta { version: META_VERSION, ..CheckpointMeta::default() },
+            Some(bytes) => {
+                let meta: CheckpointMeta = crate::codec::decode(&bytes, "checkpoint meta")?;
+                if meta.version != META_VERSION {
+                    return Err(Error::CorruptState {
+                        what: "checkpoint meta".into(),
+                        reason: format!("version {} (this build reads {META_VERSION})", meta.version),
+                    });
+                }
+                meta
+            }
+        };
+        if meta.epoch > 0 {
+            meta.publish(&data_dir)?;
+        }
+        Ok(Checkpoints {
+            committed_epoch: AtomicU64::new(meta.epoch),
+            store,
+            log,
+            data_dir,
+            meta_keyspace,
+            durable,
+            pending: Mutex::new(BTreeMap::new()),
+            meta: Mutex::new(meta),
+        })
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    /// The last committed checkpoint.
+    pub(crate) fn meta(&self) -> CheckpointMeta {
+        self.meta.lock().expect("meta lock").clone()
+    }
+
+    pub(crate) fn committed_epoch(&self) -> Epoch {
+        self.committed_epoch.load(Ordering::Acquire)
+    }
+
+    /// Adds state changes made while processing `epoch`.
+    pub(crate) fn add_writes(&self, epoch: Epoch, batch: &mut WriteBatch) {
+        assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
+        self.pending.lock().expect("pending lock").entry(epoch).or_default().batch.append(batch);
+    }
+
+    /// Records that a source's partition reached `next_offset` at the end of `epoch`.
+    pub(crate) fn source_position(&self, epoch: Epoch, topic: &str, partition: u32, next_offset: u64) {
+        assert!(epoch > self.committed_epoch(), "source position for committed epoch {epoch}");
+        self.pending.lock().expect("pending lock").entry(epoch).or_default().sources.push((
+            topic.to_owned(),
+            partition,
+            next_offset,
+        ));
+    }
+
+    /// Records that a sink topic ends at `end_offset` after `epoch`'s output.
+    pub(crate) fn sink_position(&self, epoch: Epoch, topic: &str, end_offset: u64) {
+        assert!(epoch > self.committed_epoch(), "sink position for committed epoch {epoch}");
+        self.pending.lock().expect("pending lock").entry(epoch).or_default().sinks.push((topic.to_owned(), end_offset));
+    }
+
+    /// Registers a view's changelog topic (committed with the next checkpoint).
+    pub(crate) fn register_view(&self, name: &str, topic: &str) {
+        let mut meta = self.meta.lock().expect("meta lock");
+        meta.views.insert(name.to_owned(), topic.to_owned());
+    }
+
+    /// Commits every pending epoch below `frontier` (the least epoch that
+    /// may still change). Returns the newly committed epoch, if any.
+    pub(crate) fn commit_below(&self, frontier: Epoch) -> Result<Option<Epoch>> {
+        let ready = {
+            let mut pending = self.pending.lock().expect("pending lock");
+            let rest = pending.split_off(&frontier);
+            std::mem::replace(&mut *pending, rest)
+        };
+        let Some(&epoch) = ready.keys().next_back() else { return Ok(None) };
+        let mut meta = self.meta.lock().expect("meta lock");
+        assert!(epoch > meta.epoch, "committed epochs increase: {epoch} after {}", meta.epoch);
+        let mut batch = WriteBatch::new();
+        let mut synced = std::collections::BTreeSet::new();
+        for (_, mut writes) in ready {
+            batch.append(&mut writes.batch);
+            for (topic, partition, offset) in writes.sources {
+                meta.sources.entry(topic).or_default().insert(partition, offset);
+            }
+            for (topic, end) in writes.sinks {
+                let previous = meta.sinks.insert(topic.clone(), end);
+                assert!(previous.is_none_or(|p| p <= end), "sink {topic} moved back from {previous:?} to {end}");
+                synced.insert(topic);
+            }
+        }
+        if self.durable {
+            for topic in &synced {
+                self.log.sync(topic, 0)?;
+            }
+        }
+        meta.epoch = epoch;
+        batch.put_owned(self.meta_keyspace, META_KEY.to_vec(), crate::codec::encode(&*meta));
+        self.store.commit(batch, self.durable)?;
+        self.committed_epoch.store(epoch, Ordering::Release);
+        meta.publish(&self.data_dir)?;
+        Ok(Some(epoch))
+    }
+}

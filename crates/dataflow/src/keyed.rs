@@ -1,0 +1,272 @@
+//! Keyed operators whose state lives in the state store.
+//!
+//! Each operator exchanges its input by key hash, so one worker owns each
+//! key, and stashes updates per epoch. When the input frontier passes an
+//! epoch it consolidates that epoch's updates, folds them into the stored
+//! state key by key, emits the change of its output at the same epoch,
+//! hands the state writes to the checkpoint, and only then releases the
+//! epoch's capability. Its output reports to the checkpoint probe, so the
+//! barrier of an epoch passes only after every operator has written it.
+//!
+//! Invariants:
+//! - Epochs are processed in increasing order, each once.
+//! - After processing an epoch, the stored state of a key is a function of
+//!   the multiset of its inputs so far (not of how they were batched), and
+//!   the operator's output summed over epochs equals the function of the
+//!   current inputs: each epoch emits `new output - old output`.
+//! - State keys are `postcard(key)`: independent of the worker count, so a
+//!   job may restart with a different number of workers.
+
+use std::hash::{Hash, Hasher};
+
+use differential_dataflow::consolidation::consolidate;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Probe;
+use timely::dataflow::operators::generic::Operator;
+
+use crate::aggregate::Aggregate;
+use crate::codec::{decode, encode};
+use crate::collection::{Data, Key};
+use crate::error::Result;
+use crate::opstate::OperatorState;
+use crate::{Collection, Diff, Epoch};
+
+/// Which worker owns a key: a hash that is stable for a given build.
+pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    key.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The engine of one-input keyed operators; `logic` gets one epoch's
+/// consolidated updates, sorted by key, and pushes output updates.
+fn keyed_unary<'s, K, V, O, L>(input: Collection<'s, (K, V)>, name: &str, mut logic: L) -> Collection<'s, O>
+where
+    K: Key,
+    V: Data,
+    O: Data,
+    L: FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static,
+{
+    let ctx = input.ctx.clone();
+    let shared = ctx.shared.clone();
+    let empty = |input: Collection<'s, (K, V)>| input.flat_map(|_| None::<O>);
+    if !ctx.claim("operator", name) {
+        return empty(input);
+    }
+    let mut state = match OperatorState::new(shared.checkpoints.clone(), &format!("op.{name}")) {
+        Ok(state) => state,
+        Err(e) => {
+            ctx.build_error(format!("operator '{name}': {e}"));
+            return empty(input);
+        }
+    };
+    let operator_name = name.to_owned();
+    let stream = input.inner.inner.unary_frontier::<CapacityContainerBuilder<Vec<(O, Epoch, Diff)>>, _, _, _>(
+        Exchange::new(|update: &((K, V), Epoch, Diff)| key_hash(&(update.0).0)),
+        name,
+        move |_capability, _info| {
+            let mut stash = crate::Stash::<(K, V)>::new();
+            let mut out = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|capability, data| {
+                    for (kv, epoch, diff) in data.drain(..) {
+                        stash
+                            .entry(epoch)
+                            .or_insert_with(|| (capability.delayed(&epoch, 0), Vec::new()))
+                            .1
+                            .push((kv, diff));
+                    }
+                });
+                while let Some(entry) = stash.first_entry() {
+                    let epoch = *entry.key();
+                    if frontier.frontier().less_equal(&epoch) || shared.failed() {
+                        break;
+                    }
+                    let (capability, mut updates) = entry.remove();
+                    consolidate(&mut updates);
+                    out.clear();
+                    if let Err(e) = logic(epoch, &updates, &mut state, &mut out) {
+                        shared.fail(format!("operator '{operator_name}': {e}"));
+                        return;
+                    }
+                    state.finish_epoch(epoch);
+                    consolidate(&mut out);
+                    output.session(&capability).give_iterator(out.drain(..).map(|(o, d)| (o, epoch, d)));
+                }
+            }
+        },
+    );
+    Collection::from_stream(stream.probe_with(&ctx.probe), ctx)
+}
+
+/// Calls `f(key, values)` for each run of equal keys in sorted updates.
+fn for_each_key<K: Eq, V>(
+    updates: &[((K, V), Diff)],
+    mut f: impl FnMut(&K, &[((K, V), Diff)]) -> Result<()>,
+) -> Result<()> {
+    let mut start = 0;
+    while start < updates.len() {
+        let key = &(updates[start].0).0;
+        let end = start + updates[start..].iter().take_while(|((k, _), _)| k == key).count();
+        f(key, &updates[start..end])?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// Adds `updates` into a consolidated multiset.
+fn merge_into<V: Ord + Clone>(multiset: &mut Vec<(V, Diff)>, updates: impl IntoIterator<Item = (V, Diff)>) {
+    multiset.extend(updates);
+    consolidate(multiset);
+}
+
+impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
+    /// Aggregates the values of each key with `aggregate` (e.g. `Count`,
+    /// `(Count, Sum(|v| ..), Max(|v| ..))`, or a [`Fold`](crate::Fold)),
+    /// keeping one accumulator per key in state named `name`. A key with no
+    /// values has no output row.
+    pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
+        let what = format!("aggregate '{name}'");
+        keyed_unary(self, name, move |epoch, updates, state, out| {
+            for_each_key(updates, |key, values| {
+                let key_bytes = encode(key);
+                let (mut count, mut acc): (i64, A::State) = match state.get(&key_bytes)? {
+                    Some(bytes) => decode(&bytes, &what)?,
+                    None => (0, A::State::default()),
+                };
+                let old = (count > 0).then(|| aggregate.output(count, &acc));
+                for ((_, value), diff) in values {
+                    aggregate.update(&mut acc, value, *diff);
+                    count += *diff as i64;
+                }
+                let new = (count > 0).then(|| aggregate.output(count, &acc));
+                if old != new {
+                    out.extend(old.map(|o| ((key.clone(), o), -1)));
+                    out.extend(new.map(|o| ((key.clone(), o), 1)));
+                }
+                if count == 0 {
+                    state.delete(epoch, key_bytes);
+                } else {
+                    state.put(epoch, key_bytes, encode(&(count, &acc)));
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// The general keyed reduction: `logic(key, input, output)` maps the
+    /// consolidated multiset of a key's values (sorted, all counts non-zero)
+    /// to output values with multiplicities. The multiset is kept in state
+    /// named `name`; `logic` must be deterministic.
+    pub fn reduce<O, L>(self, name: &str, mut logic: L) -> Collection<'s, (K, O)>
+    where
+        O: Data,
+        L: FnMut(&K, &[(V, Diff)], &mut Vec<(O, Diff)>) + 'static,
+    {
+        let what = format!("reduce '{name}'");
+        let mut scratch = Vec::new();
+        keyed_unary(self, name, move |epoch, updates, state, out| {
+            for_each_key(updates, |key, values| {
+                let key_bytes = encode(key);
+                let mut multiset: Vec<(V, Diff)> = match state.get(&key_bytes)? {
+                    Some(bytes) => decode(&bytes, &what)?,
+                    None => Vec::new(),
+                };
+                scratch.clear();
+                if !multiset.is_empty() {
+                    logic(key, &multiset, &mut scratch);
+                    scratch.iter_mut().for_each(|(_, d)| *d = -*d);
+                }
+                merge_into(&mut multiset, values.iter().map(|((_, v), d)| (v.clone(), *d)));
+                if !multiset.is_empty() {
+                    logic(key, &multiset, &mut scratch);
+                }
+                consolidate(&mut scratch);
+                out.extend(scratch.drain(..).map(|(o, d)| ((key.clone(), o), d)));
+                if multiset.is_empty() {
+                    state.delete(epoch, key_bytes);
+                } else {
+                    state.put(epoch, key_bytes, encode(&multiset));
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// The `k` greatest values of each key (by `V`'s order, counting
+    /// multiplicities; wrap in `std::cmp::Reverse` for the least).
+    pub fn top_k(self, name: &str, k: usize) -> Collection<'s, (K, V)> {
+        self.reduce(name, move |_key, values, out| {
+            let mut left = k as Diff;
+            for (value, count) in values.iter().rev() {
+                if left == 0 {
+                    break;
+                }
+                if *count > 0 {
+                    let take = (*count).min(left);
+                    out.push((value.clone(), take));
+                    left -= take;
+                }
+            }
+        })
+    }
+
+    /// Inner equi-join on the key: `(k, (v, w))` for every pair of values.
+    /// Both sides are kept in state named `name`.
+    pub fn join<W: Data>(self, name: &str, other: Collection<'s, (K, W)>) -> Collection<'s, (K, (V, W))> {
+        crate::join::join(self, other, name, false).flat_map(|(k, (v, w))| w.map(|w| (k, (v, w))))
+    }
+
+    /// Left outer equi-join: like [`join`](Self::join), plus `(k, (v, None))`
+    /// for each `v` whose key has no match in `other`.
+    pub fn left_join<W: Data>(self, name: &str, other: Collection<'s, (K, W)>) -> Collection<'s, (K, (V, Option<W>))> {
+        crate::join::join(self, other, name, true)
+    }
+}
+
+impl<'s, D: Key> Collection<'s, D> {
+    /// Each distinct element once (elements with a positive count).
+    pub fn distinct(self, name: &str) -> Collection<'s, D> {
+        self.map(|d| (d, ()))
+            .reduce(name, |_, values, out| {
+                if values.iter().map(|(_, c)| *c).sum::<Diff>() > 0 {
+                    out.push(((), 1));
+                }
+            })
+            .map(|(d, ())| d)
+    }
+}
+
+/// The upsert envelope: the latest value per key, by offset.
+pub(crate) fn upsert<'s, K: Key, V: Data>(
+    changes: Collection<'s, (K, (u64, Option<V>))>,
+    name: &str,
+) -> Collection<'s, (K, V)> {
+    let what = format!("upsert '{name}'");
+    keyed_unary(changes, name, move |epoch, updates, state, out| {
+        let latest = crate::source::latest_by_key(
+            updates
+                .iter()
+                .filter(|(_, d)| *d > 0)
+                .map(|((k, (offset, v)), _)| (k.clone(), *offset, v.clone()))
+                .collect(),
+        );
+        for (key, value) in latest {
+            let key_bytes = encode(&key);
+            let old: Option<V> = state.get(&key_bytes)?.map(|b| decode(&b, &what)).transpose()?;
+            if old == value {
+                continue;
+            }
+            out.extend(old.map(|v| ((key.clone(), v), -1)));
+            match value {
+                Some(v) => {
+                    state.put(epoch, key_bytes, encode(&v));
+                    out.push(((key, v), 1));
+                }
+                None => state.delete(epoch, key_bytes),
+            }
+        }
+        Ok(())
+    })
+}

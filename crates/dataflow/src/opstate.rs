@@ -1,0 +1,62 @@
+//! One operator's view of the state store: committed state plus its own
+//! changes that are not committed yet.
+//!
+//! An operator finishes epoch e and moves on to e+1 before worker 0 commits
+//! e, so it must read its own uncommitted writes: every write goes to an
+//! in-memory overlay tagged with its epoch as well as to the epoch's write
+//! batch. Once an epoch is committed its overlay entries are dropped (the
+//! store then holds them).
+//!
+//! Invariant: `get` returns the value of the latest write by this operator,
+//! committed or not; the overlay only holds entries of uncommitted epochs
+//! (after [`OperatorState::finish_epoch`] prunes).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::Epoch;
+use crate::checkpoint::Checkpoints;
+use crate::error::Result;
+use crate::state::{Keyspace, WriteBatch};
+
+#[derive(Debug)]
+pub(crate) struct OperatorState {
+    checkpoints: Arc<Checkpoints>,
+    keyspace: Keyspace,
+    overlay: HashMap<Vec<u8>, (Epoch, Option<Vec<u8>>)>,
+    batch: WriteBatch,
+}
+
+impl OperatorState {
+    pub(crate) fn new(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
+        let keyspace = checkpoints.store().keyspace(keyspace_name)?;
+        Ok(OperatorState { checkpoints, keyspace, overlay: HashMap::new(), batch: WriteBatch::new() })
+    }
+
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.overlay.get(key) {
+            Some((_, value)) => Ok(value.clone()),
+            None => self.checkpoints.store().get(self.keyspace, key),
+        }
+    }
+
+    pub(crate) fn put(&mut self, epoch: Epoch, key: Vec<u8>, value: Vec<u8>) {
+        self.batch.put(self.keyspace, &key, &value);
+        self.overlay.insert(key, (epoch, Some(value)));
+    }
+
+    pub(crate) fn delete(&mut self, epoch: Epoch, key: Vec<u8>) {
+        self.batch.delete(self.keyspace, &key);
+        self.overlay.insert(key, (epoch, None));
+    }
+
+    /// Hands this epoch's writes to the checkpoint and forgets overlay
+    /// entries that are committed by now.
+    pub(crate) fn finish_epoch(&mut self, epoch: Epoch) {
+        if !self.batch.is_empty() {
+            self.checkpoints.add_writes(epoch, &mut self.batch);
+        }
+        let committed = self.checkpoints.committed_epoch();
+        self.overlay.retain(|_, (written, _)| *written > committed);
+    }
+}

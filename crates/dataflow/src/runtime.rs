@@ -1,0 +1,287 @@
+//! The runtime: opens a data directory, builds a job on every timely worker,
+//! steps the workers and drives checkpoints.
+//!
+//! Invariants:
+//! - Epoch numbers are the timely timestamps. Every source on every worker
+//!   cuts epochs on the same clock (`start` plus whole intervals), so the
+//!   dataflow frontier passing epoch e is the barrier of e.
+//! - After a restart the first epoch is the last committed one plus one:
+//!   epochs strictly increase across restarts.
+//! - Only worker 0 commits, and only epochs below the frontier of the probe
+//!   that every stateful operator and sink reports to.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use millpond_log::{Log, LogOptions};
+use timely::dataflow::{ProbeHandle, Scope};
+
+use crate::Epoch;
+use crate::checkpoint::{CheckpointMeta, Checkpoints};
+use crate::error::{Error, Result};
+use crate::state::{MemoryStore, RocksStore, StateStore};
+
+/// Where operator state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateBackend {
+    /// RocksDB under `DATA_DIR/state` (the default; survives restarts).
+    RocksDb,
+    /// Memory only: for tests and the benchmark baseline. Nothing survives a
+    /// restart, so sources start from the beginning each run.
+    Memory,
+}
+
+/// How a runtime runs.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    pub data_dir: PathBuf,
+    /// Timely worker threads.
+    pub workers: usize,
+    /// Length of an epoch: the checkpoint interval.
+    pub epoch_interval_ms: u64,
+    pub state: StateBackend,
+    /// Commit checkpoints durably (fsync). Off only for measuring their cost:
+    /// state is still written, but a crash may lose or repeat output.
+    pub checkpoints: bool,
+    /// Stop once every source has read what its partitions held when the job
+    /// started (and that output is committed).
+    pub stop_when_caught_up: bool,
+    /// Set to stop at the next epoch boundary (e.g. from a Ctrl-C handler).
+    pub stop: Arc<AtomicBool>,
+    /// Bytes a source fetches from one partition per step.
+    pub fetch_bytes_max: usize,
+}
+
+impl RuntimeConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> RuntimeConfig {
+        RuntimeConfig {
+            data_dir: data_dir.into(),
+            workers: 1,
+            epoch_interval_ms: 1000,
+            state: StateBackend::RocksDb,
+            checkpoints: true,
+            stop_when_caught_up: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            fetch_bytes_max: 1 << 20,
+        }
+    }
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+    pub fn epoch_interval_ms(mut self, interval_ms: u64) -> Self {
+        self.epoch_interval_ms = interval_ms;
+        self
+    }
+    pub fn state(mut self, state: StateBackend) -> Self {
+        self.state = state;
+        self
+    }
+    pub fn checkpoints(mut self, on: bool) -> Self {
+        self.checkpoints = on;
+        self
+    }
+    pub fn fetch_bytes_max(mut self, bytes: usize) -> Self {
+        self.fetch_bytes_max = bytes;
+        self
+    }
+    pub fn stop_when_caught_up(mut self, on: bool) -> Self {
+        self.stop_when_caught_up = on;
+        self
+    }
+}
+
+/// Counters of a finished run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Records read by all sources.
+    pub records: u64,
+    /// Records that failed to decode and went to a dead-letter topic.
+    pub dead_letters: u64,
+    /// The first epoch of this run and the last committed one at its end.
+    pub first_epoch: Epoch,
+    pub committed_epoch: Epoch,
+}
+
+/// What all workers of a runtime share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: RuntimeConfig,
+    pub(crate) checkpoints: Arc<Checkpoints>,
+    /// The meta of the checkpoint this run resumed from.
+    pub(crate) resumed: CheckpointMeta,
+    start: Instant,
+    first_epoch: Epoch,
+    failure: Mutex<Option<String>>,
+    pub(crate) records: AtomicU64,
+    pub(crate) dead_letters: AtomicU64,
+}
+
+impl Shared {
+    /// The epoch that the clock is in now.
+    pub(crate) fn epoch_now(&self) -> Epoch {
+        let elapsed_ms = self.start.elapsed().as_millis() as u64;
+        self.first_epoch + elapsed_ms / self.config.epoch_interval_ms.max(1)
+    }
+    pub(crate) fn first_epoch(&self) -> Epoch {
+        self.first_epoch
+    }
+    /// Time left in `epoch`.
+    pub(crate) fn until_epoch_end(&self, epoch: Epoch) -> Duration {
+        let end_ms = (epoch + 1 - self.first_epoch) * self.config.epoch_interval_ms.max(1);
+        Duration::from_millis(end_ms).saturating_sub(self.start.elapsed())
+    }
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        self.checkpoints.log()
+    }
+    /// Stops the job without committing anything further.
+    pub(crate) fn fail(&self, error: impl std::fmt::Display) {
+        let mut failure = self.failure.lock().expect("failure lock");
+        if failure.is_none() {
+            *failure = Some(error.to_string());
+        }
+    }
+    pub(crate) fn failed(&self) -> bool {
+        self.failure.lock().expect("failure lock").is_some()
+    }
+    pub(crate) fn stopping(&self) -> bool {
+        self.config.stop.load(Ordering::Relaxed) || self.failed()
+    }
+}
+
+/// Per-worker build context.
+#[derive(Debug)]
+pub(crate) struct WorkerContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) probe: ProbeHandle<Epoch>,
+    names: RefCell<BTreeSet<String>>,
+    build_errors: RefCell<Vec<String>>,
+}
+
+impl WorkerContext {
+    /// Claims a state name; each stateful operator and view needs its own.
+    pub(crate) fn claim(&self, kind: &str, name: &str) -> bool {
+        let ok = !name.is_empty()
+            && name.len() <= 200
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        if !ok {
+            self.build_error(format!("{kind} name '{name}' must be 1..=200 ASCII letters, digits, '_', '-' or '.'"));
+            return false;
+        }
+        if !self.names.borrow_mut().insert(name.to_owned()) {
+            self.build_error(format!("two stateful operators or views are named '{name}'; names must be unique"));
+            return false;
+        }
+        true
+    }
+    pub(crate) fn build_error(&self, message: String) {
+        self.build_errors.borrow_mut().push(message);
+    }
+}
+
+/// A job under construction on one worker: the place sources and views are
+/// declared. See [`Runtime::run`].
+#[derive(Debug)]
+pub struct Job<'s> {
+    pub(crate) scope: Scope<'s, Epoch>,
+    pub(crate) ctx: Rc<WorkerContext>,
+}
+
+impl<'s> Job<'s> {
+    /// This worker's index, in `0..workers`.
+    pub fn worker_index(&self) -> usize {
+        self.scope.index()
+    }
+    pub fn workers(&self) -> usize {
+        self.scope.peers()
+    }
+}
+
+/// Runs jobs on a data directory.
+#[derive(Debug)]
+pub struct Runtime;
+
+impl Runtime {
+    /// Opens the data directory, recovers from its last checkpoint, builds
+    /// the job with `build` on every worker and runs it until it stops
+    /// (caught up, `config.stop`, or a failure).
+    pub fn run<F>(config: RuntimeConfig, build: F) -> Result<RunStats>
+    where
+        F: Fn(&mut Job<'_>) + Send + Sync + 'static,
+    {
+        if config.workers == 0 || config.epoch_interval_ms == 0 {
+            return Err(Error::InvalidJob("workers and epoch_interval_ms must be at least 1".into()));
+        }
+        std::fs::create_dir_all(&config.data_dir).map_err(Error::io("creating", &config.data_dir))?;
+        let log = Arc::new(Log::open(&config.data_dir, LogOptions::default())?);
+        let store: Arc<dyn StateStore> = match config.state {
+            StateBackend::RocksDb => Arc::new(RocksStore::open(config.data_dir.join("state"))?),
+            StateBackend::Memory => Arc::new(MemoryStore::new()),
+        };
+        let checkpoints = Arc::new(Checkpoints::open(store, log.clone(), config.data_dir.clone(), config.checkpoints)?);
+        let resumed = checkpoints.meta();
+        let first_epoch = resumed.epoch + 1;
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            checkpoints: checkpoints.clone(),
+            resumed,
+            start: Instant::now(),
+            first_epoch,
+            failure: Mutex::new(None),
+            records: AtomicU64::new(0),
+            dead_letters: AtomicU64::new(0),
+        });
+        let worker_shared = shared.clone();
+        let guards = timely::execute(timely::Config::process(config.workers), move |worker| {
+            let shared = worker_shared.clone();
+            let ctx = Rc::new(WorkerContext {
+                shared: shared.clone(),
+                probe: ProbeHandle::new(),
+                names: RefCell::new(BTreeSet::new()),
+                build_errors: RefCell::new(Vec::new()),
+            });
+            let dataflow = worker.next_dataflow_index();
+            worker.dataflow::<Epoch, _, _>(|scope| {
+                let mut job = Job { scope, ctx: ctx.clone() };
+                build(&mut job);
+            });
+            if let Some(error) = ctx.build_errors.borrow().first() {
+                shared.fail(format!("invalid job: {error}"));
+            }
+            let leader = worker.index() == 0;
+            while !ctx.probe.done() && !shared.failed() {
+                worker.step_or_park(Some(Duration::from_millis(2)));
+                if leader {
+                    let frontier = ctx.probe.with_frontier(|f| f.first().copied().unwrap_or(Epoch::MAX));
+                    if let Err(e) = shared.checkpoints.commit_below(frontier) {
+                        shared.fail(e);
+                    }
+                }
+            }
+            if shared.failed() {
+                worker.drop_dataflow(dataflow);
+            } else if leader && let Err(e) = shared.checkpoints.commit_below(Epoch::MAX) {
+                shared.fail(e);
+            }
+        })
+        .map_err(Error::Worker)?;
+        for result in guards.join() {
+            result.map_err(Error::Worker)?;
+        }
+        if let Some(failure) = shared.failure.lock().expect("failure lock").take() {
+            return Err(Error::Worker(failure));
+        }
+        log.flush()?;
+        Ok(RunStats {
+            records: shared.records.load(Ordering::Relaxed),
+            dead_letters: shared.dead_letters.load(Ordering::Relaxed),
+            first_epoch,
+            committed_epoch: checkpoints.committed_epoch(),
+        })
+    }
+}

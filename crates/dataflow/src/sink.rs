@@ -1,0 +1,215 @@
+//! Sinks: exactly-once writes of each epoch's output to a topic.
+//!
+//! All of a sink's input goes to worker 0, which waits until the frontier
+//! passes an epoch, appends that epoch's output to partition 0 of the sink
+//! topic, and records the topic's new end offset with the epoch's
+//! checkpoint. At startup the topic is cut back to the end offset of the
+//! last committed checkpoint (0 if none), so nothing an unfinished epoch
+//! wrote survives a crash, and the replayed epochs write it once.
+//!
+//! The changelog format of a view (topic `view.NAME`, compacted by key):
+//! - key: the row as JSON;
+//! - value: the row's multiplicity after the epoch, an i64 big-endian, or no
+//!   value (a tombstone) when it drops to 0;
+//! - headers `epoch` and `diff`: the epoch and the change of multiplicity,
+//!   both i64 big-endian.
+//!
+//! Invariants: one record per row and epoch (updates are consolidated), in
+//! epoch order; a record's `value - diff` equals the multiplicity carried by
+//! the row's previous record. Readers rely on both (see [`crate::view`]).
+
+use differential_dataflow::consolidation::consolidate;
+use millpond_log::{CleanupPolicy, Error as LogError, FlushPolicy, Header, Record, TopicConfig};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Probe;
+use timely::dataflow::operators::generic::Operator;
+
+use crate::codec::{decode, encode};
+use crate::collection::Data;
+use crate::error::Result;
+use crate::opstate::OperatorState;
+use crate::runtime::Shared;
+use crate::source::DeadLetter;
+use crate::{Collection, Diff, Epoch};
+
+/// Bytes per append call; the log's batch limit is larger.
+const APPEND_BYTES_MAX: usize = 1 << 20;
+pub(crate) const EPOCH_HEADER: &str = "epoch";
+pub(crate) const DIFF_HEADER: &str = "diff";
+
+/// The changelog topic of view `name`.
+pub fn changelog_topic(name: &str) -> String {
+    format!("view.{name}")
+}
+
+fn sink_topic_config(cleanup_policy: CleanupPolicy) -> TopicConfig {
+    TopicConfig {
+        partitions: 1,
+        retention_ms: None,
+        segment_bytes: 64 << 20,
+        cleanup_policy,
+        // Synced by the checkpoint, before the commit that covers it.
+        flush: FlushPolicy::Interval { interval_ms: 60_000, records: u64::MAX },
+        ..TopicConfig::default()
+    }
+}
+
+/// Creates the sink topic if needed and cuts it back to its committed end.
+fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) -> Result<()> {
+    let log = shared.log();
+    match log.create_topic(topic, sink_topic_config(cleanup_policy)) {
+        Ok(()) | Err(LogError::TopicExists(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let committed = shared.resumed.sinks.get(topic).copied().unwrap_or(0);
+    let high = log.high_watermark(topic, 0)?;
+    if high < committed {
+        return Err(crate::Error::CorruptChangelog {
+            view: topic.to_owned(),
+            offset: high,
+            reason: format!("the topic ends before its committed end offset {committed}"),
+        });
+    }
+    log.truncate(topic, 0, committed)?;
+    Ok(())
+}
+
+/// Appends records in bounded calls; returns the topic's new end offset.
+fn append_all(shared: &Shared, topic: &str, records: &[Record]) -> Result<u64> {
+    let log = shared.log();
+    let mut start = 0;
+    while start < records.len() {
+        let mut bytes = 0;
+        let mut end = start;
+        while end < records.len() && (end == start || bytes < APPEND_BYTES_MAX) {
+            bytes +=
+                records[end].key.as_ref().map_or(0, Vec::len) + records[end].value.as_ref().map_or(0, Vec::len) + 64;
+            end += 1;
+        }
+        log.append(topic, 0, &records[start..end])?;
+        start = end;
+    }
+    Ok(log.high_watermark(topic, 0)?)
+}
+
+/// The engine: routes everything to worker 0 and calls `write` once per
+/// finished epoch with its consolidated updates.
+fn epoch_sink<'s, D, W>(input: Collection<'s, D>, name: &str, mut write: W)
+where
+    D: Data,
+    W: FnMut(Epoch, Vec<(D, Diff)>) -> Result<()> + 'static,
+{
+    let ctx = input.ctx.clone();
+    let shared = ctx.shared.clone();
+    let operator_name = name.to_owned();
+    let stream = input.inner.inner.unary_frontier::<CapacityContainerBuilder<Vec<((), Epoch, Diff)>>, _, _, _>(
+        Exchange::new(|_: &(D, Epoch, Diff)| 0),
+        name,
+        move |_capability, _info| {
+            let mut stash = crate::Stash::<D>::new();
+            move |(input, frontier), _output| {
+                input.for_each(|capability, data| {
+                    for (d, epoch, diff) in data.drain(..) {
+                        stash
+                            .entry(epoch)
+                            .or_insert_with(|| (capability.delayed(&epoch, 0), Vec::new()))
+                            .1
+                            .push((d, diff));
+                    }
+                });
+                while let Some(entry) = stash.first_entry() {
+                    let epoch = *entry.key();
+                    if frontier.frontier().less_equal(&epoch) || shared.failed() {
+                        break;
+                    }
+                    // The capability is held until the write is done: the
+                    // checkpoint of this epoch cannot happen before it.
+                    let (_capability, mut updates) = entry.remove();
+                    consolidate(&mut updates);
+                    if let Err(e) = write(epoch, updates) {
+                        shared.fail(format!("sink '{operator_name}': {e}"));
+                        return;
+                    }
+                }
+            }
+        },
+    );
+    stream.probe_with(&ctx.probe);
+}
+
+pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
+    let ctx = collection.ctx.clone();
+    let shared = ctx.shared.clone();
+    let topic = changelog_topic(name);
+    let rows = collection.map(|row| serde_json::to_vec(&row).expect("a view row serializes to JSON"));
+    let mut state = None;
+    if rows.inner.scope().index() == 0 {
+        match prepare_topic(&shared, &topic, CleanupPolicy::Compact)
+            .and_then(|()| OperatorState::new(shared.checkpoints.clone(), &format!("view.{name}")))
+        {
+            Ok(opstate) => {
+                shared.checkpoints.register_view(name, &topic);
+                state = Some(opstate);
+            }
+            Err(e) => {
+                ctx.build_error(format!("view '{name}': {e}"));
+                return;
+            }
+        }
+    }
+    let what = format!("view '{name}'");
+    epoch_sink(rows, &format!("view:{name}"), move |epoch, updates| {
+        let state = state.as_mut().expect("only worker 0 receives sink input");
+        let now_ms = shared.log().clock().now_ms();
+        let mut records = Vec::with_capacity(updates.len());
+        for (row, diff) in updates {
+            let old: i64 = state.get(&row)?.map(|b| decode(&b, &what)).transpose()?.unwrap_or(0);
+            let new = old + diff as i64;
+            let headers = vec![
+                Header { key: EPOCH_HEADER.into(), value: Some((epoch as i64).to_be_bytes().to_vec()) },
+                Header { key: DIFF_HEADER.into(), value: Some((diff as i64).to_be_bytes().to_vec()) },
+            ];
+            let value = (new != 0).then(|| new.to_be_bytes().to_vec());
+            records.push(Record { key: Some(row.clone()), value, timestamp_ms: now_ms, headers });
+            if new == 0 {
+                state.delete(epoch, row);
+            } else {
+                state.put(epoch, row, encode(&new));
+            }
+        }
+        let end = append_all(&shared, &topic, &records)?;
+        shared.checkpoints.sink_position(epoch, &topic, end);
+        state.finish_epoch(epoch);
+        Ok(())
+    });
+}
+
+pub(crate) fn dead_letters(letters: Collection<'_, DeadLetter>, topic: &str) {
+    let ctx = letters.ctx.clone();
+    let shared = ctx.shared.clone();
+    if letters.inner.scope().index() == 0
+        && let Err(e) = prepare_topic(&shared, topic, CleanupPolicy::Delete)
+    {
+        ctx.build_error(format!("dead-letter topic '{topic}': {e}"));
+        return;
+    }
+    let topic = topic.to_owned();
+    epoch_sink(letters, &format!("dead-letters:{topic}"), move |epoch, updates| {
+        let now_ms = shared.log().clock().now_ms();
+        let records: Vec<Record> = updates
+            .iter()
+            .filter(|(_, diff)| *diff > 0)
+            .flat_map(|(letter, diff)| {
+                let value = serde_json::to_vec(letter).expect("a dead letter serializes");
+                (0..*diff).map(move |_| Record::new(None, Some(&value), now_ms))
+            })
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
+        let end = append_all(&shared, &topic, &records)?;
+        shared.checkpoints.sink_position(epoch, &topic, end);
+        Ok(())
+    });
+}

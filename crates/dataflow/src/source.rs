@@ -1,0 +1,219 @@
+//! Sources: timely operators that tail a topic's partitions.
+//!
+//! Worker w owns the partitions p with `p % workers == w`. A source emits
+//! each record at the epoch the clock is in when it reads it, and when the
+//! clock moves to a later epoch it first records, for the epoch it closes,
+//! the next offset of every partition it owns, then downgrades its
+//! capability. So a checkpoint of epoch e holds exactly the offsets after
+//! the records emitted at epochs up to e.
+//!
+//! Invariants:
+//! - A record is emitted once per run, at one epoch, in partition order.
+//! - Resuming seeks every partition to the committed offset (or 0).
+//! - A record that fails to decode is emitted as a [`DeadLetter`] instead;
+//!   it never stops the job.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use millpond_log::{Error as LogError, RecordView, TopicConfig};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::generic::operator::source;
+
+use crate::runtime::WorkerContext;
+use crate::{Collection, Diff, Epoch};
+
+/// Longest value copied into a dead letter.
+const DEAD_LETTER_VALUE_BYTES_MAX: usize = 64 << 10;
+/// How long an idle source sleeps between polls of its partitions.
+const IDLE_POLL_MS: u64 = 5;
+
+/// A record that failed to decode, as written to the dead-letter topic.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub error: String,
+    /// The record's key and value as (lossy) UTF-8, the value cut at 64 KiB.
+    pub key: Option<String>,
+    pub value: Option<String>,
+}
+
+/// Name of the dead-letter topic of a source topic.
+pub fn dead_letter_topic(topic: &str) -> String {
+    format!("{topic}.dead-letter")
+}
+
+/// A decoder from a JSON value into `T`.
+pub fn json<T: DeserializeOwned>() -> impl Fn(&RecordView<'_>) -> Result<T, String> + Clone + 'static {
+    |record: &RecordView<'_>| match record.value {
+        None => Err("the record has no value".to_owned()),
+        Some(bytes) => serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON: {e}")),
+    }
+}
+
+/// A record's raw key and value.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RawRecord {
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// A decoder that keeps the key and value bytes.
+pub fn raw() -> impl Fn(&RecordView<'_>) -> Result<RawRecord, String> + Clone + 'static {
+    |record: &RecordView<'_>| {
+        Ok(RawRecord { key: record.key.map(<[u8]>::to_vec), value: record.value.map(<[u8]>::to_vec) })
+    }
+}
+
+/// One owned partition's read position.
+struct Position {
+    partition: u32,
+    next_offset: u64,
+    /// Where "caught up" is, when the job stops there.
+    target: u64,
+    recorded: Option<u64>,
+}
+
+pub(crate) fn tail<'s, T, F>(
+    scope: timely::dataflow::Scope<'s, Epoch>,
+    ctx: &Rc<WorkerContext>,
+    topic: &str,
+    decode: F,
+) -> Collection<'s, Result<T, DeadLetter>>
+where
+    T: Clone + 'static,
+    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+{
+    let shared = ctx.shared.clone();
+    let log = shared.log().clone();
+    let config = match log.topic_config(topic) {
+        Ok(config) => Some(config),
+        Err(LogError::UnknownTopic(_)) => match log.create_topic(topic, TopicConfig::default()) {
+            Ok(()) | Err(LogError::TopicExists(_)) => log.topic_config(topic).ok(),
+            Err(e) => {
+                ctx.build_error(format!("source topic '{topic}': {e}"));
+                None
+            }
+        },
+        Err(e) => {
+            ctx.build_error(format!("source topic '{topic}': {e}"));
+            None
+        }
+    };
+    let partitions = config.map_or(0, |c| c.partitions);
+    let topic = topic.to_owned();
+    let committed = shared.resumed.sources.get(&topic).cloned().unwrap_or_default();
+    let (index, peers) = (scope.index(), scope.peers());
+    let mut positions: Vec<Position> = (0..partitions)
+        .filter(|p| *p as usize % peers == index)
+        .map(|partition| {
+            let next_offset = committed.get(&partition).copied().unwrap_or(0);
+            let target = log.high_watermark(&topic, partition).unwrap_or(0);
+            Position { partition, next_offset, target, recorded: Some(next_offset) }
+        })
+        .collect();
+    let stream = source(scope, &format!("source:{topic}"), move |capability: Capability<Epoch>, info| {
+        let activator = scope.activator_for(info.address);
+        let mut cap = Some(capability);
+        move |output| {
+            let Some(current) = cap.as_mut() else { return };
+            let now = shared.epoch_now().max(shared.first_epoch());
+            if *current.time() < now {
+                record_positions(&shared, &topic, *current.time(), &mut positions);
+                current.downgrade(&now);
+            }
+            let epoch = *current.time();
+            let mut read_any = false;
+            {
+                let mut session = output.session(current);
+                for position in positions.iter_mut() {
+                    let fetch = match log.fetch(
+                        &topic,
+                        position.partition,
+                        position.next_offset,
+                        shared.config.fetch_bytes_max,
+                    ) {
+                        Ok(fetch) => fetch,
+                        Err(LogError::OffsetOutOfRange { low, .. }) if low > position.next_offset => {
+                            // Retention removed what was never read: report and skip ahead.
+                            eprintln!(
+                                "warning: source {topic}/{}: offsets {}..{low} were deleted by retention before being read",
+                                position.partition, position.next_offset
+                            );
+                            position.next_offset = low;
+                            continue;
+                        }
+                        Err(e) => {
+                            shared.fail(format!("source {topic}/{}: {e}", position.partition));
+                            return;
+                        }
+                    };
+                    let mut count = 0u64;
+                    for record in fetch.records() {
+                        let item = decode(&record).map_err(|error| {
+                            shared.dead_letters.fetch_add(1, Ordering::Relaxed);
+                            DeadLetter {
+                                topic: topic.clone(),
+                                partition: position.partition,
+                                offset: record.offset,
+                                error,
+                                key: record.key.map(|k| String::from_utf8_lossy(k).into_owned()),
+                                value: record.value.map(|v| {
+                                    String::from_utf8_lossy(&v[..v.len().min(DEAD_LETTER_VALUE_BYTES_MAX)]).into_owned()
+                                }),
+                            }
+                        });
+                        session.give((item, epoch, 1 as Diff));
+                        count += 1;
+                    }
+                    let next = fetch.next_offset();
+                    assert!(next >= position.next_offset, "source offsets only move forward");
+                    read_any |= next > position.next_offset;
+                    position.next_offset = next;
+                    shared.records.fetch_add(count, Ordering::Relaxed);
+                }
+            }
+            let caught_up = shared.config.stop_when_caught_up && positions.iter().all(|p| p.next_offset >= p.target);
+            if shared.stopping() || caught_up {
+                record_positions(&shared, &topic, epoch, &mut positions);
+                cap = None;
+            } else if read_any {
+                activator.activate();
+            } else {
+                let wait = shared.until_epoch_end(epoch).min(Duration::from_millis(IDLE_POLL_MS));
+                activator.activate_after(wait.max(Duration::from_millis(1)));
+            }
+        }
+    });
+    Collection::from_stream(stream, ctx.clone())
+}
+
+fn record_positions(shared: &crate::runtime::Shared, topic: &str, epoch: Epoch, positions: &mut [Position]) {
+    for position in positions.iter_mut() {
+        if position.recorded != Some(position.next_offset) {
+            shared.checkpoints.source_position(epoch, topic, position.partition, position.next_offset);
+            position.recorded = Some(position.next_offset);
+        }
+    }
+}
+
+/// Keeps, per key, the record with the highest offset (an upsert log's
+/// latest value). Used by the upsert envelope.
+pub(crate) fn latest_by_key<K: Ord, V>(updates: Vec<(K, u64, Option<V>)>) -> BTreeMap<K, Option<V>> {
+    let mut latest: BTreeMap<K, (u64, Option<V>)> = BTreeMap::new();
+    for (key, offset, value) in updates {
+        match latest.get(&key) {
+            Some((seen, _)) if *seen > offset => {}
+            _ => {
+                latest.insert(key, (offset, value));
+            }
+        }
+    }
+    latest.into_iter().map(|(k, (_, v))| (k, v)).collect()
+}

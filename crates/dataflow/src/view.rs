@@ -1,0 +1,314 @@
+//! Reading views: snapshots and subscriptions, from any process.
+//!
+//! A reader never opens the log or the state store (the running job holds
+//! both). It reads `checkpoint.json` for the last committed epoch and each
+//! changelog's committed end offset, and reads the changelog segment files
+//! below that offset with a [`PartitionReader`]. So it sees exactly the
+//! committed epochs: never a change that a crash takes back, never one
+//! twice.
+//!
+//! A subscription as of epoch E folds the changelog records of epochs up to
+//! E into a snapshot, then emits every later change in epoch order, with a
+//! progress mark when an epoch is complete. Compaction keeps only the latest
+//! record per row, which is all a snapshot of the latest epoch needs; for
+//! an older E, or a reader that falls behind the cleaner, the reader checks
+//! every change against the multiplicity it holds (`value - diff` must equal
+//! it) and reports [`Error::EpochUnavailable`] instead of a wrong stream.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use millpond_log::{OffsetRecord, PartitionReader};
+use serde::Serialize;
+
+use crate::Epoch;
+use crate::checkpoint::CheckpointMeta;
+use crate::error::{Error, Result};
+use crate::sink::{DIFF_HEADER, EPOCH_HEADER};
+
+const READ_BYTES_MAX: usize = 1 << 20;
+
+/// A view as listed by [`list_views`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ViewInfo {
+    pub name: String,
+    pub changelog_topic: String,
+    /// The last committed epoch of the job that maintains it.
+    pub epoch: Epoch,
+    pub changelog_end_offset: u64,
+}
+
+/// The views committed in a data directory.
+pub fn list_views(data_dir: &Path) -> Result<Vec<ViewInfo>> {
+    let Some(meta) = CheckpointMeta::read_published(data_dir)? else { return Ok(Vec::new()) };
+    Ok(meta
+        .views
+        .iter()
+        .map(|(name, topic)| ViewInfo {
+            name: name.clone(),
+            changelog_topic: topic.clone(),
+            epoch: meta.epoch,
+            changelog_end_offset: meta.sinks.get(topic).copied().unwrap_or(0),
+        })
+        .collect())
+}
+
+/// A view's contents at one epoch: rows (as JSON) with their multiplicities.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    pub epoch: Epoch,
+    pub rows: Vec<(serde_json::Value, i64)>,
+}
+
+/// The contents of view `name` as of the last committed epoch.
+pub fn read_view(data_dir: &Path, name: &str) -> Result<Snapshot> {
+    let mut subscription = Subscription::open(data_dir, name, None, true)?;
+    let epoch = subscription.as_of;
+    let mut rows = Vec::new();
+    while let Some(event) = subscription.queue.pop_front() {
+        if let Event::Change { diff, row, .. } = event {
+            rows.push((row, diff));
+        }
+    }
+    Ok(Snapshot { epoch, rows })
+}
+
+/// What a subscription yields.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Event {
+    /// A row's multiplicity changed by `diff` at `epoch` (snapshot rows come
+    /// as changes at the snapshot's epoch).
+    Change { epoch: Epoch, diff: i64, row: serde_json::Value },
+    /// Every change of `epoch` and before has been yielded.
+    Progress { epoch: Epoch, progress: bool },
+}
+
+/// A view's changes as a blocking iterator (it polls `checkpoint.json`).
+#[derive(Debug)]
+pub struct Subscription {
+    data_dir: PathBuf,
+    view: String,
+    topic: String,
+    reader: PartitionReader,
+    /// The snapshot epoch.
+    as_of: Epoch,
+    /// Multiplicity per row (JSON bytes) as of what has been read.
+    counts: BTreeMap<Vec<u8>, i64>,
+    /// The epoch of the last record read, and the last progress yielded.
+    last_epoch: Epoch,
+    last_progress: Epoch,
+    queue: VecDeque<Event>,
+    /// How long to sleep when nothing new is committed.
+    pub poll_interval: Duration,
+}
+
+impl Subscription {
+    /// Subscribes to view `name` as of epoch `as_of` (default: the last
+    /// committed), starting with a snapshot when `snapshot` is set.
+    pub fn open(data_dir: &Path, name: &str, as_of: Option<Epoch>, snapshot: bool) -> Result<Subscription> {
+        let meta = CheckpointMeta::read_published(data_dir)?.ok_or_else(|| Error::UnknownView(name.to_owned()))?;
+        let topic = meta.views.get(name).cloned().ok_or_else(|| Error::UnknownView(name.to_owned()))?;
+        let as_of = as_of.unwrap_or(meta.epoch);
+        if as_of > meta.epoch {
+            return Err(Error::EpochUnavailable {
+                view: name.to_owned(),
+                epoch: as_of,
+                reason: format!("it is not committed yet (the last committed epoch is {})", meta.epoch),
+            });
+        }
+        let reader = PartitionReader::new(data_dir, &topic, 0, 0)?;
+        let mut subscription = Subscription {
+            data_dir: data_dir.to_path_buf(),
+            view: name.to_owned(),
+            topic,
+            reader,
+            as_of,
+            counts: BTreeMap::new(),
+            last_epoch: 0,
+            last_progress: as_of,
+            queue: VecDeque::new(),
+            poll_interval: Duration::from_millis(50),
+        };
+        // Fold everything up to the snapshot epoch; later committed changes queue up.
+        let end = meta.sinks.get(&subscription.topic).copied().unwrap_or(0);
+        let mut after = Vec::new();
+        loop {
+            let records = subscription.reader.read(end, READ_BYTES_MAX)?;
+            if records.is_empty() {
+                break;
+            }
+            for record in records {
+                let (epoch, diff) = subscription.parse(&record)?;
+                if epoch <= as_of {
+                    subscription.last_epoch = epoch;
+                    let count = record_count(&record);
+                    let key = record.record.key.clone().unwrap_or_default();
+                    if count == 0 {
+                        subscription.counts.remove(&key);
+                    } else {
+                        subscription.counts.insert(key, count);
+                    }
+                } else {
+                    after.push((record, epoch, diff));
+                }
+            }
+        }
+        if subscription.reader.next_offset() < end {
+            return Err(Error::CorruptChangelog {
+                view: name.to_owned(),
+                offset: subscription.reader.next_offset(),
+                reason: format!("the changelog ends before the committed end offset {end}"),
+            });
+        }
+        if snapshot {
+            for (row, count) in &subscription.counts {
+                let row = parse_row(&subscription.view, 0, row)?;
+                subscription.queue.push_back(Event::Change { epoch: as_of, diff: *count, row });
+            }
+            subscription.queue.push_back(Event::Progress { epoch: as_of, progress: true });
+        }
+        subscription.last_epoch = subscription.last_epoch.max(as_of);
+        for (record, epoch, diff) in after {
+            subscription.change(&record, epoch, diff)?;
+        }
+        subscription.finish_through(meta.epoch);
+        Ok(subscription)
+    }
+
+    /// The epoch of the snapshot.
+    pub fn as_of(&self) -> Epoch {
+        self.as_of
+    }
+
+    fn parse(&self, record: &OffsetRecord) -> Result<(Epoch, i64)> {
+        let header = |name: &str| {
+            record
+                .record
+                .headers
+                .iter()
+                .find(|h| h.key == name)
+                .and_then(|h| h.value.as_deref())
+                .and_then(|v| <[u8; 8]>::try_from(v).ok())
+                .map(i64::from_be_bytes)
+        };
+        match (header(EPOCH_HEADER), header(DIFF_HEADER), &record.record.key) {
+            (Some(epoch), Some(diff), Some(_)) if epoch > 0 => Ok((epoch as Epoch, diff)),
+            _ => Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset: record.offset,
+                reason: "a changelog record needs a key and 8-byte epoch and diff headers".into(),
+            }),
+        }
+    }
+
+    /// Queues one change after the snapshot, checking it continues the row.
+    fn change(&mut self, record: &OffsetRecord, epoch: Epoch, diff: i64) -> Result<()> {
+        if epoch < self.last_epoch {
+            return Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset: record.offset,
+                reason: format!("epoch {epoch} after epoch {}", self.last_epoch),
+            });
+        }
+        if epoch > self.last_epoch {
+            self.finish_through(self.last_epoch);
+            self.last_epoch = epoch;
+        }
+        let key = record.record.key.clone().unwrap_or_default();
+        let count = record_count(record);
+        let held = self.counts.get(&key).copied().unwrap_or(0);
+        if held != count - diff {
+            return Err(Error::EpochUnavailable {
+                view: self.view.clone(),
+                epoch: self.as_of,
+                reason: format!(
+                    "the changelog was compacted past it (at offset {} a row goes from {} to {count}, \
+                     but this reader holds {held}); subscribe again with a later --as-of or a fresh snapshot",
+                    record.offset,
+                    count - diff
+                ),
+            });
+        }
+        if count == 0 {
+            self.counts.remove(&key);
+        } else {
+            self.counts.insert(key.clone(), count);
+        }
+        let row = parse_row(&self.view, record.offset, &key)?;
+        self.queue.push_back(Event::Change { epoch, diff, row });
+        Ok(())
+    }
+
+    /// Queues a progress mark for `epoch` unless one at or past it was queued.
+    fn finish_through(&mut self, epoch: Epoch) {
+        if epoch > self.last_progress {
+            self.queue.push_back(Event::Progress { epoch, progress: true });
+            self.last_progress = epoch;
+        }
+    }
+
+    /// Reads whatever has been committed since the last call; queues events.
+    pub fn poll(&mut self) -> Result<()> {
+        let Some(meta) = CheckpointMeta::read_published(&self.data_dir)? else { return Ok(()) };
+        let end = meta.sinks.get(&self.topic).copied().unwrap_or(0);
+        loop {
+            let records = self.reader.read(end, READ_BYTES_MAX)?;
+            if records.is_empty() {
+                break;
+            }
+            for record in records {
+                let (epoch, diff) = self.parse(&record)?;
+                self.change(&record, epoch, diff)?;
+            }
+        }
+        if self.reader.next_offset() >= end {
+            self.finish_through(meta.epoch);
+        }
+        Ok(())
+    }
+
+    /// The next event, waiting for one (polling) for at most `timeout`.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Event>> {
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Ok(Some(event));
+            }
+            self.poll()?;
+            if !self.queue.is_empty() {
+                continue;
+            }
+            let now = std::time::Instant::now();
+            let left = deadline.map_or(self.poll_interval, |d| d.saturating_duration_since(now));
+            if left.is_zero() {
+                return Ok(None);
+            }
+            std::thread::sleep(self.poll_interval.min(left));
+        }
+    }
+}
+
+impl Iterator for Subscription {
+    type Item = Result<Event>;
+    /// Blocks until the next event; ends only on an error (then stops).
+    fn next(&mut self) -> Option<Result<Event>> {
+        match self.next_timeout(Duration::MAX) {
+            Ok(event) => event.map(Ok),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+fn record_count(record: &OffsetRecord) -> i64 {
+    record.record.value.as_deref().and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, i64::from_be_bytes)
+}
+
+fn parse_row(view: &str, offset: u64, key: &[u8]) -> Result<serde_json::Value> {
+    serde_json::from_slice(key).map_err(|e| Error::CorruptChangelog {
+        view: view.to_owned(),
+        offset,
+        reason: format!("the row is not JSON: {e}"),
+    })
+}

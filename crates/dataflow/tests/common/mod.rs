@@ -1,0 +1,54 @@
+//! Helpers shared by the runtime tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use millpond_log::{Log, LogOptions, Record, TopicConfig};
+
+/// Appends `(key, value)` records to `topic` (created with `partitions`).
+pub fn produce(dir: &Path, topic: &str, partitions: u32, records: &[(Option<String>, Option<String>)]) {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    if !log.topics().iter().any(|t| t == topic) {
+        log.create_topic(topic, TopicConfig { partitions, retention_ms: None, ..TopicConfig::default() }).unwrap();
+    }
+    let records: Vec<Record> = records
+        .iter()
+        .map(|(k, v)| Record::new(k.as_deref().map(str::as_bytes), v.as_deref().map(str::as_bytes), 0))
+        .collect();
+    for chunk in records.chunks(1000) {
+        log.produce(topic, chunk).unwrap();
+    }
+    log.close().unwrap();
+}
+
+/// Reads all records of a topic (values as strings).
+pub fn read_topic(dir: &Path, topic: &str) -> Vec<String> {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let mut out = Vec::new();
+    for info in log.describe(topic).unwrap() {
+        let mut offset = info.low_watermark;
+        while offset < info.high_watermark {
+            let fetch = log.fetch(topic, info.partition, offset, 1 << 20).unwrap();
+            out.extend(fetch.records().map(|r| String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned()));
+            offset = fetch.next_offset();
+        }
+    }
+    log.close().unwrap();
+    out
+}
+
+/// A view's rows as sorted (row JSON text, multiplicity) pairs.
+pub fn view_rows(dir: &Path, view: &str) -> BTreeMap<String, i64> {
+    millpond_dataflow::read_view(dir, view).unwrap().rows.into_iter().map(|(row, n)| (row.to_string(), n)).collect()
+}
+
+/// Rows the way a view stores them, from values computed in the test.
+pub fn rows_of<T: serde::Serialize>(items: impl IntoIterator<Item = (T, i64)>) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for (item, n) in items {
+        *out.entry(serde_json::to_value(&item).unwrap().to_string()).or_insert(0) += n;
+    }
+    out.retain(|_, n| *n != 0);
+    out
+}

@@ -1,0 +1,177 @@
+//! Reading a partition's files without opening the [`Log`](crate::Log).
+//!
+//! The writer holds the data directory's lock, so a second process (a
+//! `millpond view read` while the job runs) reads the segment files directly.
+//! It never writes, never recovers, and must be told how far it may read:
+//! the caller passes an offset below which the writer guarantees whole,
+//! synced batches (for views, the committed position of the last
+//! checkpoint). Bytes past that bound may be torn and are never parsed.
+//!
+//! Invariant: every record returned has an offset in `[next, upto)` and
+//! offsets strictly increase across calls. Segments may vanish under the
+//! reader (retention, the cleaner's swap); it then relists the directory and
+//! finds its place again by offset.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::batch::{self, BatchView, Record};
+use crate::error::{Error, Result};
+use crate::segment;
+
+/// How many times a read relists the directory when files vanish under it.
+const RELIST_ATTEMPTS_MAX: usize = 16;
+
+/// One record read by a [`PartitionReader`], with its offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetRecord {
+    pub offset: u64,
+    pub record: Record,
+}
+
+/// A cursor over one partition's segment files, for another process.
+#[derive(Debug)]
+pub struct PartitionReader {
+    dir: PathBuf,
+    next_offset: u64,
+    /// The segment being read and the byte position of the next batch in it.
+    cursor: Option<(u64, u64)>,
+}
+
+impl PartitionReader {
+    /// A reader of `topic`'s `partition` in the data directory `data_dir`,
+    /// starting at `offset`.
+    pub fn new(data_dir: impl AsRef<Path>, topic: &str, partition: u32, offset: u64) -> Result<PartitionReader> {
+        let dir = data_dir.as_ref().join("topics").join(topic).join(partition.to_string());
+        if !dir.is_dir() {
+            return Err(Error::UnknownTopic(topic.to_owned()));
+        }
+        Ok(PartitionReader { dir, next_offset: offset, cursor: None })
+    }
+
+    /// The offset the next record returned will have at least.
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+
+    /// Reads records with offsets in `[next_offset, upto)`, about `max_bytes`
+    /// of batches at most (at least one batch if any is readable). Returns
+    /// an empty vector when nothing below `upto` is readable yet.
+    pub fn read(&mut self, upto: u64, max_bytes: usize) -> Result<Vec<OffsetRecord>> {
+        let mut out = Vec::new();
+        let mut attempts = 0;
+        let mut read_bytes = 0usize;
+        while self.next_offset < upto && read_bytes < max_bytes.max(1) {
+            let bases = list_bases(&self.dir)?;
+            let Some(&first) = bases.first() else { return Ok(out) };
+            // Records below the first segment are gone (retention): skip ahead.
+            self.next_offset = self.next_offset.max(first);
+            let index = bases.iter().rposition(|&b| b <= self.next_offset).expect("first base is at most next");
+            let base = bases[index];
+            let position = match self.cursor {
+                Some((cursor_base, position)) if cursor_base == base => position,
+                _ => 0,
+            };
+            match self.read_segment(base, position, upto, max_bytes - read_bytes.min(max_bytes), &mut out) {
+                Ok((consumed, at_end)) => {
+                    read_bytes += consumed;
+                    if at_end {
+                        match bases.get(index + 1) {
+                            // Compacted segments may end in a gap: the next base is the next offset.
+                            Some(&next_base) => {
+                                self.next_offset = self.next_offset.max(next_base);
+                                self.cursor = Some((next_base, 0));
+                            }
+                            None => return Ok(out),
+                        }
+                    } else if consumed == 0 {
+                        return Ok(out);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < RELIST_ATTEMPTS_MAX => {
+                    attempts += 1;
+                    self.cursor = None;
+                }
+                Err(source) => {
+                    return Err(Error::Io {
+                        action: "reading segment",
+                        path: segment::log_path(&self.dir, base),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads whole batches from `position` in segment `base`. Returns the
+    /// bytes consumed and whether the segment's readable bytes ran out.
+    fn read_segment(
+        &mut self,
+        base: u64,
+        mut position: u64,
+        upto: u64,
+        max_bytes: usize,
+        out: &mut Vec<OffsetRecord>,
+    ) -> io::Result<(usize, bool)> {
+        let mut file = File::open(segment::log_path(&self.dir, base))?;
+        let file_bytes = file.metadata()?.len();
+        let mut consumed = 0usize;
+        let mut buffer = Vec::new();
+        while position < file_bytes && self.next_offset < upto && consumed < max_bytes.max(1) {
+            let mut header = [0u8; batch::LOG_OVERHEAD_BYTES];
+            file.seek(SeekFrom::Start(position))?;
+            if file.read_exact(&mut header).is_err() {
+                return Ok((consumed, true));
+            }
+            let Ok(size) = batch::batch_size(&header) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("bad batch length at byte {position} of segment {base}"),
+                ));
+            };
+            let base_offset = batch::peek_base_offset(&header).expect("header holds a base offset");
+            if base_offset >= upto {
+                // The writer may still be writing this batch: never parse it.
+                return Ok((consumed, false));
+            }
+            buffer.resize(size, 0);
+            file.seek(SeekFrom::Start(position))?;
+            file.read_exact(&mut buffer)?;
+            let view = BatchView::parse(&buffer).map_err(|e| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("batch at byte {position} of segment {base}: {e}"))
+            })?;
+            assert_eq!(view.base_offset(), base_offset);
+            for record in view.records() {
+                if record.offset >= self.next_offset && record.offset < upto {
+                    out.push(OffsetRecord { offset: record.offset, record: record.to_record() });
+                }
+            }
+            consumed += size;
+            if view.last_offset() >= upto {
+                // The bound cuts this batch: stay on it for the next call.
+                self.next_offset = upto;
+                self.cursor = Some((base, position));
+                return Ok((consumed, false));
+            }
+            self.next_offset = self.next_offset.max(view.last_offset() + 1);
+            position += size as u64;
+            self.cursor = Some((base, position));
+        }
+        Ok((consumed, position >= file_bytes))
+    }
+}
+
+fn list_bases(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir).map_err(Error::io("listing", dir))? {
+        let entry = entry.map_err(Error::io("listing", dir))?;
+        let name = entry.file_name();
+        if let Some(base) = name.to_str().and_then(|n| n.strip_suffix(".log")).and_then(segment::parse_offset_name) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
