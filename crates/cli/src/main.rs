@@ -10,10 +10,12 @@ mod bench;
 mod consume;
 mod demo;
 mod generate;
+mod job;
 mod produce;
 mod progress;
 mod time;
 mod topic;
+mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +47,14 @@ enum Command {
     /// Generate a standard workload into topics.
     #[command(subcommand)]
     Gen(generate::GenCommand),
+    /// Run a dataflow job that maintains views.
+    #[command(subcommand)]
+    Job(job::JobCommand),
+    /// List and read views.
+    #[command(subcommand)]
+    View(view::ViewCommand),
+    /// Follow a view's changes: a snapshot, then one JSON line per change.
+    Subscribe(view::SubscribeArgs),
     /// Measure throughput and latency, side by side with the raw disk.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -62,6 +72,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(&open_log(&cli.data_dir)?, &args),
         Command::Gen(command) => generate::run(&open_log(&cli.data_dir)?, command),
         Command::Bench(command) => bench::run(&cli.data_dir, command),
+        Command::Job(command) => job::run(&cli.data_dir, command),
+        Command::View(command) => view::run(&cli.data_dir, command),
+        Command::Subscribe(args) => view::subscribe(&cli.data_dir, &args),
     }
 }
 

@@ -104,6 +104,8 @@ pub(crate) struct Checkpoints {
     pending: Mutex<BTreeMap<Epoch, EpochWrites>>,
     meta: Mutex<CheckpointMeta>,
     committed_epoch: AtomicU64,
+    /// Crash tests only: a pause between syncing sinks and committing.
+    pub(crate) commit_delay: std::time::Duration,
 }
 
 impl Checkpoints {
@@ -140,6 +142,7 @@ impl Checkpoints {
             durable,
             pending: Mutex::new(BTreeMap::new()),
             meta: Mutex::new(meta),
+            commit_delay: std::time::Duration::ZERO,
         })
     }
 
@@ -216,6 +219,9 @@ impl Checkpoints {
             for topic in &synced {
                 self.log.sync(topic, 0)?;
             }
+        }
+        if !self.commit_delay.is_zero() {
+            std::thread::sleep(self.commit_delay);
         }
         meta.epoch = epoch;
         batch.put_owned(self.meta_keyspace, META_KEY.to_vec(), crate::codec::encode(&*meta));

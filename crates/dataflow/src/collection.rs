@@ -121,6 +121,7 @@ impl<'s> Job<'s> {
         T: Clone + 'static,
         F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
     {
+        self.ctx.claim("source", topic);
         source::tail(self.scope, &self.ctx, topic, decode).split_dead_letters(&source::dead_letter_topic(topic))
     }
 

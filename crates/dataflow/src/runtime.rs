@@ -55,6 +55,10 @@ pub struct RuntimeConfig {
     pub stop: Arc<AtomicBool>,
     /// Bytes a source fetches from one partition per step.
     pub fetch_bytes_max: usize,
+    /// For crash tests only: sleep this long between writing an epoch's
+    /// sink output and committing its checkpoint, so that kills land in
+    /// that window often.
+    pub commit_delay_ms: u64,
 }
 
 impl RuntimeConfig {
@@ -68,6 +72,7 @@ impl RuntimeConfig {
             stop_when_caught_up: false,
             stop: Arc::new(AtomicBool::new(false)),
             fetch_bytes_max: 1 << 20,
+            commit_delay_ms: 0,
         }
     }
     pub fn workers(mut self, workers: usize) -> Self {
@@ -164,7 +169,8 @@ pub(crate) struct WorkerContext {
 }
 
 impl WorkerContext {
-    /// Claims a state name; each stateful operator and view needs its own.
+    /// Claims a name of a kind ("operator", "view", "source"): each stateful
+    /// operator, view and source topic may appear once per job.
     pub(crate) fn claim(&self, kind: &str, name: &str) -> bool {
         let ok = !name.is_empty()
             && name.len() <= 200
@@ -173,8 +179,8 @@ impl WorkerContext {
             self.build_error(format!("{kind} name '{name}' must be 1..=200 ASCII letters, digits, '_', '-' or '.'"));
             return false;
         }
-        if !self.names.borrow_mut().insert(name.to_owned()) {
-            self.build_error(format!("two stateful operators or views are named '{name}'; names must be unique"));
+        if !self.names.borrow_mut().insert(format!("{kind}:{name}")) {
+            self.build_error(format!("two {kind}s are named '{name}'; names must be unique"));
             return false;
         }
         true
@@ -223,7 +229,9 @@ impl Runtime {
             StateBackend::RocksDb => Arc::new(RocksStore::open(config.data_dir.join("state"))?),
             StateBackend::Memory => Arc::new(MemoryStore::new()),
         };
-        let checkpoints = Arc::new(Checkpoints::open(store, log.clone(), config.data_dir.clone(), config.checkpoints)?);
+        let mut checkpoints = Checkpoints::open(store, log.clone(), config.data_dir.clone(), config.checkpoints)?;
+        checkpoints.commit_delay = Duration::from_millis(config.commit_delay_ms);
+        let checkpoints = Arc::new(checkpoints);
         let resumed = checkpoints.meta();
         let first_epoch = resumed.epoch + 1;
         let shared = Arc::new(Shared {

@@ -52,3 +52,29 @@ pub fn rows_of<T: serde::Serialize>(items: impl IntoIterator<Item = (T, i64)>) -
     out.retain(|_, n| *n != 0);
     out
 }
+
+/// Appends `batches` to `topic` (created with `partitions` if missing), one
+/// produce call per batch, so that a small `fetch_bytes_max` splits the
+/// input over many fetches. Records are routed by key (unkeyed ones of one
+/// call go to one partition). The topic is flushed on an interval, not per
+/// append, to keep tests fast; `Log::close` syncs it.
+pub fn produce_batches(dir: &Path, topic: &str, partitions: u32, batches: &[Vec<(Option<String>, Option<String>)>]) {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    if !log.topics().iter().any(|t| t == topic) {
+        let config = TopicConfig {
+            partitions,
+            retention_ms: None,
+            flush: millpond_log::FlushPolicy::Interval { interval_ms: 60_000, records: u64::MAX },
+            ..TopicConfig::default()
+        };
+        log.create_topic(topic, config).unwrap();
+    }
+    for batch in batches.iter().filter(|b| !b.is_empty()) {
+        let records: Vec<Record> = batch
+            .iter()
+            .map(|(k, v)| Record::new(k.as_deref().map(str::as_bytes), v.as_deref().map(str::as_bytes), 0))
+            .collect();
+        log.produce(topic, &records).unwrap();
+    }
+    log.close().unwrap();
+}

@@ -1,0 +1,172 @@
+//! `millpond job nexmark`: the standard views over the Nexmark topics that
+//! `millpond gen nexmark` writes, run by the dataflow runtime until
+//! interrupted (or, with `--until-caught-up`, until it has read what the
+//! topics held at the start). Killed at any moment, it resumes from its last
+//! checkpoint when started again.
+//!
+//! Views:
+//! - `bid_stats`: per auction, the number of bids, their total and the top price;
+//! - `bidder_stats`: per bidder, the number of bids and the lowest and highest price;
+//! - `category_stats`: bids joined with auctions, per category: bids and volume;
+//! - `top_bids`: the 3 highest bids of each auction.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Result;
+use clap::{Args, Subcommand, ValueEnum};
+use millpond_dataflow::{Count, Job, Max, Min, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum JobCommand {
+    /// Maintain the standard views over the Nexmark topics.
+    Nexmark(JobArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct JobArgs {
+    /// Timely worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) workers: usize,
+    /// Checkpoint interval (the epoch length).
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) epoch_ms: u64,
+    /// Stop once everything the topics held at the start is processed.
+    #[arg(long)]
+    pub(crate) until_caught_up: bool,
+    /// Where operator state lives.
+    #[arg(long, value_enum, default_value_t = StateArg::Rocksdb)]
+    pub(crate) state: StateArg,
+    /// Commit without fsync (for measuring what checkpoints cost; not crash-safe).
+    #[arg(long)]
+    pub(crate) no_checkpoints: bool,
+    /// Crash tests only: pause between writing an epoch's output and
+    /// committing it, so that kills land in that window.
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub(crate) test_commit_delay_ms: u64,
+    /// Only `bid_stats` (the benchmark's query).
+    #[arg(long)]
+    pub(crate) bid_stats_only: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StateArg {
+    Rocksdb,
+    Memory,
+}
+
+/// The fields of a bid that the views use.
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct Bid {
+    pub(crate) auction: u64,
+    pub(crate) bidder: u64,
+    pub(crate) price: u64,
+}
+
+/// The fields of an auction that the views use.
+#[derive(Clone, Debug, Deserialize)]
+pub(crate) struct Auction {
+    pub(crate) id: u64,
+    pub(crate) category: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct BidStats {
+    pub(crate) auction: u64,
+    pub(crate) bids: i64,
+    pub(crate) volume: i64,
+    pub(crate) top: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct BidderStats {
+    pub(crate) bidder: u64,
+    pub(crate) bids: i64,
+    pub(crate) low: Option<u64>,
+    pub(crate) high: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct CategoryStats {
+    pub(crate) category: u64,
+    pub(crate) bids: i64,
+    pub(crate) volume: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct TopBid {
+    pub(crate) auction: u64,
+    pub(crate) price: u64,
+    pub(crate) bidder: u64,
+}
+
+/// Declares the Nexmark views on one worker.
+pub(crate) fn nexmark(job: &mut Job<'_>, bid_stats_only: bool) {
+    let bids = job.source("bid", json::<Bid>());
+    let stats = bids
+        .clone()
+        .map(|b| (b.auction, b.price))
+        .aggregate("bid_stats", (Count, Sum(|p: &u64| *p as i64), Max(|p: &u64| *p)))
+        .map(|(auction, (bids, volume, top))| BidStats { auction, bids, volume, top });
+    job.materialize("bid_stats", stats);
+    if bid_stats_only {
+        return;
+    }
+    let bidders = bids
+        .clone()
+        .map(|b| (b.bidder, b.price))
+        .aggregate("bidder_stats", (Count, Min(|p: &u64| *p), Max(|p: &u64| *p)))
+        .map(|(bidder, (bids, low, high))| BidderStats { bidder, bids, low, high });
+    job.materialize("bidder_stats", bidders);
+
+    let auctions = job.source("auction", json::<Auction>()).map(|a| (a.id, a.category));
+    let categories = bids
+        .clone()
+        .map(|b| (b.auction, b.price))
+        .join("bids_by_auction", auctions)
+        .map(|(_auction, (price, category))| (category, price))
+        .aggregate("category_stats", (Count, Sum(|p: &u64| *p as i64)))
+        .map(|(category, (bids, volume))| CategoryStats { category, bids, volume });
+    job.materialize("category_stats", categories);
+
+    let top = bids
+        .map(|b| (b.auction, (b.price, b.bidder)))
+        .top_k("top_bids", 3)
+        .map(|(auction, (price, bidder))| TopBid { auction, price, bidder });
+    job.materialize("top_bids", top);
+}
+
+pub(crate) fn config(data_dir: &Path, args: &JobArgs, stop: Arc<AtomicBool>) -> RuntimeConfig {
+    let mut config = RuntimeConfig::new(data_dir)
+        .workers(args.workers)
+        .epoch_interval_ms(args.epoch_ms)
+        .state(match args.state {
+            StateArg::Rocksdb => StateBackend::RocksDb,
+            StateArg::Memory => StateBackend::Memory,
+        })
+        .checkpoints(!args.no_checkpoints)
+        .stop_when_caught_up(args.until_caught_up);
+    config.stop = stop;
+    config.commit_delay_ms = args.test_commit_delay_ms;
+    config
+}
+
+pub(crate) fn run_nexmark(data_dir: &Path, args: &JobArgs, stop: Arc<AtomicBool>) -> Result<RunStats> {
+    let bid_stats_only = args.bid_stats_only;
+    Ok(Runtime::run(config(data_dir, args, stop), move |job| nexmark(job, bid_stats_only))?)
+}
+
+pub(crate) fn run(data_dir: &Path, command: JobCommand) -> Result<()> {
+    match command {
+        JobCommand::Nexmark(args) => {
+            let stats = run_nexmark(data_dir, &args, Arc::new(AtomicBool::new(false)))?;
+            eprintln!(
+                "read {} records ({} dead letters); epochs {}..={} committed",
+                stats.records, stats.dead_letters, stats.first_epoch, stats.committed_epoch
+            );
+            Ok(())
+        }
+    }
+}
