@@ -17,6 +17,9 @@ use millpond_log::{FlushPolicy, Log, LogOptions, Record, SystemClock, TopicConfi
 pub(crate) enum BenchCommand {
     /// Benchmark the embedded log against the raw disk.
     Log(LogBenchArgs),
+    /// Benchmark the dataflow runtime: bid_stats with RocksDB and in-memory
+    /// state, checkpoints on and off, and recovery after kill -9.
+    Dataflow(crate::bench_dataflow::DataflowBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -324,7 +327,10 @@ fn bench_read_at_offset(log: &Log, sizes: &Sizes, disk: &Disk, table: &mut Table
 }
 
 pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
-    let BenchCommand::Log(args) = command;
+    let args = match command {
+        BenchCommand::Log(args) => args,
+        BenchCommand::Dataflow(args) => return crate::bench_dataflow::run(data_dir, &args),
+    };
     let sizes = if args.quick {
         Sizes {
             raw_bytes: 32 << 20,

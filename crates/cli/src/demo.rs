@@ -1,135 +1,116 @@
-//! `millpond demo`: the README's first command. Generates a keyed stream of
-//! JSON events into a topic on the embedded log, reads back what it wrote,
-//! checks it, and prints a summary with a few records.
+//! `millpond demo`: the README's first command. Generates a Nexmark event
+//! stream into the embedded log, runs the standard views over it (see
+//! `job.rs`) until they have caught up, prints the live changes of one view
+//! as its epochs commit, and ends with the views' contents.
+//!
+//! Run it again and it appends the next events of the same stream and the
+//! job resumes from its last checkpoint.
 
-use std::time::Instant;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
+use anyhow::Result;
 use clap::Args;
-use millpond_log::{Log, Record, TopicConfig};
+use millpond_dataflow::{Event, Subscription, read_view};
+use millpond_log::{Log, LogOptions};
 
-/// Records per produce call.
-const CHUNK_RECORDS: usize = 5_000;
+use crate::job::{JobArgs, StateArg};
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// How many events to generate.
+    /// How many Nexmark events to append (persons, auctions and bids, 1:3:46).
     #[arg(long, default_value_t = 1_000_000)]
-    records: u64,
-    #[arg(long, default_value = "events")]
-    topic: String,
-    /// Partitions, if the topic is created.
-    #[arg(long, default_value_t = 4)]
-    partitions: u32,
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
+    events: u64,
+    /// Timely worker threads.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Checkpoint interval.
+    #[arg(long, default_value_t = 250)]
+    epoch_ms: u64,
 }
 
-/// A small, deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
-pub(crate) fn run(log: &Log, args: &DemoArgs) -> Result<()> {
-    if !log.topics().contains(&args.topic) {
-        log.create_topic(&args.topic, TopicConfig { partitions: args.partitions, ..TopicConfig::default() })?;
-    }
-    let partitions = log.topic_config(&args.topic)?.partitions;
-    let starts: Vec<u64> = (0..partitions).map(|p| log.high_watermark(&args.topic, p)).collect::<Result<_, _>>()?;
-
-    let mut rng = Rng(args.seed.max(1));
-    let actions = ["view", "click", "cart", "buy"];
-    let mut progress = crate::progress::Progress::new("generating", Some(args.records));
-    let started = Instant::now();
-    let mut written = 0u64;
-    let mut bytes = 0u64;
-    while written < args.records {
-        let chunk = (args.records - written).min(CHUNK_RECORDS as u64);
-        let now = log.clock().now_ms();
-        let records: Vec<Record> = (written..written + chunk)
-            .map(|seq| {
-                let user = rng.next() % 10_000;
-                let action = actions[(rng.next() % 4) as usize];
-                let amount = rng.next() % 10_000;
-                let value = format!(r#"{{"seq":{seq},"user":"u{user}","action":"{action}","amount_cents":{amount}}}"#);
-                bytes += value.len() as u64;
-                Record::new(Some(format!("u{user}").as_bytes()), Some(value.as_bytes()), now)
-            })
-            .collect();
-        log.produce(&args.topic, &records)?;
-        written += chunk;
-        progress.advance(chunk, chunk);
-    }
-    log.flush()?;
-    progress.finish();
-    let write_seconds = started.elapsed().as_secs_f64();
-
-    // Read back exactly what this run appended.
-    let started = Instant::now();
-    let mut seen = vec![false; args.records as usize];
-    let mut samples = Vec::new();
-    for (partition, start) in (0..partitions).zip(starts) {
-        let mut offset = start;
-        loop {
-            let fetch = log.fetch(&args.topic, partition, offset, 1 << 20)?;
-            if fetch.is_empty() {
-                break;
-            }
-            for record in fetch.records() {
-                let value: serde_json::Value = serde_json::from_slice(record.value.unwrap_or_default())?;
-                let seq = value["seq"].as_u64().unwrap_or(u64::MAX) as usize;
-                ensure!(seq < seen.len() && !seen[seq], "record {seq} read back twice or unexpected");
-                seen[seq] = true;
-                if samples.len() < 5 && partition == 0 {
-                    samples.push(format!(
-                        r#"{{"partition":{partition},"offset":{},"key":{:?},"value":{}}}"#,
-                        record.offset,
-                        String::from_utf8_lossy(record.key.unwrap_or_default()),
-                        String::from_utf8_lossy(record.value.unwrap_or_default())
-                    ));
-                }
-            }
-            offset = fetch.next_offset();
+/// Events already in the Nexmark topics (the next event number).
+fn events_so_far(data_dir: &Path) -> Result<u64> {
+    let log = Log::open(data_dir, LogOptions { background: false, ..LogOptions::default() })?;
+    let mut total = 0;
+    for topic in ["person", "auction", "bid"] {
+        if log.topics().iter().any(|t| t == topic) {
+            total += log.describe(topic)?.iter().map(|p| p.high_watermark).sum::<u64>();
         }
     }
-    let read_seconds = started.elapsed().as_secs_f64();
-    let missing = seen.iter().filter(|s| !**s).count();
-    ensure!(missing == 0, "{missing} records were not read back");
+    log.close()?;
+    Ok(total)
+}
 
-    println!("millpond demo: topic '{}' ({partitions} partitions) in {}", args.topic, log.dir().display());
-    println!(
-        "  wrote {} records ({:.1} MB) in {:.2} s: {:.0} records/s, durable (fsync per batch)",
-        args.records,
-        bytes as f64 / 1e6,
-        write_seconds,
-        args.records as f64 / write_seconds
-    );
-    println!(
-        "  read back all {} records, each exactly once, in {:.2} s: {:.0} records/s",
-        args.records,
-        read_seconds,
-        args.records as f64 / read_seconds
-    );
-    for info in log.describe(&args.topic)? {
-        println!(
-            "  partition {}: offsets [{}, {}), {} segment(s), {} bytes",
-            info.partition, info.low_watermark, info.high_watermark, info.segments, info.size_bytes
-        );
+pub(crate) fn run(data_dir: &Path, args: &DemoArgs) -> Result<()> {
+    let start = events_so_far(data_dir)?;
+    println!("1. generating Nexmark events {start}..{} into {}", start + args.events, data_dir.display());
+    {
+        let log = Log::open(data_dir, LogOptions::default())?;
+        crate::generate::nexmark(&log, start, args.events, 0, None, 4)?;
+        log.close()?;
     }
-    println!("  first records of partition 0 from this run:");
-    for sample in samples {
-        println!("    {sample}");
+
+    println!("2. running the views bid_stats, bidder_stats, category_stats, top_bids ({} ms epochs)", args.epoch_ms);
+    println!("   live changes of category_stats, one line per change, as each epoch commits:");
+    let job_args = JobArgs {
+        workers: args.workers,
+        epoch_ms: args.epoch_ms,
+        until_caught_up: true,
+        state: StateArg::Rocksdb,
+        no_checkpoints: false,
+        test_commit_delay_ms: 0,
+        bid_stats_only: false,
+    };
+    let started = Instant::now();
+    let dir = data_dir.to_path_buf();
+    let job = std::thread::spawn(move || crate::job::run_nexmark(&dir, &job_args, Arc::new(AtomicBool::new(false))));
+
+    // Follow category_stats from its current contents (a snapshot) on.
+    let mut subscription = None;
+    let mut printed_epochs = 0;
+    loop {
+        let finished = job.is_finished();
+        if subscription.is_none() {
+            subscription = Subscription::open(data_dir, "category_stats", None, true).ok();
+        }
+        if let Some(subscription) = subscription.as_mut() {
+            while let Some(event) = subscription.next_timeout(Duration::from_millis(20))? {
+                match event {
+                    Event::Change { epoch, diff, row } => {
+                        println!("   epoch {epoch:>5} {diff:>+3} {row}");
+                    }
+                    Event::Progress { epoch, .. } => {
+                        println!("   epoch {epoch:>5} complete");
+                        printed_epochs += 1;
+                    }
+                }
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if finished {
+            break;
+        }
     }
-    let exe = std::env::current_exe().map_or_else(|_| "millpond".into(), |p| p.display().to_string());
-    let dir = log.dir().display();
-    println!("  next: {exe} --data-dir {dir} consume {} --max 5", args.topic);
-    println!("        {exe} --data-dir {dir} topic describe {}", args.topic);
+    let stats = job.join().expect("the job thread does not panic")?;
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "3. caught up: {} records in {seconds:.2} s ({:.0} records/s), {} dead letters, epochs {}..={} ({printed_epochs} shown)",
+        stats.records,
+        stats.records as f64 / seconds.max(1e-9),
+        stats.dead_letters,
+        stats.first_epoch,
+        stats.committed_epoch
+    );
+    let mut bid_stats = read_view(data_dir, "bid_stats")?.rows;
+    bid_stats.sort_by_key(|(row, _)| std::cmp::Reverse(row["volume"].as_i64().unwrap_or(0)));
+    println!("   bid_stats has {} auctions; the top 3 by volume:", bid_stats.len());
+    for (row, _) in bid_stats.iter().take(3) {
+        println!("   {row}");
+    }
+    println!("next: millpond view list | millpond view read top_bids | millpond subscribe bid_stats --progress");
     Ok(())
 }

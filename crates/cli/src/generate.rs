@@ -42,6 +42,13 @@ pub(crate) struct NexmarkArgs {
 
 pub(crate) fn run(log: &Log, command: GenCommand) -> Result<()> {
     let GenCommand::Nexmark(args) = command;
+    nexmark(log, args.start, args.events, args.seed, args.rate, args.partitions)
+}
+
+/// Appends Nexmark events `start..start + events` of the stream `seed` to the
+/// topics person, auction and bid (created with `partitions` if missing).
+pub(crate) fn nexmark(log: &Log, start: u64, events: u64, seed: u64, rate: Option<u64>, partitions: u32) -> Result<()> {
+    let args = NexmarkArgs { events, rate, seed, start, partitions };
     let topics = ["person", "auction", "bid"];
     for topic in topics {
         if !log.topics().iter().any(|t| t == topic) {

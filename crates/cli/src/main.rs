@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_dataflow;
 mod consume;
 mod demo;
 mod generate;
@@ -42,7 +43,7 @@ enum Command {
     Produce(produce::ProduceArgs),
     /// Print a topic's records as JSON lines.
     Consume(consume::ConsumeArgs),
-    /// Generate a keyed event stream into a topic and read it back.
+    /// Generate a Nexmark stream, run the standard views over it, print their changes.
     Demo(demo::DemoArgs),
     /// Generate a standard workload into topics.
     #[command(subcommand)]
@@ -69,7 +70,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topic(command) => topic::run(&open_log(&cli.data_dir)?, command),
         Command::Produce(args) => produce::run(&open_log(&cli.data_dir)?, &args),
         Command::Consume(args) => consume::run(&open_log(&cli.data_dir)?, &args),
-        Command::Demo(args) => demo::run(&open_log(&cli.data_dir)?, &args),
+        Command::Demo(args) => demo::run(&cli.data_dir, &args),
         Command::Gen(command) => generate::run(&open_log(&cli.data_dir)?, command),
         Command::Bench(command) => bench::run(&cli.data_dir, command),
         Command::Job(command) => job::run(&cli.data_dir, command),

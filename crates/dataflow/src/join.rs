@@ -186,12 +186,15 @@ fn join_epoch<K: Key, V: Data, W: Data>(
                 out.extend(new_left.iter().map(|(v, d)| ((key.clone(), (v.clone(), None)), *d)));
             }
         }
-        for (side_key, multiset) in [(left_key, encode(&new_left)), (right_key, encode(&new_right))] {
-            // An empty multiset encodes as its length, 0: delete instead.
-            if multiset == encode(&Vec::<()>::new()) {
-                state.delete(epoch, side_key);
-            } else {
-                state.put(epoch, side_key, multiset);
+        // Only a side that changed is rewritten; an empty side is deleted.
+        for (changed, side_key, empty, multiset) in [
+            (!d_left.is_empty(), left_key, new_left.is_empty(), encode(&new_left)),
+            (!d_right.is_empty(), right_key, new_right.is_empty(), encode(&new_right)),
+        ] {
+            match (changed, empty) {
+                (false, _) => {}
+                (true, true) => state.delete(epoch, side_key),
+                (true, false) => state.put(epoch, side_key, multiset),
             }
         }
     }

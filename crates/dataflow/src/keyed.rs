@@ -145,7 +145,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                     out.extend(old.map(|o| ((key.clone(), o), -1)));
                     out.extend(new.map(|o| ((key.clone(), o), 1)));
                 }
-                if count == 0 {
+                // A key with count 0 may still hold values (+x and -y of a
+                // difference): only a key back at the empty state is deleted.
+                if count == 0 && encode(&acc) == encode(&A::State::default()) {
                     state.delete(epoch, key_bytes);
                 } else {
                     state.put(epoch, key_bytes, encode(&(count, &acc)));

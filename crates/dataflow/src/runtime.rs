@@ -108,6 +108,8 @@ pub struct RunStats {
     pub records: u64,
     /// Records that failed to decode and went to a dead-letter topic.
     pub dead_letters: u64,
+    /// Offsets that retention deleted before a source read them.
+    pub skipped_offsets: u64,
     /// The first epoch of this run and the last committed one at its end.
     pub first_epoch: Epoch,
     pub committed_epoch: Epoch,
@@ -125,6 +127,7 @@ pub(crate) struct Shared {
     failure: Mutex<Option<String>>,
     pub(crate) records: AtomicU64,
     pub(crate) dead_letters: AtomicU64,
+    pub(crate) skipped: AtomicU64,
 }
 
 impl Shared {
@@ -243,6 +246,7 @@ impl Runtime {
             failure: Mutex::new(None),
             records: AtomicU64::new(0),
             dead_letters: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
         });
         let worker_shared = shared.clone();
         let guards = timely::execute(timely::Config::process(config.workers), move |worker| {
@@ -288,6 +292,7 @@ impl Runtime {
         Ok(RunStats {
             records: shared.records.load(Ordering::Relaxed),
             dead_letters: shared.dead_letters.load(Ordering::Relaxed),
+            skipped_offsets: shared.skipped.load(Ordering::Relaxed),
             first_epoch,
             committed_epoch: checkpoints.committed_epoch(),
         })

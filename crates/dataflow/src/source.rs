@@ -141,11 +141,8 @@ where
                     ) {
                         Ok(fetch) => fetch,
                         Err(LogError::OffsetOutOfRange { low, .. }) if low > position.next_offset => {
-                            // Retention removed what was never read: report and skip ahead.
-                            eprintln!(
-                                "warning: source {topic}/{}: offsets {}..{low} were deleted by retention before being read",
-                                position.partition, position.next_offset
-                            );
+                            // Retention removed what was never read: count it and skip ahead.
+                            shared.skipped.fetch_add(low - position.next_offset, Ordering::Relaxed);
                             position.next_offset = low;
                             continue;
                         }

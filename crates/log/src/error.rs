@@ -35,6 +35,8 @@ pub enum Error {
     KeyRequired(String),
     #[error("invalid metadata file {}: {reason}", path.display())]
     BadMetadata { path: PathBuf, reason: String },
+    #[error("cannot truncate {topic}/{partition} to offset {offset}: {reason}")]
+    BadTruncation { topic: String, partition: u32, offset: u64, reason: String },
     #[error("the log is closed")]
     Closed,
     #[error("invalid consumer group '{group}': it must be 1 to 1024 bytes, it is {bytes}")]

@@ -433,9 +433,16 @@ impl Log {
         if offset == high {
             return Ok(());
         }
+        // Validate before touching anything: a bad cut changes nothing and
+        // leaves the handle usable.
+        let bad = |reason: String| Error::BadTruncation { topic: topic.to_owned(), partition, offset, reason };
+        let maintenance = old.maintenance.lock().expect("maintenance lock");
+        old.flush(true)?;
+        let plan = partition::plan_truncation(&old.dir, offset).map_err(bad)?;
+        drop(maintenance);
         old.close()?;
         old.retire();
-        partition::truncate_directory(&old.dir, offset)?;
+        partition::truncate_directory(&old.dir, &plan)?;
         let fresh =
             Partition::open(topic, partition, old.dir.clone(), handle.config.clone(), self.inner.clock.clone(), false)?;
         assert_eq!(fresh.high_watermark(), offset, "truncation leaves the partition ending at the cut");

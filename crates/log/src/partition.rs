@@ -780,58 +780,75 @@ fn parse_base(stem: &str, path: &Path) -> Result<u64> {
     })
 }
 
-/// Cuts a partition directory back so that its next offset is `offset`:
-/// segments whose base is above `offset` are deleted (the highest first, so
-/// a crash part way leaves a contiguous prefix), and the segment holding
-/// `offset` is cut at the batch that starts there. No handle may be open on
-/// the directory. `offset` must be a batch boundary at or above the first
-/// segment's base and at or below the partition's next offset.
-pub(crate) fn truncate_directory(dir: &Path, offset: u64) -> Result<()> {
-    let bases = recover_directory(dir)?;
-    let bad = |reason: String| Err(Error::BadMetadata { path: dir.to_path_buf(), reason });
-    let Some(keep) = bases.iter().rposition(|&b| b <= offset) else {
-        return bad(format!("cannot truncate to offset {offset}: it is below the first segment"));
-    };
-    for &base in bases[keep + 1..].iter().rev() {
-        delete_segment_files(dir, base)?;
-    }
+/// Where a truncation to `offset` cuts: the base of the segment that is
+/// kept last, the byte length it keeps, and the bases of the segments after
+/// it (to delete).
+#[derive(Debug)]
+pub(crate) struct TruncationPlan {
+    keep_base: u64,
+    keep_bytes: u64,
+    delete_bases: Vec<u64>,
+}
+
+/// Checks that `offset` is a batch boundary between the first segment's base
+/// and the partition's end, and says where to cut. Reads only; the error is
+/// the reason, for the caller to wrap.
+pub(crate) fn plan_truncation(dir: &Path, offset: u64) -> std::result::Result<TruncationPlan, String> {
+    let bases = list_segment_bases(dir).map_err(|e| e.to_string())?;
+    let keep = bases.iter().rposition(|&b| b <= offset).ok_or("it is below the first segment")?;
     let base = bases[keep];
     let path = segment::log_path(dir, base);
-    let bytes = fs::read(&path).map_err(Error::io("reading segment", &path))?;
+    let bytes = fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut batches = crate::batch::Batches::new(&bytes);
-    let mut cut = None;
     let mut start = 0;
+    let mut next = base;
     while let Some(batch) = batches.next() {
         if batch.base_offset() >= offset {
-            cut = Some(start);
-            break;
+            return Ok(TruncationPlan {
+                keep_base: base,
+                keep_bytes: start as u64,
+                delete_bases: bases[keep + 1..].to_vec(),
+            });
         }
         if batch.last_offset() >= offset {
-            return bad(format!(
-                "cannot truncate to offset {offset}: batch {}..={} spans it",
-                batch.base_offset(),
-                batch.last_offset()
-            ));
+            return Err(format!("batch {}..={} spans it", batch.base_offset(), batch.last_offset()));
         }
         start = batches.position();
+        next = batch.last_offset() + 1;
     }
-    let cut = match cut {
-        Some(cut) => cut,
-        // Every valid batch lies below `offset`: it must be exactly the end.
-        None => {
-            let end = batches.position();
-            let next = crate::batch::Batches::new(&bytes[..end]).last().map_or(base, |b| b.last_offset() + 1);
-            if next != offset {
-                return bad(format!("cannot truncate to offset {offset}: the partition ends at {next}"));
-            }
-            end
+    // Every valid batch of the kept segment lies below `offset`.
+    if next != offset {
+        return Err(format!("the segment at base {base} ends at offset {next}"));
+    }
+    Ok(TruncationPlan { keep_base: base, keep_bytes: start as u64, delete_bases: bases[keep + 1..].to_vec() })
+}
+
+/// The bases of the `.log` files in a partition directory, sorted.
+fn list_segment_bases(dir: &Path) -> Result<Vec<u64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir).map_err(Error::io("listing", dir))? {
+        let entry = entry.map_err(Error::io("listing", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_offset_name) {
+            bases.push(base);
         }
-    };
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Applies a truncation plan: segments above the cut are deleted (the
+/// highest first, so a crash part way leaves a contiguous prefix), then the
+/// kept segment is cut and its indexes emptied (the reopen rebuilds them).
+/// No handle may be open on the directory.
+pub(crate) fn truncate_directory(dir: &Path, plan: &TruncationPlan) -> Result<()> {
+    for &base in plan.delete_bases.iter().rev() {
+        delete_segment_files(dir, base)?;
+    }
+    let path = segment::log_path(dir, plan.keep_base);
     let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("opening segment", &path))?;
-    file.set_len(cut as u64).and_then(|()| file.sync_all()).map_err(Error::io("truncating segment", &path))?;
-    // Stale index entries past the cut would be rejected anyway; emptying the
-    // files makes the reopen rebuild them from the data.
-    for index in [segment::offset_index_path(dir, base), segment::time_index_path(dir, base)] {
+    file.set_len(plan.keep_bytes).and_then(|()| file.sync_all()).map_err(Error::io("truncating segment", &path))?;
+    for index in [segment::offset_index_path(dir, plan.keep_base), segment::time_index_path(dir, plan.keep_base)] {
         fs::File::create(&index).and_then(|f| f.sync_all()).map_err(Error::io("emptying index", &index))?;
     }
     sync_dir(dir)

@@ -30,13 +30,21 @@ pub struct OffsetRecord {
     pub record: Record,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cursor {
+    base: u64,
+    inode: u64,
+    position: u64,
+}
+
 /// A cursor over one partition's segment files, for another process.
 #[derive(Debug)]
 pub struct PartitionReader {
     dir: PathBuf,
     next_offset: u64,
-    /// The segment being read and the byte position of the next batch in it.
-    cursor: Option<(u64, u64)>,
+    /// The segment being read (base and inode: the cleaner may replace the
+    /// file under the same name) and the byte position of the next batch.
+    cursor: Option<Cursor>,
 }
 
 impl PartitionReader {
@@ -69,11 +77,7 @@ impl PartitionReader {
             self.next_offset = self.next_offset.max(first);
             let index = bases.iter().rposition(|&b| b <= self.next_offset).expect("first base is at most next");
             let base = bases[index];
-            let position = match self.cursor {
-                Some((cursor_base, position)) if cursor_base == base => position,
-                _ => 0,
-            };
-            match self.read_segment(base, position, upto, max_bytes - read_bytes.min(max_bytes), &mut out) {
+            match self.read_segment(base, upto, max_bytes.saturating_sub(read_bytes), &mut out) {
                 Ok((consumed, at_end)) => {
                     read_bytes += consumed;
                     if at_end {
@@ -81,7 +85,7 @@ impl PartitionReader {
                             // Compacted segments may end in a gap: the next base is the next offset.
                             Some(&next_base) => {
                                 self.next_offset = self.next_offset.max(next_base);
-                                self.cursor = Some((next_base, 0));
+                                self.cursor = None;
                             }
                             None => return Ok(out),
                         }
@@ -105,18 +109,27 @@ impl PartitionReader {
         Ok(out)
     }
 
-    /// Reads whole batches from `position` in segment `base`. Returns the
-    /// bytes consumed and whether the segment's readable bytes ran out.
+    /// Reads whole batches of segment `base` from the cursor (or its start).
+    /// Returns the bytes of batches that yielded records (skipped batches do
+    /// not count against `max_bytes`) and whether the segment ran out.
     fn read_segment(
         &mut self,
         base: u64,
-        mut position: u64,
         upto: u64,
         max_bytes: usize,
         out: &mut Vec<OffsetRecord>,
     ) -> io::Result<(usize, bool)> {
+        use std::os::unix::fs::MetadataExt;
         let mut file = File::open(segment::log_path(&self.dir, base))?;
-        let file_bytes = file.metadata()?.len();
+        let metadata = file.metadata()?;
+        let (file_bytes, inode) = (metadata.len(), metadata.ino());
+        let mut position = match self.cursor {
+            Some(cursor) if cursor.base == base && cursor.inode == inode && cursor.position <= file_bytes => {
+                cursor.position
+            }
+            // Another segment, or the cleaner rewrote this one: find the place again by offset.
+            _ => 0,
+        };
         let mut consumed = 0usize;
         let mut buffer = Vec::new();
         while position < file_bytes && self.next_offset < upto && consumed < max_bytes.max(1) {
@@ -133,7 +146,11 @@ impl PartitionReader {
             };
             let base_offset = batch::peek_base_offset(&header).expect("header holds a base offset");
             if base_offset >= upto {
-                // The writer may still be writing this batch: never parse it.
+                // Nothing below `upto` is left (compaction may leave a gap
+                // before it). The writer may still be writing this batch:
+                // never parse it.
+                self.next_offset = self.next_offset.max(upto);
+                self.cursor = Some(Cursor { base, inode, position });
                 return Ok((consumed, false));
             }
             buffer.resize(size, 0);
@@ -143,21 +160,24 @@ impl PartitionReader {
                 io::Error::new(io::ErrorKind::InvalidData, format!("batch at byte {position} of segment {base}: {e}"))
             })?;
             assert_eq!(view.base_offset(), base_offset);
+            let before = out.len();
             for record in view.records() {
                 if record.offset >= self.next_offset && record.offset < upto {
                     out.push(OffsetRecord { offset: record.offset, record: record.to_record() });
                 }
             }
-            consumed += size;
+            if out.len() > before {
+                consumed += size;
+            }
             if view.last_offset() >= upto {
                 // The bound cuts this batch: stay on it for the next call.
                 self.next_offset = upto;
-                self.cursor = Some((base, position));
+                self.cursor = Some(Cursor { base, inode, position });
                 return Ok((consumed, false));
             }
             self.next_offset = self.next_offset.max(view.last_offset() + 1);
             position += size as u64;
-            self.cursor = Some((base, position));
+            self.cursor = Some(Cursor { base, inode, position });
         }
         Ok((consumed, position >= file_bytes))
     }

@@ -1,0 +1,220 @@
+//! `millpond bench dataflow`: the `bid_stats` view over generated Nexmark
+//! bids, side by side with RocksDB state and 1 s checkpoints, the in-memory
+//! backend, and checkpoints off; then the time for output to resume after a
+//! `kill -9`. One worker, so events/s is per core.
+//!
+//! The bids are generated once into `DIR/input`; each run gets a fresh data
+//! directory whose segment files are hard links to the input's (a run only
+//! reads them), so every run starts from nothing and reads the same bytes.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use millpond_dataflow::CheckpointMeta;
+use millpond_log::{Log, LogOptions, Record, TopicConfig};
+use millpond_nexmark::{Config, Event, Generator};
+
+use crate::job::{JobArgs, StateArg};
+
+#[derive(Debug, Args)]
+pub(crate) struct DataflowBenchArgs {
+    /// Bids to process.
+    #[arg(long, default_value_t = 10_000_000)]
+    bids: u64,
+    /// Checkpoint interval.
+    #[arg(long, default_value_t = 1000)]
+    epoch_ms: u64,
+    /// Where to put the input and the runs (default: DATA_DIR/bench-dataflow).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Skip the kill -9 recovery measurement.
+    #[arg(long)]
+    no_recovery: bool,
+}
+
+const PARTITIONS: u32 = 4;
+
+/// Generates `bids` Nexmark bids into `dir` unless they are there already.
+fn ensure_input(dir: &Path, bids: u64) -> Result<()> {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() })?;
+    let have: u64 = if log.topics().iter().any(|t| t == "bid") {
+        log.describe("bid")?.iter().map(|p| p.high_watermark).sum()
+    } else {
+        log.create_topic("bid", TopicConfig { partitions: PARTITIONS, retention_ms: None, ..TopicConfig::default() })?;
+        0
+    };
+    if have == bids {
+        return log.close().map_err(Into::into);
+    }
+    if have != 0 {
+        bail!("{} holds {have} bids, not {bids}: remove it or pass another --dir", dir.display());
+    }
+    let generator = Generator::new(Config::default());
+    let mut progress = crate::progress::Progress::new("generating bids", Some(bids));
+    let (mut written, mut event) = (0u64, 0u64);
+    while written < bids {
+        let mut records = Vec::with_capacity(10_000);
+        while records.len() < 10_000 && written + (records.len() as u64) < bids {
+            if let Event::Bid(bid) = generator.event(event) {
+                let json = Event::Bid(bid.clone()).to_json();
+                records.push(Record::new(
+                    Some(bid.auction.to_string().as_bytes()),
+                    Some(json.as_bytes()),
+                    bid.date_time,
+                ));
+            }
+            event += 1;
+        }
+        log.produce("bid", &records)?;
+        written += records.len() as u64;
+        progress.advance(records.len() as u64, records.len() as u64);
+    }
+    progress.finish();
+    log.close()?;
+    Ok(())
+}
+
+/// A fresh data directory whose `bid` topic shares the input's segment files.
+fn fresh_run_dir(input: &Path, run: &Path) -> Result<()> {
+    if run.exists() {
+        fs::remove_dir_all(run).with_context(|| format!("removing {}", run.display()))?;
+    }
+    let source = input.join("topics").join("bid");
+    let target = run.join("topics").join("bid");
+    fs::create_dir_all(&target)?;
+    fs::copy(source.join("meta.json"), target.join("meta.json"))?;
+    for partition in fs::read_dir(&source)? {
+        let partition = partition?;
+        if !partition.file_type()?.is_dir() {
+            continue;
+        }
+        let to = target.join(partition.file_name());
+        fs::create_dir_all(&to)?;
+        for file in fs::read_dir(partition.path())? {
+            let file = file?;
+            let name = file.file_name();
+            // Segment data is only read: share it. Indexes may be rewritten: copy.
+            if name.to_string_lossy().ends_with(".log") {
+                fs::hard_link(file.path(), to.join(&name))?;
+            } else {
+                fs::copy(file.path(), to.join(&name))?;
+            }
+        }
+    }
+    fs::write(run.join("clean-shutdown"), b"")?;
+    Ok(())
+}
+
+fn job_args(epoch_ms: u64, state: StateArg, checkpoints: bool) -> JobArgs {
+    JobArgs {
+        workers: 1,
+        epoch_ms,
+        until_caught_up: true,
+        state,
+        no_checkpoints: !checkpoints,
+        test_commit_delay_ms: 0,
+        bid_stats_only: true,
+    }
+}
+
+fn committed_epoch(dir: &Path) -> u64 {
+    CheckpointMeta::read_published(dir).ok().flatten().map_or(0, |m| m.epoch)
+}
+
+/// Kills a running job mid-input and times how long the restarted job takes
+/// to commit its next epoch. Returns (seconds to resume, epoch at the kill).
+fn measure_recovery(input: &Path, run: &Path, epoch_ms: u64, bids: u64) -> Result<(f64, u64)> {
+    fresh_run_dir(input, run)?;
+    let exe = std::env::current_exe()?;
+    let spawn = || {
+        Command::new(&exe)
+            .arg("--data-dir")
+            .arg(run)
+            .args(["job", "nexmark", "--bid-stats-only", "--epoch-ms", &epoch_ms.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+    };
+    let mut child = spawn()?;
+    // Let it commit its first epoch, then kill it half way through the next.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while committed_epoch(run) < 1 {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("the job did not commit an epoch within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(epoch_ms / 2));
+    child.kill()?;
+    child.wait()?;
+    let killed_at = committed_epoch(run);
+    let read: u64 =
+        CheckpointMeta::read_published(run)?.map_or(0, |m| m.sources.values().flat_map(|p| p.values()).sum());
+    if read >= bids {
+        bail!("the job had read all {bids} bids before the kill: use more --bids to measure recovery");
+    }
+    let started = Instant::now();
+    let mut child = spawn()?;
+    while committed_epoch(run) <= killed_at {
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            bail!("output did not resume within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    child.kill()?;
+    child.wait()?;
+    Ok((seconds, killed_at))
+}
+
+pub(crate) fn run(data_dir: &Path, args: &DataflowBenchArgs) -> Result<()> {
+    let dir = args.dir.clone().unwrap_or_else(|| data_dir.join("bench-dataflow"));
+    let input = dir.join("input");
+    ensure_input(&input, args.bids)?;
+    println!("bid_stats over {} Nexmark bids, 1 worker, {} ms epochs", args.bids, args.epoch_ms);
+    println!("{:<44} {:>10} {:>16} {:>8}", "run", "seconds", "events/s/core", "ratio");
+    let runs = [
+        ("RocksDB state, checkpoints on (fsync)", StateArg::Rocksdb, true),
+        ("in-memory state, checkpoints on (fsync)", StateArg::Memory, true),
+        ("RocksDB state, checkpoints off (no fsync)", StateArg::Rocksdb, false),
+    ];
+    let mut rates = Vec::new();
+    for (name, state, checkpoints) in runs {
+        let run = dir.join("run");
+        fresh_run_dir(&input, &run)?;
+        let started = Instant::now();
+        let stats = crate::job::run_nexmark(
+            &run,
+            &job_args(args.epoch_ms, state, checkpoints),
+            Arc::new(AtomicBool::new(false)),
+        )?;
+        let seconds = started.elapsed().as_secs_f64();
+        if stats.records != args.bids {
+            bail!("the run read {} records, expected {}", stats.records, args.bids);
+        }
+        let rate = args.bids as f64 / seconds;
+        let ratio = rates.first().map_or(1.0, |first| rate / first);
+        println!("{name:<44} {seconds:>10.2} {rate:>16.0} {ratio:>8.2}");
+        rates.push(rate);
+    }
+    println!("RocksDB / in-memory: {:.2}x (target >= 0.5x)", rates[0] / rates[1]);
+    println!("checkpoint cost: {:.1} % (target <= 5 %)", (1.0 - rates[0] / rates[2]) * 100.0);
+    if !args.no_recovery {
+        let (seconds, epoch) = measure_recovery(&input, &dir.join("run"), args.epoch_ms, args.bids)?;
+        println!(
+            "recovery after kill -9 at epoch {epoch}: next epoch committed {seconds:.2} s after restart \
+             (target <= 3 s + one {} ms interval)",
+            args.epoch_ms
+        );
+    }
+    fs::remove_dir_all(dir.join("run")).ok();
+    Ok(())
+}
