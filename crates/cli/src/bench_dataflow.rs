@@ -36,6 +36,24 @@ pub(crate) struct DataflowBenchArgs {
     /// Skip the kill -9 recovery measurement.
     #[arg(long)]
     no_recovery: bool,
+    /// Rounds over the three configurations (interleaved); the best time of
+    /// each counts, so that noise and cache warm-up do not favour one.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+}
+
+/// Reads every input file once, so the first run does not pay for the page cache.
+fn warm_page_cache(input: &Path) -> Result<()> {
+    let topic = input.join("topics").join("bid");
+    for partition in fs::read_dir(&topic)? {
+        let partition = partition?;
+        if partition.file_type()?.is_dir() {
+            for file in fs::read_dir(partition.path())? {
+                std::io::copy(&mut fs::File::open(file?.path())?, &mut std::io::sink())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 const PARTITIONS: u32 = 4;
@@ -179,31 +197,40 @@ pub(crate) fn run(data_dir: &Path, args: &DataflowBenchArgs) -> Result<()> {
     let dir = args.dir.clone().unwrap_or_else(|| data_dir.join("bench-dataflow"));
     let input = dir.join("input");
     ensure_input(&input, args.bids)?;
-    println!("bid_stats over {} Nexmark bids, 1 worker, {} ms epochs", args.bids, args.epoch_ms);
+    println!(
+        "bid_stats over {} Nexmark bids, 1 worker, {} ms epochs, best of {} interleaved rounds",
+        args.bids,
+        args.epoch_ms,
+        args.rounds.max(1)
+    );
     println!("{:<44} {:>10} {:>16} {:>8}", "run", "seconds", "events/s/core", "ratio");
     let runs = [
         ("RocksDB state, checkpoints on (fsync)", StateArg::Rocksdb, true),
         ("in-memory state, checkpoints on (fsync)", StateArg::Memory, true),
         ("RocksDB state, checkpoints off (no fsync)", StateArg::Rocksdb, false),
     ];
-    let mut rates = Vec::new();
-    for (name, state, checkpoints) in runs {
-        let run = dir.join("run");
-        fresh_run_dir(&input, &run)?;
-        let started = Instant::now();
-        let stats = crate::job::run_nexmark(
-            &run,
-            &job_args(args.epoch_ms, state, checkpoints),
-            Arc::new(AtomicBool::new(false)),
-        )?;
-        let seconds = started.elapsed().as_secs_f64();
-        if stats.records != args.bids {
-            bail!("the run read {} records, expected {}", stats.records, args.bids);
+    warm_page_cache(&input)?;
+    let mut best = [f64::MAX; 3];
+    for _round in 0..args.rounds.max(1) {
+        for (index, (_, state, checkpoints)) in runs.iter().enumerate() {
+            let run = dir.join("run");
+            fresh_run_dir(&input, &run)?;
+            let started = Instant::now();
+            let stats = crate::job::run_nexmark(
+                &run,
+                &job_args(args.epoch_ms, *state, *checkpoints),
+                Arc::new(AtomicBool::new(false)),
+            )?;
+            let seconds = started.elapsed().as_secs_f64();
+            if stats.records != args.bids {
+                bail!("the run read {} records, expected {}", stats.records, args.bids);
+            }
+            best[index] = best[index].min(seconds);
         }
-        let rate = args.bids as f64 / seconds;
-        let ratio = rates.first().map_or(1.0, |first| rate / first);
-        println!("{name:<44} {seconds:>10.2} {rate:>16.0} {ratio:>8.2}");
-        rates.push(rate);
+    }
+    let rates: Vec<f64> = best.iter().map(|seconds| args.bids as f64 / seconds).collect();
+    for ((name, _, _), (seconds, rate)) in runs.iter().zip(best.iter().zip(&rates)) {
+        println!("{name:<44} {seconds:>10.2} {rate:>16.0} {:>8.2}", rate / rates[0]);
     }
     println!("RocksDB / in-memory: {:.2}x (target >= 0.5x)", rates[0] / rates[1]);
     println!("checkpoint cost: {:.1} % (target <= 5 %)", (1.0 - rates[0] / rates[2]) * 100.0);

@@ -7,8 +7,9 @@
 //!   dataflow frontier passing epoch e is the barrier of e.
 //! - After a restart the first epoch is the last committed one plus one:
 //!   epochs strictly increase across restarts.
-//! - Only worker 0 commits, and only epochs below the frontier of the probe
-//!   that every stateful operator and sink reports to.
+//! - Only worker 0 decides what to commit: epochs below the frontier of the
+//!   probe that every stateful operator and sink reports to. The commit
+//!   thread commits them in frontier order.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -248,6 +249,25 @@ impl Runtime {
             dead_letters: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
         });
+        // Commits run on their own thread, in frontier order, so that the
+        // fsyncs of a checkpoint never stall worker 0's dataflow.
+        // `None` ends the thread (sent after the workers are done).
+        let (frontiers, frontier_updates) = std::sync::mpsc::channel::<Option<Epoch>>();
+        let committer_shared = shared.clone();
+        let committer = std::thread::Builder::new()
+            .name("millpond-commit".into())
+            .spawn(move || {
+                while let Ok(Some(frontier)) = frontier_updates.recv() {
+                    if committer_shared.failed() {
+                        break;
+                    }
+                    if let Err(e) = committer_shared.checkpoints.commit_below(frontier) {
+                        committer_shared.fail(e);
+                    }
+                }
+            })
+            .map_err(Error::io("spawning the commit thread", &config.data_dir))?;
+        let worker_frontiers = Mutex::new(frontiers.clone());
         let worker_shared = shared.clone();
         let guards = timely::execute(timely::Config::process(config.workers), move |worker| {
             let shared = worker_shared.clone();
@@ -265,24 +285,30 @@ impl Runtime {
             if let Some(error) = ctx.build_errors.borrow().first() {
                 shared.fail(format!("invalid job: {error}"));
             }
-            let leader = worker.index() == 0;
+            let frontiers = (worker.index() == 0).then(|| worker_frontiers.lock().expect("frontier sender").clone());
+            let mut last_sent = 0;
             while !ctx.probe.done() && !shared.failed() {
                 worker.step_or_park(Some(Duration::from_millis(2)));
-                if leader {
+                if let Some(frontiers) = &frontiers {
                     let frontier = ctx.probe.with_frontier(|f| f.first().copied().unwrap_or(Epoch::MAX));
-                    if let Err(e) = shared.checkpoints.commit_below(frontier) {
-                        shared.fail(e);
+                    if frontier > last_sent {
+                        // A closed channel means the committer failed; the loop sees it.
+                        let _ = frontiers.send(Some(frontier));
+                        last_sent = frontier;
                     }
                 }
             }
             if shared.failed() {
                 worker.drop_dataflow(dataflow);
-            } else if leader && let Err(e) = shared.checkpoints.commit_below(Epoch::MAX) {
-                shared.fail(e);
+            } else if let Some(frontiers) = &frontiers {
+                let _ = frontiers.send(Some(Epoch::MAX));
             }
         })
         .map_err(Error::Worker)?;
-        for result in guards.join() {
+        let results = guards.join();
+        let _ = frontiers.send(None);
+        committer.join().map_err(|_| Error::Worker("the commit thread panicked".into()))?;
+        for result in results {
             result.map_err(Error::Worker)?;
         }
         if let Some(failure) = shared.failure.lock().expect("failure lock").take() {
