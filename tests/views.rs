@@ -1,0 +1,1 @@
+//! The view commands: `millpond view list|read` and `millpond subscribe`.
