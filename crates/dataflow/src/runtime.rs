@@ -56,6 +56,9 @@ pub struct RuntimeConfig {
     pub stop: Arc<AtomicBool>,
     /// Bytes a source fetches from one partition per step.
     pub fetch_bytes_max: usize,
+    /// Segment size of the changelog and dead-letter topics this job creates
+    /// (compaction works on closed segments only).
+    pub sink_segment_bytes: u64,
     /// For crash tests only: sleep this long between writing an epoch's
     /// sink output and committing its checkpoint, so that kills land in
     /// that window often.
@@ -74,6 +77,7 @@ impl RuntimeConfig {
             stop: Arc::new(AtomicBool::new(false)),
             fetch_bytes_max: 1 << 20,
             commit_delay_ms: 0,
+            sink_segment_bytes: 64 << 20,
         }
     }
     pub fn workers(mut self, workers: usize) -> Self {
@@ -90,6 +94,10 @@ impl RuntimeConfig {
     }
     pub fn checkpoints(mut self, on: bool) -> Self {
         self.checkpoints = on;
+        self
+    }
+    pub fn sink_segment_bytes(mut self, bytes: u64) -> Self {
+        self.sink_segment_bytes = bytes;
         self
     }
     pub fn fetch_bytes_max(mut self, bytes: usize) -> Self {

@@ -43,11 +43,11 @@ pub fn changelog_topic(name: &str) -> String {
     format!("view.{name}")
 }
 
-fn sink_topic_config(cleanup_policy: CleanupPolicy) -> TopicConfig {
+fn sink_topic_config(cleanup_policy: CleanupPolicy, segment_bytes: u64) -> TopicConfig {
     TopicConfig {
         partitions: 1,
         retention_ms: None,
-        segment_bytes: 64 << 20,
+        segment_bytes,
         cleanup_policy,
         // Synced by the checkpoint, before the commit that covers it.
         flush: FlushPolicy::Interval { interval_ms: 60_000, records: u64::MAX },
@@ -58,7 +58,7 @@ fn sink_topic_config(cleanup_policy: CleanupPolicy) -> TopicConfig {
 /// Creates the sink topic if needed and cuts it back to its committed end.
 fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) -> Result<()> {
     let log = shared.log();
-    match log.create_topic(topic, sink_topic_config(cleanup_policy)) {
+    match log.create_topic(topic, sink_topic_config(cleanup_policy, shared.config.sink_segment_bytes)) {
         Ok(()) | Err(LogError::TopicExists(_)) => {}
         Err(e) => return Err(e.into()),
     }

@@ -44,15 +44,30 @@ fn expected(records: &[(Option<String>, Option<String>)]) -> BTreeMap<String, i6
 }
 
 fn run(dir: &std::path::Path, workers: usize, state: StateBackend) -> millpond_dataflow::RunStats {
+    run_with(dir, workers, state, 64 << 20)
+}
+
+fn run_with(
+    dir: &std::path::Path,
+    workers: usize,
+    state: StateBackend,
+    sink_segment_bytes: u64,
+) -> millpond_dataflow::RunStats {
     // Small fetches and short epochs: the input spans many epochs.
     let config = RuntimeConfig::new(dir)
+        .sink_segment_bytes(sink_segment_bytes)
         .workers(workers)
         .epoch_interval_ms(2)
         .fetch_bytes_max(2048)
         .state(state)
         .stop_when_caught_up(true);
     Runtime::run(config, |job| {
-        let bids = job.source("bid", json::<Bid>());
+        // A slow decoder spreads the input over many 2 ms epochs.
+        let decode = json::<Bid>();
+        let bids = job.source("bid", move |record: &millpond_log::RecordView<'_>| {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+            decode(record)
+        });
         let stats = bids
             .map(|b| (b.auction, b.price))
             .aggregate("stats", (Count, Sum(|p: &i64| *p), Min(|p: &i64| *p), Max(|p: &i64| *p)));
@@ -112,4 +127,35 @@ fn one_and_two_workers_and_both_backends_agree() {
     assert_eq!(results[0], expected(&input));
     assert_eq!(results[0], results[1]);
     assert_eq!(results[0], results[2]);
+}
+
+#[test]
+fn a_compacted_changelog_still_gives_the_view_and_refuses_a_lost_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = Vec::new();
+    let mut first_epoch = None;
+    // Three runs: every auction's row changes in each, so later records supersede earlier ones.
+    for part in 0..3u64 {
+        let input = bids(part * 2000..(part + 1) * 2000);
+        produce(dir.path(), "bid", 2, &input);
+        all.extend(input);
+        let stats = run_with(dir.path(), 1, StateBackend::RocksDb, 4096);
+        first_epoch.get_or_insert(stats.committed_epoch);
+    }
+    let before = view_rows(dir.path(), "bid_stats");
+    assert_eq!(before, expected(&all));
+
+    let log = millpond_log::Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap();
+    let compaction = log.compact().unwrap();
+    log.close().unwrap();
+    assert!(compaction.records_removed > 0, "superseded rows were compacted away: {compaction:?}");
+
+    // A late reader still bootstraps the current contents...
+    assert_eq!(view_rows(dir.path(), "bid_stats"), before);
+    // ...but the first run's epoch can no longer be reconstructed, and the
+    // reader says so instead of returning a wrong stream.
+    match millpond_dataflow::Subscription::open(dir.path(), "bid_stats", first_epoch, true) {
+        Err(millpond_dataflow::Error::EpochUnavailable { epoch, .. }) => assert_eq!(Some(epoch), first_epoch),
+        other => panic!("expected EpochUnavailable, got {other:?}"),
+    }
 }
