@@ -99,6 +99,8 @@ pub struct Subscription {
     /// The epoch of the last record read, and the last progress yielded.
     last_epoch: Epoch,
     last_progress: Epoch,
+    /// The greatest epoch of any record read (records come in epoch order).
+    read_epoch: Epoch,
     queue: VecDeque<Event>,
     /// How long to sleep when nothing new is committed.
     pub poll_interval: Duration,
@@ -128,6 +130,7 @@ impl Subscription {
             counts: BTreeMap::new(),
             last_epoch: 0,
             last_progress: as_of,
+            read_epoch: 0,
             queue: VecDeque::new(),
             poll_interval: Duration::from_millis(50),
         };
@@ -141,7 +144,9 @@ impl Subscription {
             }
             for record in records {
                 let (epoch, diff) = subscription.parse(&record)?;
+                subscription.check_epoch(&record, epoch, meta.epoch)?;
                 if epoch <= as_of {
+                    parse_row(name, record.offset, record.record.key.as_deref().unwrap_or_default())?;
                     subscription.last_epoch = epoch;
                     let count = record_count(&record);
                     let key = record.record.key.clone().unwrap_or_default();
@@ -203,6 +208,20 @@ impl Subscription {
         }
     }
 
+    /// Records come in epoch order, and none below the committed end offset
+    /// can be of an epoch after the committed one.
+    fn check_epoch(&mut self, record: &OffsetRecord, epoch: Epoch, committed: Epoch) -> Result<()> {
+        let reason = if epoch < self.read_epoch {
+            format!("epoch {epoch} after epoch {}", self.read_epoch)
+        } else if epoch > committed {
+            format!("epoch {epoch} below the end offset of committed epoch {committed}")
+        } else {
+            self.read_epoch = epoch;
+            return Ok(());
+        };
+        Err(Error::CorruptChangelog { view: self.view.clone(), offset: record.offset, reason })
+    }
+
     /// Queues one change after the snapshot, checking it continues the row.
     fn change(&mut self, record: &OffsetRecord, epoch: Epoch, diff: i64) -> Result<()> {
         if epoch < self.last_epoch {
@@ -219,15 +238,21 @@ impl Subscription {
         let key = record.record.key.clone().unwrap_or_default();
         let count = record_count(record);
         let held = self.counts.get(&key).copied().unwrap_or(0);
-        if held != count - diff {
+        let Some(before) = count.checked_sub(diff) else {
+            return Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset: record.offset,
+                reason: format!("multiplicity {count} and change {diff} overflow"),
+            });
+        };
+        if held != before {
             return Err(Error::EpochUnavailable {
                 view: self.view.clone(),
                 epoch: self.as_of,
                 reason: format!(
                     "the changelog was compacted past it (at offset {} a row goes from {} to {count}, \
                      but this reader holds {held}); subscribe again with a later --as-of or a fresh snapshot",
-                    record.offset,
-                    count - diff
+                    record.offset, before
                 ),
             });
         }
@@ -260,12 +285,19 @@ impl Subscription {
             }
             for record in records {
                 let (epoch, diff) = self.parse(&record)?;
+                self.check_epoch(&record, epoch, meta.epoch)?;
                 self.change(&record, epoch, diff)?;
             }
         }
-        if self.reader.next_offset() >= end {
-            self.finish_through(meta.epoch);
+        if self.reader.next_offset() < end {
+            // The job syncs the changelog before it publishes the end offset.
+            return Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset: self.reader.next_offset(),
+                reason: format!("the changelog ends before the committed end offset {end}"),
+            });
         }
+        self.finish_through(meta.epoch);
         Ok(())
     }
 
