@@ -34,7 +34,9 @@ use crate::Epoch;
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
 
-const META_VERSION: u32 = 1;
+/// The version of [`CheckpointMeta`] this build writes and reads.
+pub const CHECKPOINT_VERSION: u32 = 2;
+const META_VERSION: u32 = CHECKPOINT_VERSION;
 const META_KEYSPACE: &str = "checkpoint";
 const META_KEY: &[u8] = b"meta";
 /// Name of the readers' copy of the last committed meta, in the data directory.
@@ -53,6 +55,10 @@ pub struct CheckpointMeta {
     pub sinks: BTreeMap<String, u64>,
     /// Materialized views: name to changelog topic.
     pub views: BTreeMap<String, String>,
+    /// Per changelog topic, the epoch (and its end offset) up to which the
+    /// log may compact it. Readers refuse to start before that epoch: its
+    /// changes may be gone. Trails the committed epoch by the compaction lag.
+    pub compactable: BTreeMap<String, (Epoch, u64)>,
 }
 
 impl CheckpointMeta {
@@ -92,6 +98,9 @@ struct EpochWrites {
     sinks: Vec<(String, u64)>,
 }
 
+/// One past commit: when, which epoch, and the sink ends it recorded.
+type Commit = (std::time::Instant, Epoch, BTreeMap<String, u64>);
+
 /// The checkpoint coordinator shared by all workers of a runtime.
 #[derive(Debug)]
 pub(crate) struct Checkpoints {
@@ -106,6 +115,14 @@ pub(crate) struct Checkpoints {
     committed_epoch: AtomicU64,
     /// Crash tests only: a pause between syncing sinks and committing.
     pub(crate) commit_delay: std::time::Duration,
+    /// How long a committed epoch stays safe from compaction.
+    pub(crate) compaction_lag: std::time::Duration,
+    /// Recent commits (time, epoch, sink ends), oldest first, trimmed to the
+    /// newest one older than the lag.
+    history: Mutex<std::collections::VecDeque<Commit>>,
+    /// Epochs must exceed every epoch readers may have seen, even if the
+    /// store was lost (in-memory state): the published epoch.
+    epoch_floor: Epoch,
 }
 
 impl Checkpoints {
@@ -130,10 +147,26 @@ impl Checkpoints {
                 meta
             }
         };
+        let published = CheckpointMeta::read_published(&data_dir).ok().flatten().map_or(0, |m| m.epoch);
+        let epoch_floor = published.max(meta.epoch);
         if meta.epoch > 0 {
             meta.publish(&data_dir)?;
+        } else if published > 0 {
+            // The store starts empty (in-memory state, or a lost state
+            // directory): what readers saw is gone and sinks restart from 0.
+            let path = data_dir.join(CHECKPOINT_FILE);
+            fs::remove_file(&path).map_err(Error::io("removing", &path))?;
+        }
+        // Keep compaction where the last checkpoint allowed it.
+        for (topic, (_, offset)) in &meta.compactable {
+            if log.topics().contains(topic) {
+                log.set_cleanable_below(topic, 0, *offset)?;
+            }
         }
         Ok(Checkpoints {
+            compaction_lag: std::time::Duration::from_secs(600),
+            history: Mutex::new(std::collections::VecDeque::new()),
+            epoch_floor,
             committed_epoch: AtomicU64::new(meta.epoch),
             store,
             log,
@@ -157,6 +190,17 @@ impl Checkpoints {
     /// The last committed checkpoint.
     pub(crate) fn meta(&self) -> CheckpointMeta {
         self.meta.lock().expect("meta lock").clone()
+    }
+
+    /// The first epoch of a run must exceed this.
+    pub(crate) fn epoch_floor(&self) -> Epoch {
+        self.epoch_floor
+    }
+
+    /// The offset below which a sink topic may be compacted (the committed
+    /// meta's, 0 if none).
+    pub(crate) fn cleanable_below(&self, topic: &str) -> u64 {
+        self.meta.lock().expect("meta lock").compactable.get(topic).map_or(0, |(_, offset)| *offset)
     }
 
     pub(crate) fn committed_epoch(&self) -> Epoch {
@@ -224,10 +268,34 @@ impl Checkpoints {
             std::thread::sleep(self.commit_delay);
         }
         meta.epoch = epoch;
+        // Compaction may take the changelogs up to the newest commit that is
+        // older than the lag (recorded before the log is told, so readers
+        // learn the bound first).
+        let compactable = {
+            let mut history = self.history.lock().expect("history lock");
+            history.push_back((std::time::Instant::now(), epoch, meta.sinks.clone()));
+            while history.len() >= 2 && history[1].0.elapsed() >= self.compaction_lag {
+                history.pop_front();
+            }
+            history.front().filter(|(at, ..)| at.elapsed() >= self.compaction_lag).cloned()
+        };
+        if let Some((_, compact_epoch, ends)) = &compactable {
+            let topics: Vec<String> = meta.views.values().cloned().collect();
+            for topic in topics {
+                if let Some(end) = ends.get(&topic) {
+                    meta.compactable.insert(topic, (*compact_epoch, *end));
+                }
+            }
+        }
         batch.put_owned(self.meta_keyspace, META_KEY.to_vec(), crate::codec::encode(&*meta));
         self.store.commit(batch, self.durable)?;
         self.committed_epoch.store(epoch, Ordering::Release);
         meta.publish(&self.data_dir)?;
+        if compactable.is_some() {
+            for (topic, (_, offset)) in &meta.compactable {
+                self.log.set_cleanable_below(topic, 0, *offset)?;
+            }
+        }
         Ok(Some(epoch))
     }
 }

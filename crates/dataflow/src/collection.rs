@@ -148,6 +148,8 @@ impl<'s> Job<'s> {
             let value = record.value.map(&decode_value).transpose()?;
             Ok((key, (record.offset, value)))
         };
+        // One reader per topic: offsets are checkpointed per topic and partition.
+        self.ctx.claim("source", topic);
         let changes =
             source::tail(self.scope, &self.ctx, topic, decode).split_dead_letters(&source::dead_letter_topic(topic));
         crate::keyed::upsert(changes, name)

@@ -56,7 +56,7 @@ pub(crate) type Stash<D> =
     std::collections::BTreeMap<Epoch, (timely::dataflow::operators::Capability<Epoch>, Vec<(D, Diff)>)>;
 
 pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
-pub use checkpoint::{CHECKPOINT_FILE, CheckpointMeta};
+pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta};
 pub use collection::{Collection, Data, Key};
 pub use error::{Error, Result};
 pub use runtime::{Job, RunStats, Runtime, RuntimeConfig, StateBackend};

@@ -56,6 +56,10 @@ pub struct RuntimeConfig {
     pub stop: Arc<AtomicBool>,
     /// Bytes a source fetches from one partition per step.
     pub fetch_bytes_max: usize,
+    /// How long a committed epoch's changelog records are kept from
+    /// compaction (Kafka's `min.compaction.lag.ms`): a subscriber can resume
+    /// with `--as-of` an epoch this recent.
+    pub changelog_compaction_lag_ms: u64,
     /// Segment size of the changelog and dead-letter topics this job creates
     /// (compaction works on closed segments only).
     pub sink_segment_bytes: u64,
@@ -78,6 +82,7 @@ impl RuntimeConfig {
             fetch_bytes_max: 1 << 20,
             commit_delay_ms: 0,
             sink_segment_bytes: 64 << 20,
+            changelog_compaction_lag_ms: 600_000,
         }
     }
     pub fn workers(mut self, workers: usize) -> Self {
@@ -94,6 +99,10 @@ impl RuntimeConfig {
     }
     pub fn checkpoints(mut self, on: bool) -> Self {
         self.checkpoints = on;
+        self
+    }
+    pub fn changelog_compaction_lag_ms(mut self, lag_ms: u64) -> Self {
+        self.changelog_compaction_lag_ms = lag_ms;
         self
     }
     pub fn sink_segment_bytes(mut self, bytes: u64) -> Self {
@@ -243,9 +252,10 @@ impl Runtime {
         };
         let mut checkpoints = Checkpoints::open(store, log.clone(), config.data_dir.clone(), config.checkpoints)?;
         checkpoints.commit_delay = Duration::from_millis(config.commit_delay_ms);
+        checkpoints.compaction_lag = Duration::from_millis(config.changelog_compaction_lag_ms);
         let checkpoints = Arc::new(checkpoints);
         let resumed = checkpoints.meta();
-        let first_epoch = resumed.epoch + 1;
+        let first_epoch = checkpoints.epoch_floor() + 1;
         let shared = Arc::new(Shared {
             config: config.clone(),
             checkpoints: checkpoints.clone(),

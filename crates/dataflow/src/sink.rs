@@ -71,7 +71,12 @@ fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) ->
             reason: format!("the topic ends before its committed end offset {committed}"),
         });
     }
+    // Nothing past the committed compaction bound may be compacted, before
+    // the cut (uncommitted records) or after it.
+    let cleanable = shared.checkpoints.cleanable_below(topic);
+    log.set_cleanable_below(topic, 0, cleanable)?;
     log.truncate(topic, 0, committed)?;
+    log.set_cleanable_below(topic, 0, cleanable)?;
     Ok(())
 }
 
@@ -152,15 +157,14 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
                 shared.checkpoints.register_view(name, &topic);
                 state = Some(opstate);
             }
-            Err(e) => {
-                ctx.build_error(format!("view '{name}': {e}"));
-                return;
-            }
+            // The operator is still built: every worker must build the same
+            // dataflow. The build error stops the job before any data flows.
+            Err(e) => ctx.build_error(format!("view '{name}': {e}")),
         }
     }
     let what = format!("view '{name}'");
     epoch_sink(rows, &format!("view:{name}"), move |epoch, updates| {
-        let state = state.as_mut().expect("only worker 0 receives sink input");
+        let state = state.as_mut().expect("only worker 0 receives sink input, and only after a clean build");
         let now_ms = shared.log().clock().now_ms();
         let mut records = Vec::with_capacity(updates.len());
         for (row, diff) in updates {
@@ -191,8 +195,9 @@ pub(crate) fn dead_letters(letters: Collection<'_, DeadLetter>, topic: &str) {
     if letters.inner.scope().index() == 0
         && let Err(e) = prepare_topic(&shared, topic, CleanupPolicy::Delete)
     {
+        // Built anyway (every worker builds the same dataflow); the build
+        // error stops the job before any data flows.
         ctx.build_error(format!("dead-letter topic '{topic}': {e}"));
-        return;
     }
     let topic = topic.to_owned();
     epoch_sink(letters, &format!("dead-letters:{topic}"), move |epoch, updates| {

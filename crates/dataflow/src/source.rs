@@ -27,7 +27,8 @@ use timely::dataflow::operators::generic::operator::source;
 use crate::runtime::WorkerContext;
 use crate::{Collection, Diff, Epoch};
 
-/// Longest value copied into a dead letter.
+/// Longest key or value copied into a dead letter (JSON escaping may grow
+/// it up to 6 times; the record stays far below the log's batch limit).
 const DEAD_LETTER_VALUE_BYTES_MAX: usize = 64 << 10;
 /// How long an idle source sleeps between polls of its partitions.
 const IDLE_POLL_MS: u64 = 5;
@@ -39,7 +40,7 @@ pub struct DeadLetter {
     pub partition: u32,
     pub offset: u64,
     pub error: String,
-    /// The record's key and value as (lossy) UTF-8, the value cut at 64 KiB.
+    /// The record's key and value as (lossy) UTF-8, each cut at 64 KiB.
     pub key: Option<String>,
     pub value: Option<String>,
 }
@@ -160,7 +161,9 @@ where
                                 partition: position.partition,
                                 offset: record.offset,
                                 error,
-                                key: record.key.map(|k| String::from_utf8_lossy(k).into_owned()),
+                                key: record.key.map(|k| {
+                                    String::from_utf8_lossy(&k[..k.len().min(DEAD_LETTER_VALUE_BYTES_MAX)]).into_owned()
+                                }),
                                 value: record.value.map(|v| {
                                     String::from_utf8_lossy(&v[..v.len().min(DEAD_LETTER_VALUE_BYTES_MAX)]).into_owned()
                                 }),

@@ -120,6 +120,18 @@ impl Subscription {
                 reason: format!("it is not committed yet (the last committed epoch is {})", meta.epoch),
             });
         }
+        if let Some(&(compacted, _)) = meta.compactable.get(&topic)
+            && as_of < compacted
+        {
+            return Err(Error::EpochUnavailable {
+                view: name.to_owned(),
+                epoch: as_of,
+                reason: format!(
+                    "the changelog may be compacted through epoch {compacted}; start at or after it \
+                     (or from a fresh snapshot)"
+                ),
+            });
+        }
         let reader = PartitionReader::new(data_dir, &topic, 0, 0)?;
         let mut subscription = Subscription {
             data_dir: data_dir.to_path_buf(),
@@ -277,6 +289,16 @@ impl Subscription {
     /// Reads whatever has been committed since the last call; queues events.
     pub fn poll(&mut self) -> Result<()> {
         let Some(meta) = CheckpointMeta::read_published(&self.data_dir)? else { return Ok(()) };
+        if let Some(&(compacted, _)) = meta.compactable.get(&self.topic)
+            && compacted > self.last_progress
+        {
+            // This reader fell further behind than the compaction lag.
+            return Err(Error::EpochUnavailable {
+                view: self.view.clone(),
+                epoch: self.last_progress,
+                reason: format!("the changelog may now be compacted through epoch {compacted}; subscribe again"),
+            });
+        }
         let end = meta.sinks.get(&self.topic).copied().unwrap_or(0);
         loop {
             let records = self.reader.read(end, READ_BYTES_MAX)?;

@@ -77,11 +77,12 @@ fn append(dir: &Path, batches: &[Vec<Record>]) -> u64 {
 
 fn meta(epoch: u64, end_offset: u64) -> CheckpointMeta {
     CheckpointMeta {
-        version: 1,
+        version: millpond_dataflow::CHECKPOINT_VERSION,
         epoch,
         sources: Default::default(),
         sinks: BTreeMap::from([(TOPIC.to_owned(), end_offset)]),
         views: BTreeMap::from([(VIEW.to_owned(), TOPIC.to_owned())]),
+        compactable: BTreeMap::new(),
     }
 }
 
@@ -378,7 +379,7 @@ fn a_count_and_diff_that_overflow_are_an_error_not_a_panic() {
 }
 
 #[test]
-fn checkpoint_json_must_be_version_1_and_a_missing_one_means_no_views() {
+fn checkpoint_json_must_be_the_current_version_and_a_missing_one_means_no_views() {
     let dir = data_dir();
     let dir = dir.path();
     let end = append(dir, &[vec![change(&row("a"), 1, 1, 1)]]);
@@ -392,11 +393,11 @@ fn checkpoint_json_must_be_version_1_and_a_missing_one_means_no_views() {
     assert!(matches!(read_view(&missing, VIEW), Err(Error::UnknownView(_))));
 
     let mut wrong_version = meta(1, end);
-    wrong_version.version = 2;
+    wrong_version.version = millpond_dataflow::CHECKPOINT_VERSION + 1;
     let mut version_0 = meta(1, end);
     version_0.version = 0;
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("version 2", serde_json::to_vec(&wrong_version).unwrap()),
+        ("a later version", serde_json::to_vec(&wrong_version).unwrap()),
         ("version 0", serde_json::to_vec(&version_0).unwrap()),
         ("garbage", b"\x00\xff\x13not json at all".to_vec()),
         ("an empty file", Vec::new()),

@@ -159,3 +159,51 @@ fn a_compacted_changelog_still_gives_the_view_and_refuses_a_lost_epoch() {
         other => panic!("expected EpochUnavailable, got {other:?}"),
     }
 }
+
+#[test]
+fn readers_refuse_epochs_the_changelog_may_have_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut epochs = Vec::new();
+    for part in 0..2u64 {
+        produce(dir.path(), "bid", 2, &bids(part * 1000..(part + 1) * 1000));
+        // No compaction lag: every commit lets the log compact up to itself.
+        let config = RuntimeConfig::new(dir.path())
+            .epoch_interval_ms(2)
+            .changelog_compaction_lag_ms(0)
+            .stop_when_caught_up(true);
+        let stats = Runtime::run(config, |job| {
+            let stats = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price)).aggregate("stats", Count);
+            job.materialize("bid_stats", stats);
+        })
+        .unwrap();
+        epochs.push(stats.committed_epoch);
+    }
+    let meta = millpond_dataflow::CheckpointMeta::read_published(dir.path()).unwrap().unwrap();
+    let (compacted, _) = meta.compactable["view.bid_stats"];
+    assert_eq!(compacted, epochs[1], "with no lag the last commit is compactable");
+    match millpond_dataflow::Subscription::open(dir.path(), "bid_stats", Some(epochs[0]), true) {
+        Err(millpond_dataflow::Error::EpochUnavailable { epoch, reason, .. }) => {
+            assert_eq!(epoch, epochs[0]);
+            assert!(reason.contains("compacted"), "{reason}");
+        }
+        other => panic!("expected EpochUnavailable, got {other:?}"),
+    }
+    // The latest epoch is always readable.
+    assert!(millpond_dataflow::Subscription::open(dir.path(), "bid_stats", None, true).is_ok());
+}
+
+#[test]
+fn in_memory_state_restarts_from_scratch_with_later_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = bids(0..2000);
+    produce(dir.path(), "bid", 2, &input);
+    let one = run(dir.path(), 1, StateBackend::Memory);
+    assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&input));
+    // Nothing survives in memory: the second run reads everything again,
+    // rebuilds the view from an empty changelog, and numbers its epochs
+    // after every epoch a reader may have seen.
+    let two = run(dir.path(), 1, StateBackend::Memory);
+    assert_eq!(two.records, 2000);
+    assert!(two.first_epoch > one.committed_epoch, "{one:?} then {two:?}");
+    assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&input));
+}

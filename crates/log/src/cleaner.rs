@@ -87,7 +87,10 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
         return Ok(stats);
     }
     let segments = partition.segments();
-    let (closed, active) = segments.split_at(segments.len() - 1);
+    // Closed segments that end at or below the cleanable limit.
+    let limit = partition.cleanable_below.load(std::sync::atomic::Ordering::Acquire);
+    let cleanable = (0..segments.len() - 1).take_while(|&i| segments[i + 1].base_offset <= limit).count();
+    let (closed, rest) = segments.split_at(cleanable);
     if closed.is_empty() {
         return Ok(stats);
     }
@@ -135,7 +138,7 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
     while start < closed.len() {
         // A group also spans at most 2^32 offsets: relative offsets are u32.
         let first = closed[start].base_offset;
-        let base_after = |i: usize| segments.get(i).map_or(active[0].base_offset, |s| s.base_offset);
+        let base_after = |i: usize| segments.get(i).map_or(rest[0].base_offset, |s| s.base_offset);
         let mut end = start + 1;
         let mut group_bytes = closed[start].visible_bytes();
         while end < closed.len()

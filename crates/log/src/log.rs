@@ -436,11 +436,15 @@ impl Log {
         // Validate before touching anything: a bad cut changes nothing and
         // leaves the handle usable.
         let bad = |reason: String| Error::BadTruncation { topic: topic.to_owned(), partition, offset, reason };
+        // The plan must stay true until the cut: hold off the cleaner and
+        // retention (maintenance lock) until this handle is retired, after
+        // which they skip it.
         let maintenance = old.maintenance.lock().expect("maintenance lock");
         old.flush(true)?;
         let plan = partition::plan_truncation(&old.dir, offset).map_err(bad)?;
-        drop(maintenance);
         old.close()?;
+        old.mark_retired();
+        drop(maintenance);
         old.retire();
         partition::truncate_directory(&old.dir, &plan)?;
         let fresh =
@@ -450,6 +454,18 @@ impl Log {
         partitions[partition as usize] = Arc::new(fresh);
         let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
         topics.insert(topic.to_owned(), Arc::new(Topic { config: handle.config.clone(), partitions, next_unkeyed }));
+        Ok(())
+    }
+
+    /// Lets compaction touch only segments that end at or below `offset` (and
+    /// decide "latest per key" among their records only), like Kafka's last
+    /// stable offset for the cleaner. Kept in memory: a reopened log has no
+    /// limit until it is set again.
+    pub fn set_cleanable_below(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        let partition = self.partition(topic, partition)?;
+        // Under the maintenance lock: a pass in progress finishes first.
+        let _maintenance = partition.maintenance.lock().expect("maintenance lock");
+        partition.cleanable_below.store(offset, Ordering::Release);
         Ok(())
     }
 

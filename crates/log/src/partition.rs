@@ -91,6 +91,11 @@ pub(crate) struct Partition {
     wake: (Mutex<()>, Condvar),
     /// Set after an I/O failure that leaves the file in an unknown state.
     failed: AtomicBool,
+    /// The cleaner only touches segments wholly below this offset (and builds
+    /// its key map from them only): a writer that commits in steps (the
+    /// dataflow's changelogs) keeps uncommitted records out of compaction.
+    /// In memory; `u64::MAX` (no limit) when opened.
+    pub(crate) cleanable_below: AtomicU64,
     /// Set when the topic is deleted: this handle may outlive the directory
     /// (a background pass or an appender may hold it) and must not touch a
     /// directory that a new topic of the same name may own.
@@ -170,6 +175,7 @@ impl Partition {
             waiters: AtomicUsize::new(0),
             wake: (Mutex::new(()), Condvar::new()),
             failed: AtomicBool::new(false),
+            cleanable_below: AtomicU64::new(u64::MAX),
             retired: AtomicBool::new(false),
         })
     }
@@ -204,6 +210,11 @@ impl Partition {
         self.retired.store(true, Ordering::SeqCst);
         drop(self.maintenance.lock().expect("maintenance lock"));
         drop(self.writer.lock().expect("writer lock"));
+    }
+
+    /// Sets the retired flag only (the caller holds the maintenance lock).
+    pub(crate) fn mark_retired(&self) {
+        self.retired.store(true, Ordering::SeqCst);
     }
 
     pub(crate) fn is_retired(&self) -> bool {

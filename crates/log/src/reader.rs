@@ -22,6 +22,8 @@ use crate::segment;
 
 /// How many times a read relists the directory when files vanish under it.
 const RELIST_ATTEMPTS_MAX: usize = 16;
+/// How many 2 ms waits a read spends on a cleaner swap before giving up.
+const SWAP_WAITS_MAX: usize = 5_000;
 
 /// One record read by a [`PartitionReader`], with its offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,9 +71,23 @@ impl PartitionReader {
     pub fn read(&mut self, upto: u64, max_bytes: usize) -> Result<Vec<OffsetRecord>> {
         let mut out = Vec::new();
         let mut attempts = 0;
+        let mut swap_waits = 0;
         let mut read_bytes = 0usize;
         while self.next_offset < upto && read_bytes < max_bytes.max(1) {
-            let bases = list_bases(&self.dir)?;
+            let (bases, swaps) = list_bases(&self.dir)?;
+            if swaps.iter().any(|&(first, end)| first <= self.next_offset && self.next_offset < end) {
+                // The cleaner is replacing the segments here: between deleting
+                // the old files and renaming the new one, none covers them.
+                swap_waits += 1;
+                if swap_waits > SWAP_WAITS_MAX {
+                    return Err(Error::BadMetadata {
+                        path: self.dir.clone(),
+                        reason: format!("a cleaner swap covering offset {} did not finish", self.next_offset),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                continue;
+            }
             let Some(&first) = bases.first() else { return Ok(out) };
             // Records below the first segment are gone (retention): skip ahead.
             self.next_offset = self.next_offset.max(first);
@@ -183,15 +199,24 @@ impl PartitionReader {
     }
 }
 
-fn list_bases(dir: &Path) -> Result<Vec<u64>> {
+/// Offsets `[first, end)`.
+type OffsetRange = (u64, u64);
+
+/// The segment bases in a partition directory, sorted, and the offset
+/// ranges of cleaner swaps in progress (`FIRST-END.swap`).
+fn list_bases(dir: &Path) -> Result<(Vec<u64>, Vec<OffsetRange>)> {
     let mut bases = Vec::new();
+    let mut swaps = Vec::new();
     for entry in fs::read_dir(dir).map_err(Error::io("listing", dir))? {
         let entry = entry.map_err(Error::io("listing", dir))?;
         let name = entry.file_name();
-        if let Some(base) = name.to_str().and_then(|n| n.strip_suffix(".log")).and_then(segment::parse_offset_name) {
+        let Some(name) = name.to_str() else { continue };
+        if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_offset_name) {
             bases.push(base);
+        } else if let Some(range) = name.strip_suffix(".swap").and_then(crate::cleaner::parse_swap_name) {
+            swaps.push(range);
         }
     }
     bases.sort_unstable();
-    Ok(bases)
+    Ok((bases, swaps))
 }

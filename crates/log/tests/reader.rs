@@ -697,3 +697,41 @@ fn a_read_returns_records_whenever_some_are_readable() {
     }
     assert!(empty.is_empty(), "(offset, max_bytes) of first calls that returned nothing: {empty:?}");
 }
+
+#[test]
+fn compaction_stops_at_the_cleanable_limit() {
+    use millpond_log::{CleanupPolicy, Log, LogOptions, Record, TopicConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let config = TopicConfig { segment_bytes: 512, cleanup_policy: CleanupPolicy::Compact, ..TopicConfig::default() };
+    log.create_topic("c", config).unwrap();
+    // Every record rewrites one of three keys: almost everything is superseded.
+    for i in 0..300u64 {
+        let key = format!("k{}", i % 3);
+        log.append("c", 0, &[Record::new(Some(key.as_bytes()), Some(format!("v{i}").as_bytes()), 0)]).unwrap();
+    }
+    let limit = 150;
+    log.set_cleanable_below("c", 0, limit).unwrap();
+    let stats = log.compact().unwrap();
+    assert!(stats.records_removed > 0, "{stats:?}");
+    let mut offsets = Vec::new();
+    let mut offset = 0;
+    while offset < log.high_watermark("c", 0).unwrap() {
+        let fetch = log.fetch("c", 0, offset, 1 << 20).unwrap();
+        offsets.extend(fetch.records().map(|r| r.offset));
+        offset = fetch.next_offset();
+    }
+    let first_kept = offsets.iter().position(|&o| o >= limit).unwrap();
+    // At and above the limit, nothing was touched...
+    assert_eq!(offsets[first_kept..].to_vec(), (offsets[first_kept]..300).collect::<Vec<_>>());
+    assert!(offsets[first_kept] <= limit + 10, "only segments wholly below the limit were cleaned");
+    // ...and below it, records were removed only when a later record of the
+    // same key below the limit superseded them: each key keeps its latest one there.
+    let below: Vec<u64> = offsets[..first_kept].to_vec();
+    assert!(below.len() < limit as usize, "something below the limit was compacted");
+    for key in 0..3u64 {
+        let latest_below = (0..offsets[first_kept]).filter(|o| o % 3 == key).max().unwrap();
+        assert!(below.contains(&latest_below), "key {key}: its latest record below the limit survives");
+    }
+    log.close().unwrap();
+}
