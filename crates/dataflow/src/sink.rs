@@ -147,7 +147,9 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
     let ctx = collection.ctx.clone();
     let shared = ctx.shared.clone();
     let topic = changelog_topic(name);
-    let rows = collection.map(|row| serde_json::to_vec(&row).expect("a view row serializes to JSON"));
+    // A row that cannot be JSON (a map with non-string keys) fails the job
+    // with an error at its epoch, never a panic.
+    let rows = collection.map(|row| serde_json::to_vec(&row).map_err(|e| e.to_string()));
     let mut state = None;
     if rows.inner.scope().index() == 0 {
         match prepare_topic(&shared, &topic, CleanupPolicy::Compact)
@@ -163,11 +165,13 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
         }
     }
     let what = format!("view '{name}'");
+    let name = name.to_owned();
     epoch_sink(rows, &format!("view:{name}"), move |epoch, updates| {
         let state = state.as_mut().expect("only worker 0 receives sink input, and only after a clean build");
         let now_ms = shared.log().clock().now_ms();
         let mut records = Vec::with_capacity(updates.len());
         for (row, diff) in updates {
+            let row = row.map_err(|e| crate::Error::InvalidJob(format!("a row of view '{name}' is not JSON: {e}")))?;
             let old: i64 = state.get(&row)?.map(|b| decode(&b, &what)).transpose()?.unwrap_or(0);
             let new = old + diff as i64;
             let headers = vec![
