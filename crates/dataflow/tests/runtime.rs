@@ -207,3 +207,20 @@ fn in_memory_state_restarts_from_scratch_with_later_epochs() {
     assert!(two.first_epoch > one.committed_epoch, "{one:?} then {two:?}");
     assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&input));
 }
+
+#[test]
+fn a_view_row_that_cannot_be_json_fails_the_job_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "bid", 1, &bids(0..10));
+    let config = RuntimeConfig::new(dir.path()).epoch_interval_ms(2).stop_when_caught_up(true);
+    let result = Runtime::run(config, |job| {
+        // A map with tuple keys has no JSON form.
+        let rows = job.source("bid", json::<Bid>()).map(|b| BTreeMap::from([((b.auction, 0u8), b.price)]));
+        job.materialize("maps", rows);
+    });
+    match result {
+        Err(millpond_dataflow::Error::Worker(message)) => assert!(message.contains("not JSON"), "{message}"),
+        other => panic!("expected an error naming the row, got {other:?}"),
+    }
+    assert!(millpond_dataflow::list_views(dir.path()).unwrap().is_empty(), "nothing was committed");
+}
