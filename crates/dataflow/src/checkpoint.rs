@@ -59,6 +59,10 @@ pub struct CheckpointMeta {
     /// log may compact it. Readers refuse to start before that epoch: its
     /// changes may be gone. Trails the committed epoch by the compaction lag.
     pub compactable: BTreeMap<String, (Epoch, u64)>,
+    /// The state of every stateful operator and view (its keyspace name):
+    /// a job that has committed may not grow a new one, whose state would
+    /// miss the input before the resumed offsets.
+    pub states: std::collections::BTreeSet<String>,
 }
 
 impl CheckpointMeta {
@@ -227,6 +231,21 @@ impl Checkpoints {
     pub(crate) fn sink_position(&self, epoch: Epoch, topic: &str, end_offset: u64) {
         assert!(epoch > self.committed_epoch(), "sink position for committed epoch {epoch}");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().sinks.push((topic.to_owned(), end_offset));
+    }
+
+    /// Registers an operator's or view's state. After a first commit, a new
+    /// one is refused: it would start empty while the sources resume.
+    pub(crate) fn register_state(&self, keyspace: &str) -> Result<()> {
+        let mut meta = self.meta.lock().expect("meta lock");
+        if meta.epoch > 0 && !meta.states.contains(keyspace) {
+            return Err(Error::InvalidJob(format!(
+                "'{keyspace}' is new, but this data directory's job has committed epoch {}: its state would \
+                 miss all input before the resumed offsets. Run the changed job in a new data directory",
+                meta.epoch
+            )));
+        }
+        meta.states.insert(keyspace.to_owned());
+        Ok(())
     }
 
     /// Registers a view's changelog topic (committed with the next checkpoint).

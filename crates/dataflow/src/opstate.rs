@@ -29,6 +29,7 @@ pub(crate) struct OperatorState {
 
 impl OperatorState {
     pub(crate) fn new(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
+        checkpoints.register_state(keyspace_name)?;
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
         Ok(OperatorState { checkpoints, keyspace, overlay: HashMap::new(), batch: WriteBatch::new() })
     }

@@ -83,6 +83,7 @@ fn meta(epoch: u64, end_offset: u64) -> CheckpointMeta {
         sinks: BTreeMap::from([(TOPIC.to_owned(), end_offset)]),
         views: BTreeMap::from([(VIEW.to_owned(), TOPIC.to_owned())]),
         compactable: BTreeMap::new(),
+        states: Default::default(),
     }
 }
 

@@ -224,3 +224,27 @@ fn a_view_row_that_cannot_be_json_fails_the_job_with_an_error() {
     }
     assert!(millpond_dataflow::list_views(dir.path()).unwrap().is_empty(), "nothing was committed");
 }
+
+#[test]
+fn a_job_that_has_committed_refuses_a_new_stateful_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "bid", 1, &bids(0..100));
+    run(dir.path(), 1, StateBackend::RocksDb);
+    let config = RuntimeConfig::new(dir.path()).epoch_interval_ms(2).stop_when_caught_up(true);
+    let result = Runtime::run(config, |job| {
+        let bids = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        let stats = bids.clone().aggregate("stats", (Count, Sum(|p: &i64| *p), Min(|p: &i64| *p), Max(|p: &i64| *p)));
+        job.materialize("bid_stats", stats);
+        // New: its state would miss the first run's input.
+        job.materialize("counts", bids.aggregate("counts", Count));
+    });
+    match result {
+        Err(millpond_dataflow::Error::Worker(message)) => {
+            assert!(message.contains("op.counts") && message.contains("new data directory"), "{message}")
+        }
+        other => panic!("expected the new operator to be refused, got {other:?}"),
+    }
+    // The committed views are untouched, and the unchanged job still runs.
+    assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&bids(0..100)));
+    run(dir.path(), 1, StateBackend::RocksDb);
+}
