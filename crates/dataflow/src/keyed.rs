@@ -247,7 +247,7 @@ pub(crate) fn upsert<'s, K: Key, V: Data>(
 ) -> Collection<'s, (K, V)> {
     let what = format!("upsert '{name}'");
     keyed_unary(changes, name, move |epoch, updates, state, out| {
-        let latest = crate::source::latest_by_key(
+        let latest = latest_by_key(
             updates
                 .iter()
                 .filter(|(_, d)| *d > 0)
@@ -271,4 +271,19 @@ pub(crate) fn upsert<'s, K: Key, V: Data>(
         }
         Ok(())
     })
+}
+
+/// Keeps, per key, the record with the highest offset (an upsert log's
+/// latest value). Used by the upsert envelope.
+fn latest_by_key<K: Ord, V>(updates: Vec<(K, u64, Option<V>)>) -> std::collections::BTreeMap<K, Option<V>> {
+    let mut latest: std::collections::BTreeMap<K, (u64, Option<V>)> = std::collections::BTreeMap::new();
+    for (key, offset, value) in updates {
+        match latest.get(&key) {
+            Some((seen, _)) if *seen > offset => {}
+            _ => {
+                latest.insert(key, (offset, value));
+            }
+        }
+    }
+    latest.into_iter().map(|(k, (_, v))| (k, v)).collect()
 }

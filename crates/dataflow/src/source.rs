@@ -13,7 +13,6 @@
 //! - A record that fails to decode is emitted as a [`DeadLetter`] instead;
 //!   it never stops the job.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -201,19 +200,4 @@ fn record_positions(shared: &crate::runtime::Shared, topic: &str, epoch: Epoch, 
             position.recorded = Some(position.next_offset);
         }
     }
-}
-
-/// Keeps, per key, the record with the highest offset (an upsert log's
-/// latest value). Used by the upsert envelope.
-pub(crate) fn latest_by_key<K: Ord, V>(updates: Vec<(K, u64, Option<V>)>) -> BTreeMap<K, Option<V>> {
-    let mut latest: BTreeMap<K, (u64, Option<V>)> = BTreeMap::new();
-    for (key, offset, value) in updates {
-        match latest.get(&key) {
-            Some((seen, _)) if *seen > offset => {}
-            _ => {
-                latest.insert(key, (offset, value));
-            }
-        }
-    }
-    latest.into_iter().map(|(k, (_, v))| (k, v)).collect()
 }
