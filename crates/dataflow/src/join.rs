@@ -10,28 +10,21 @@
 //! join of the stored inputs (checked against a recomputation in
 //! `tests/operators.rs`).
 
-use std::collections::BTreeMap;
-
 use differential_dataflow::consolidation::consolidate;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Probe;
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::{Capability, Probe};
 
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::keyed::key_hash;
 use crate::opstate::OperatorState;
+use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
 const LEFT: u8 = 0;
 const RIGHT: u8 = 1;
-
-struct Pending<K, V, W> {
-    capability: Capability<Epoch>,
-    left: Vec<((K, V), Diff)>,
-    right: Vec<((K, W), Diff)>,
-}
 
 fn side_key(side: u8, key_bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + key_bytes.len());
@@ -73,44 +66,23 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
             Exchange::new(|u: &((K, W), Epoch, Diff)| key_hash(&(u.0).0)),
             name,
             move |_capability, _info| {
-                let mut stash: BTreeMap<Epoch, Pending<K, V, W>> = BTreeMap::new();
+                let (mut lefts, mut rights) = (EpochStash::<(K, V)>::new(), EpochStash::<(K, W)>::new());
                 let mut out = Vec::new();
                 move |(input1, frontier1), (input2, frontier2), output| {
-                    input1.for_each(|capability, data| {
-                        for (kv, epoch, diff) in data.drain(..) {
-                            stash
-                                .entry(epoch)
-                                .or_insert_with(|| Pending {
-                                    capability: capability.delayed(&epoch, 0),
-                                    left: Vec::new(),
-                                    right: Vec::new(),
-                                })
-                                .left
-                                .push((kv, diff));
-                        }
-                    });
-                    input2.for_each(|capability, data| {
-                        for (kw, epoch, diff) in data.drain(..) {
-                            stash
-                                .entry(epoch)
-                                .or_insert_with(|| Pending {
-                                    capability: capability.delayed(&epoch, 0),
-                                    left: Vec::new(),
-                                    right: Vec::new(),
-                                })
-                                .right
-                                .push((kw, diff));
-                        }
-                    });
-                    while let Some(entry) = stash.first_entry() {
-                        let epoch = *entry.key();
+                    input1.for_each(|capability, data| lefts.absorb(&capability, data));
+                    input2.for_each(|capability, data| rights.absorb(&capability, data));
+                    // The oldest epoch either side holds, once both frontiers passed it.
+                    while let Some(epoch) = [lefts.first(), rights.first()].into_iter().flatten().min() {
                         if frontier1.frontier().less_equal(&epoch)
                             || frontier2.frontier().less_equal(&epoch)
                             || shared.failed()
                         {
                             break;
                         }
-                        let Pending { capability, mut left, mut right } = entry.remove();
+                        let (left_capability, left) = lefts.take(epoch).unzip();
+                        let (right_capability, right) = rights.take(epoch).unzip();
+                        let capability = left_capability.or(right_capability).expect("one side holds the epoch");
+                        let (mut left, mut right) = (left.unwrap_or_default(), right.unwrap_or_default());
                         consolidate(&mut left);
                         consolidate(&mut right);
                         out.clear();

@@ -30,6 +30,7 @@ use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::error::Result;
 use crate::opstate::OperatorState;
+use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
 /// Which worker owns a key: a hash that is stable for a given build.
@@ -66,24 +67,15 @@ where
         Exchange::new(|update: &((K, V), Epoch, Diff)| key_hash(&(update.0).0)),
         name,
         move |_capability, _info| {
-            let mut stash = crate::Stash::<(K, V)>::new();
+            let mut stash = EpochStash::<(K, V)>::new();
             let mut out = Vec::new();
             move |(input, frontier), output| {
-                input.for_each(|capability, data| {
-                    for (kv, epoch, diff) in data.drain(..) {
-                        stash
-                            .entry(epoch)
-                            .or_insert_with(|| (capability.delayed(&epoch, 0), Vec::new()))
-                            .1
-                            .push((kv, diff));
-                    }
-                });
-                while let Some(entry) = stash.first_entry() {
-                    let epoch = *entry.key();
-                    if frontier.frontier().less_equal(&epoch) || shared.failed() {
+                input.for_each(|capability, data| stash.absorb(&capability, data));
+                while let Some(epoch) = stash.ready(&[frontier]) {
+                    if shared.failed() {
                         break;
                     }
-                    let (capability, mut updates) = entry.remove();
+                    let (capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
                     consolidate(&mut updates);
                     out.clear();
                     if let Err(e) = logic(epoch, &updates, &mut state, &mut out) {

@@ -43,6 +43,7 @@ mod opstate;
 pub mod runtime;
 mod sink;
 mod source;
+mod stash;
 pub mod state;
 pub mod view;
 
@@ -50,10 +51,6 @@ pub mod view;
 pub type Epoch = u64;
 /// A change of multiplicity.
 pub type Diff = isize;
-
-/// Updates waiting for their epoch to finish, with a capability to emit at it.
-pub(crate) type Stash<D> =
-    std::collections::BTreeMap<Epoch, (timely::dataflow::operators::Capability<Epoch>, Vec<(D, Diff)>)>;
 
 pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta};

@@ -31,6 +31,7 @@ use crate::error::Result;
 use crate::opstate::OperatorState;
 use crate::runtime::Shared;
 use crate::source::DeadLetter;
+use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
 /// Bytes per append call; the log's batch limit is larger.
@@ -112,25 +113,16 @@ where
         Exchange::new(|_: &(D, Epoch, Diff)| 0),
         name,
         move |_capability, _info| {
-            let mut stash = crate::Stash::<D>::new();
+            let mut stash = EpochStash::<D>::new();
             move |(input, frontier), _output| {
-                input.for_each(|capability, data| {
-                    for (d, epoch, diff) in data.drain(..) {
-                        stash
-                            .entry(epoch)
-                            .or_insert_with(|| (capability.delayed(&epoch, 0), Vec::new()))
-                            .1
-                            .push((d, diff));
-                    }
-                });
-                while let Some(entry) = stash.first_entry() {
-                    let epoch = *entry.key();
-                    if frontier.frontier().less_equal(&epoch) || shared.failed() {
+                input.for_each(|capability, data| stash.absorb(&capability, data));
+                while let Some(epoch) = stash.ready(&[frontier]) {
+                    if shared.failed() {
                         break;
                     }
                     // The capability is held until the write is done: the
                     // checkpoint of this epoch cannot happen before it.
-                    let (_capability, mut updates) = entry.remove();
+                    let (_capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
                     consolidate(&mut updates);
                     if let Err(e) = write(epoch, updates) {
                         shared.fail(format!("sink '{operator_name}': {e}"));
