@@ -14,6 +14,7 @@ use differential_dataflow::collection::vec::Collection as VecCollection;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use timely::dataflow::Stream;
+use timely::dataflow::operators::OkErr;
 
 use crate::runtime::{Job, WorkerContext};
 use crate::source::{self, DeadLetter};
@@ -102,13 +103,19 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
     }
 }
 
-impl<'s, T: Clone + 'static> Collection<'s, Result<T, DeadLetter>> {
+impl<'s, T: Clone + 'static> Collection<'s, Result<T, Box<DeadLetter>>> {
     /// Splits decoded records from dead letters; the dead letters are written
     /// to `dead_letter_topic` exactly once per input record.
     pub(crate) fn split_dead_letters(self, dead_letter_topic: &str) -> Collection<'s, T> {
-        let letters = self.clone().flat_map(|r| r.err());
-        crate::sink::dead_letters(letters, dead_letter_topic);
-        self.flat_map(|r| r.ok())
+        // One pass, no copies: each update goes to exactly one of the two streams.
+        let (ok, err) = self.inner.inner.ok_err::<Vec<(T, Epoch, Diff)>, _, Vec<(Box<DeadLetter>, Epoch, Diff)>, _, _>(
+            |(result, epoch, diff)| match result {
+                Ok(value) => Ok((value, epoch, diff)),
+                Err(letter) => Err((letter, epoch, diff)),
+            },
+        );
+        crate::sink::dead_letters(Collection::from_stream(err, self.ctx.clone()), dead_letter_topic);
+        Collection::from_stream(ok, self.ctx)
     }
 }
 

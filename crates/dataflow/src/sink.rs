@@ -185,7 +185,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
     });
 }
 
-pub(crate) fn dead_letters(letters: Collection<'_, DeadLetter>, topic: &str) {
+pub(crate) fn dead_letters(letters: Collection<'_, Box<DeadLetter>>, topic: &str) {
     let ctx = letters.ctx.clone();
     let shared = ctx.shared.clone();
     if letters.inner.scope().index() == 0

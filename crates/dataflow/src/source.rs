@@ -85,7 +85,7 @@ pub(crate) fn tail<'s, T, F>(
     ctx: &Rc<WorkerContext>,
     topic: &str,
     decode: F,
-) -> Collection<'s, Result<T, DeadLetter>>
+) -> Collection<'s, Result<T, Box<DeadLetter>>>
 where
     T: Clone + 'static,
     F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
@@ -155,7 +155,8 @@ where
                     for record in fetch.records() {
                         let item = decode(&record).map_err(|error| {
                             shared.dead_letters.fetch_add(1, Ordering::Relaxed);
-                            DeadLetter {
+                            // Boxed: a rare dead letter must not widen every record.
+                            Box::new(DeadLetter {
                                 topic: topic.clone(),
                                 partition: position.partition,
                                 offset: record.offset,
@@ -166,7 +167,7 @@ where
                                 value: record.value.map(|v| {
                                     String::from_utf8_lossy(&v[..v.len().min(DEAD_LETTER_VALUE_BYTES_MAX)]).into_owned()
                                 }),
-                            }
+                            })
                         });
                         session.give((item, epoch, 1 as Diff));
                         count += 1;
