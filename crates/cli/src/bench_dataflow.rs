@@ -160,12 +160,13 @@ fn measure_recovery(input: &Path, run: &Path, epoch_ms: u64, bids: u64) -> Resul
             .spawn()
     };
     let mut child = spawn()?;
-    // Let it commit its first epoch, then kill it half way through the next.
+    // Let it commit two epochs (the first of a run is short), then kill it
+    // half way through the next.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while committed_epoch(run) < 1 {
+    while committed_epoch(run) < 2 {
         if Instant::now() > deadline {
             let _ = child.kill();
-            bail!("the job did not commit an epoch within 120 s");
+            bail!("the job did not commit two epochs within 120 s");
         }
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -3,8 +3,9 @@
 //!
 //! Invariants:
 //! - Epoch numbers are the timely timestamps. Every source on every worker
-//!   cuts epochs on the same clock (`start` plus whole intervals), so the
-//!   dataflow frontier passing epoch e is the barrier of e.
+//!   cuts epochs on the same clock (`start`, a first epoch of at most
+//!   100 ms, then whole intervals), so the dataflow frontier passing epoch e
+//!   is the barrier of e.
 //! - After a restart the first epoch is the last committed one plus one:
 //!   epochs strictly increase across restarts.
 //! - Only worker 0 decides what to commit: epochs below the frontier of the
@@ -26,6 +27,9 @@ use crate::Epoch;
 use crate::checkpoint::{CheckpointMeta, Checkpoints};
 use crate::error::{Error, Result};
 use crate::state::{MemoryStore, RocksStore, StateStore};
+
+/// The longest first epoch of a run.
+const FIRST_EPOCH_MS_MAX: u64 = 100;
 
 /// Where operator state lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,14 +156,24 @@ impl Shared {
     /// The epoch that the clock is in now.
     pub(crate) fn epoch_now(&self) -> Epoch {
         let elapsed_ms = self.start.elapsed().as_millis() as u64;
-        self.first_epoch + elapsed_ms / self.config.epoch_interval_ms.max(1)
+        let first_ms = self.first_epoch_ms();
+        if elapsed_ms < first_ms {
+            self.first_epoch
+        } else {
+            self.first_epoch + 1 + (elapsed_ms - first_ms) / self.config.epoch_interval_ms.max(1)
+        }
+    }
+    /// The first epoch of a run is short, so that output resumes soon after
+    /// a restart (the replayed backlog then flows through regular epochs).
+    fn first_epoch_ms(&self) -> u64 {
+        self.config.epoch_interval_ms.clamp(1, FIRST_EPOCH_MS_MAX)
     }
     pub(crate) fn first_epoch(&self) -> Epoch {
         self.first_epoch
     }
     /// Time left in `epoch`.
     pub(crate) fn until_epoch_end(&self, epoch: Epoch) -> Duration {
-        let end_ms = (epoch + 1 - self.first_epoch) * self.config.epoch_interval_ms.max(1);
+        let end_ms = self.first_epoch_ms() + (epoch - self.first_epoch) * self.config.epoch_interval_ms.max(1);
         Duration::from_millis(end_ms).saturating_sub(self.start.elapsed())
     }
     pub(crate) fn log(&self) -> &Arc<Log> {
