@@ -19,6 +19,8 @@
 //! 120 000, about 110 000 bids and auctions), `MILLPOND_EXACTLY_ONCE_KILLS`
 //! the number of kills (default 22), `MILLPOND_EXACTLY_ONCE_SEED` replays a run.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -27,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use millpond_log::{Log, LogOptions};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn millpond(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_millpond"));
@@ -179,14 +181,6 @@ fn topic_values(dir: &Path, topic: &str) -> Vec<String> {
     out
 }
 
-fn counted(rows: impl IntoIterator<Item = Value>) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for row in rows {
-        *out.entry(row.to_string()).or_insert(0) += 1;
-    }
-    out
-}
-
 /// The four views, recomputed from the input topics. Returns them and the
 /// number of malformed bids.
 fn recompute(dir: &Path) -> (BTreeMap<&'static str, BTreeMap<String, i64>>, u64) {
@@ -206,50 +200,7 @@ fn recompute(dir: &Path) -> (BTreeMap<&'static str, BTreeMap<String, i64>>, u64)
         let v: Value = serde_json::from_str(&value).unwrap();
         categories.insert(v["id"].as_u64().unwrap(), v["category"].as_u64().unwrap());
     }
-    let mut per_auction: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
-    let mut per_bidder: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    let mut per_category: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
-    for &(auction, bidder, price) in &bids {
-        per_auction.entry(auction).or_default().push((price, bidder));
-        per_bidder.entry(bidder).or_default().push(price);
-        if let Some(category) = categories.get(&auction) {
-            let entry = per_category.entry(*category).or_default();
-            entry.0 += 1;
-            entry.1 += price as i64;
-        }
-    }
-    let mut views = BTreeMap::new();
-    views.insert(
-        "bid_stats",
-        counted(per_auction.iter().map(|(auction, bids)| {
-            json!({"auction": auction, "bids": bids.len(), "volume": bids.iter().map(|b| b.0).sum::<u64>(),
-                   "top": bids.iter().map(|b| b.0).max()})
-        })),
-    );
-    views.insert(
-        "bidder_stats",
-        counted(per_bidder.iter().map(|(bidder, prices)| {
-            json!({"bidder": bidder, "bids": prices.len(), "low": prices.iter().min(), "high": prices.iter().max()})
-        })),
-    );
-    views.insert(
-        "category_stats",
-        counted(
-            per_category
-                .iter()
-                .map(|(category, (n, volume))| json!({"category": category, "bids": n, "volume": volume})),
-        ),
-    );
-    views.insert(
-        "top_bids",
-        counted(per_auction.iter().flat_map(|(auction, bids)| {
-            let mut sorted = bids.clone();
-            sorted.sort_unstable_by(|a, b| b.cmp(a));
-            sorted.truncate(3);
-            sorted.into_iter().map(move |(price, bidder)| json!({"auction": auction, "price": price, "bidder": bidder}))
-        })),
-    );
-    (views, malformed)
+    (common::nexmark_views(&bids, &categories), malformed)
 }
 
 fn view_rows(dir: &Path, view: &str) -> BTreeMap<String, i64> {

@@ -6,6 +6,8 @@
 //! from the input topics (read back with `millpond consume`) and against
 //! each other (a snapshot plus the later changes is the later view).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -130,14 +132,6 @@ fn read_view(dir: &Path, view: &str) -> BTreeMap<String, i64> {
     rows
 }
 
-fn counted(rows: impl IntoIterator<Item = Value>) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for row in rows {
-        *out.entry(row.to_string()).or_insert(0) += 1;
-    }
-    out
-}
-
 /// The values of every record of a topic, via `millpond consume`.
 fn consumed_values(dir: &Path, topic: &str) -> Vec<Value> {
     json_lines(&ok(dir, &["consume", topic, "--from-beginning"], ""))
@@ -156,50 +150,7 @@ fn recompute(dir: &Path) -> BTreeMap<&'static str, BTreeMap<String, i64>> {
         .iter()
         .map(|v| (v["id"].as_u64().unwrap(), v["category"].as_u64().unwrap()))
         .collect();
-    let mut per_auction: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
-    let mut per_bidder: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    let mut per_category: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for &(auction, bidder, price) in &bids {
-        per_auction.entry(auction).or_default().push((price, bidder));
-        per_bidder.entry(bidder).or_default().push(price);
-        if let Some(category) = categories.get(&auction) {
-            let entry = per_category.entry(*category).or_default();
-            entry.0 += 1;
-            entry.1 += price;
-        }
-    }
-    let mut views = BTreeMap::new();
-    views.insert(
-        "bid_stats",
-        counted(per_auction.iter().map(|(auction, bids)| {
-            let prices = bids.iter().map(|b| b.0);
-            json!({"auction": auction, "bids": bids.len(), "volume": prices.clone().sum::<u64>(), "top": prices.max()})
-        })),
-    );
-    views.insert(
-        "bidder_stats",
-        counted(per_bidder.iter().map(|(bidder, prices)| {
-            json!({"bidder": bidder, "bids": prices.len(), "low": prices.iter().min(), "high": prices.iter().max()})
-        })),
-    );
-    views.insert(
-        "category_stats",
-        counted(
-            per_category
-                .iter()
-                .map(|(category, (n, volume))| json!({"category": category, "bids": n, "volume": volume})),
-        ),
-    );
-    views.insert(
-        "top_bids",
-        counted(per_auction.iter().flat_map(|(auction, bids)| {
-            let mut sorted = bids.clone();
-            sorted.sort_unstable_by(|a, b| b.cmp(a));
-            sorted.truncate(3);
-            sorted.into_iter().map(move |(price, bidder)| json!({"auction": auction, "price": price, "bidder": bidder}))
-        })),
-    );
-    views
+    common::nexmark_views(&bids, &categories)
 }
 
 /// Checks a subscriber's output line by line and accumulates its changes.
