@@ -45,6 +45,7 @@ mod sink;
 mod source;
 mod stash;
 pub mod state;
+pub mod topics;
 pub mod view;
 
 /// A timestamp: the number of a checkpoint epoch. Epoch 0 is "nothing".
@@ -59,4 +60,5 @@ pub use error::{Error, Result};
 pub use runtime::{Job, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use sink::changelog_topic;
 pub use source::{DeadLetter, RawRecord, dead_letter_topic, json, raw};
+pub use topics::{RecordView, StoredRecord, TopicRecord, TopicSpec, Topics};
 pub use view::{Event, Snapshot, Subscription, ViewInfo, list_views, read_view};

@@ -1,0 +1,138 @@
+//! [`Topics`]: the part of the log that higher crates may touch — create a
+//! topic, append records durably, read a topic whole, delete it — without
+//! knowing the log's internals. The `sql` crate writes table changes and its
+//! catalog through it; jobs read topics only through sources.
+//!
+//! Invariant: [`Topics::append`] returns only after the records are synced
+//! to disk; an acknowledged append survives a crash.
+use std::path::Path;
+
+use millpond_log::{CleanupPolicy, Error as LogError, Header, Log, LogOptions, Record, TopicConfig};
+
+use crate::error::Result;
+
+pub use millpond_log::RecordView;
+
+/// How a topic is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub partitions: u32,
+    /// Compacted by key (the latest record per key is kept) rather than kept whole.
+    pub compacted: bool,
+}
+
+/// A record to append: key, value (`None` for a tombstone) and headers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicRecord {
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+/// A record read back, with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRecord {
+    pub partition: u32,
+    pub offset: u64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// The topics of a data directory, opened by this process (which holds the
+/// directory's lock until the value is dropped).
+#[derive(Debug)]
+pub struct Topics {
+    log: Log,
+}
+
+/// Bytes per fetch when reading a topic whole.
+const READ_BYTES_MAX: usize = 1 << 20;
+
+impl Topics {
+    /// Opens the log of `data_dir`. Fails with the log's `Locked` error while
+    /// another process (a running job) holds it.
+    pub fn open(data_dir: &Path) -> Result<Topics> {
+        Ok(Topics { log: Log::open(data_dir, LogOptions::default())? })
+    }
+
+    /// Creates `topic` unless it exists; returns whether it was created. An
+    /// existing topic keeps its layout.
+    pub fn ensure(&self, topic: &str, spec: TopicSpec) -> Result<bool> {
+        let config = TopicConfig {
+            partitions: spec.partitions,
+            cleanup_policy: if spec.compacted { CleanupPolicy::Compact } else { CleanupPolicy::Delete },
+            ..TopicConfig::default()
+        };
+        match self.log.create_topic(topic, config) {
+            Ok(()) => Ok(true),
+            Err(LogError::TopicExists(_)) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn exists(&self, topic: &str) -> bool {
+        self.log.topics().iter().any(|t| t == topic)
+    }
+
+    /// The number of partitions of `topic`.
+    pub fn partitions(&self, topic: &str) -> Result<u32> {
+        Ok(self.log.describe(topic)?.len() as u32)
+    }
+
+    /// Appends `records` (routed by key, Kafka's partitioner) and syncs every
+    /// partition written before returning.
+    pub fn append(&self, topic: &str, records: Vec<TopicRecord>) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let now_ms = self.log.clock().now_ms();
+        let records: Vec<Record> = records
+            .into_iter()
+            .map(|r| Record {
+                key: r.key,
+                value: r.value,
+                timestamp_ms: now_ms,
+                headers: r.headers.into_iter().map(|(key, value)| Header { key, value: Some(value) }).collect(),
+            })
+            .collect();
+        let appended = self.log.produce(topic, &records)?;
+        for info in &appended {
+            self.log.sync(topic, info.partition)?;
+        }
+        Ok(())
+    }
+
+    /// Every record of `topic`, partition by partition, in offset order.
+    pub fn read_all(&self, topic: &str) -> Result<Vec<StoredRecord>> {
+        let mut out = Vec::new();
+        for partition in 0..self.partitions(topic)? {
+            let high = self.log.high_watermark(topic, partition)?;
+            let mut offset = self.log.low_watermark(topic, partition)?;
+            while offset < high {
+                let fetch = self.log.fetch(topic, partition, offset, READ_BYTES_MAX)?;
+                let before = offset;
+                for record in fetch.records().filter(|r| r.offset >= before && r.offset < high) {
+                    out.push(StoredRecord {
+                        partition,
+                        offset: record.offset,
+                        key: record.key.map(<[u8]>::to_vec),
+                        value: record.value.map(<[u8]>::to_vec),
+                    });
+                }
+                offset = fetch.next_offset().max(offset);
+                if offset == before {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes `topic` if it exists.
+    pub fn delete(&self, topic: &str) -> Result<()> {
+        match self.log.delete_topic(topic) {
+            Ok(()) | Err(LogError::UnknownTopic(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
