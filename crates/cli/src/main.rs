@@ -14,6 +14,7 @@ mod generate;
 mod job;
 mod produce;
 mod progress;
+mod sql;
 mod time;
 mod topic;
 mod view;
@@ -56,6 +57,10 @@ enum Command {
     View(view::ViewCommand),
     /// Follow a view's changes: a snapshot, then one JSON line per change.
     Subscribe(view::SubscribeArgs),
+    /// Execute a SQL definition file, then maintain its materialized views.
+    Run(sql::RunArgs),
+    /// Execute SQL statements (DDL, INSERT, UPDATE, DELETE) against the data directory.
+    Sql(sql::SqlArgs),
     /// Measure throughput and latency, side by side with the raw disk.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -76,6 +81,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Job(command) => job::run(&cli.data_dir, command),
         Command::View(command) => view::run(&cli.data_dir, command),
         Command::Subscribe(args) => view::subscribe(&cli.data_dir, &args),
+        Command::Run(args) => sql::run_file(&cli.data_dir, &args),
+        Command::Sql(args) => sql::run_statement(&cli.data_dir, &args),
     }
 }
 

@@ -79,6 +79,11 @@ impl Topics {
         Ok(self.log.describe(topic)?.len() as u32)
     }
 
+    /// The offset the next record of `topic`'s `partition` will get.
+    pub fn end_offset(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.log.high_watermark(topic, partition)?)
+    }
+
     /// Appends `records` (routed by key, Kafka's partitioner) and syncs every
     /// partition written before returning.
     pub fn append(&self, topic: &str, records: Vec<TopicRecord>) -> Result<()> {

@@ -1,0 +1,72 @@
+//! `millpond run FILE.sql` and `millpond sql "STATEMENT"`: SQL definition
+//! files and statements over the data directory.
+//!
+//! `run` executes the file's statements against the catalog (idempotent:
+//! the same definitions again change nothing, and the file's INSERT, UPDATE
+//! and DELETE statements are applied once per data directory), then runs
+//! every materialized view of the catalog until interrupted, resuming from
+//! the last checkpoint after a crash.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+use millpond_sql::Session;
+
+use crate::job::{JobArgs, config};
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The SQL definition file.
+    file: PathBuf,
+    #[command(flatten)]
+    job: JobArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SqlArgs {
+    /// One or more statements (CREATE, DROP, INSERT, UPDATE, DELETE).
+    statement: String,
+}
+
+/// Executes `sql` in a session, rendering an SQL error against the text.
+fn execute(data_dir: &Path, sql: &str, file: Option<&str>, once: bool) -> Result<Session> {
+    let mut session = Session::open(data_dir)?;
+    match session.execute(sql, file, once) {
+        Ok(outcomes) => {
+            for outcome in outcomes {
+                eprintln!("{outcome}");
+            }
+            Ok(session)
+        }
+        // main prints "error: " itself.
+        Err(e) => Err(anyhow!("{}", e.render(sql).trim_start_matches("error: "))),
+    }
+}
+
+pub(crate) fn run_file(data_dir: &Path, args: &RunArgs) -> Result<()> {
+    let sql = std::fs::read_to_string(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let session = execute(data_dir, &sql, Some(&args.file.display().to_string()), true)?;
+    let views = session.compile()?;
+    // The job opens the log itself.
+    drop(session);
+    if views.is_empty() {
+        eprintln!("no materialized views to maintain");
+        return Ok(());
+    }
+    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+    eprintln!("maintaining {}", names.join(", "));
+    let stats = millpond_sql::run(config(data_dir, &args.job, Arc::new(AtomicBool::new(false))), views)?;
+    eprintln!(
+        "read {} records ({} dead letters); epochs {}..={} committed",
+        stats.records, stats.dead_letters, stats.first_epoch, stats.committed_epoch
+    );
+    Ok(())
+}
+
+pub(crate) fn run_statement(data_dir: &Path, args: &SqlArgs) -> Result<()> {
+    execute(data_dir, &args.statement, None, false)?;
+    Ok(())
+}

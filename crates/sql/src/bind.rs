@@ -1,0 +1,2032 @@
+//! Binding: a parsed query against the catalog, to a typed [`Rel`] plan.
+//!
+//! Names are resolved here (with a suggestion when one is misspelled),
+//! types are checked and implicit conversions made explicit, views are
+//! inlined, and SQL shapes the dataflow runs differently are recognised:
+//! `ROW_NUMBER() ... WHERE rn <= k` and `ORDER BY ... LIMIT k` become top-k,
+//! equalities in `ON`/`WHERE` become join keys.
+//!
+//! Invariant: whatever binds is computed exactly as SQL defines it; what
+//! cannot be is refused with "not supported: ...", never approximated.
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use sqlparser::ast::{self, Spanned};
+
+use crate::catalog::{Catalog, ObjectKind, suggestion};
+use crate::error::{Error, Location, Result};
+use crate::eval::eval;
+use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey};
+use crate::time;
+use crate::value::{Type, Value, cast, parse_decimal};
+
+/// Views inline views; this bounds the nesting (and catches cycles).
+const VIEW_DEPTH_MAX: usize = 32;
+
+#[derive(Clone, Debug)]
+pub(crate) struct ScopeColumn {
+    pub(crate) table: Option<String>,
+    pub(crate) name: String,
+    pub(crate) ty: Type,
+}
+
+/// The columns visible at a point of a query, in the order of the rows.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scope {
+    pub(crate) columns: Vec<ScopeColumn>,
+}
+
+/// A bound relation: its plan and its output columns.
+#[derive(Clone, Debug)]
+pub(crate) struct Bound {
+    pub(crate) rel: Rel,
+    pub(crate) scope: Scope,
+}
+
+/// How expressions are bound: over rows, or over groups.
+enum Context<'a> {
+    Rows(&'a Scope),
+    Groups { input: &'a Scope, group: &'a [(Expr, Type)], aggregates: &'a mut Vec<AggregateCall> },
+}
+
+pub(crate) struct Binder<'a> {
+    catalog: &'a Catalog,
+    file: Option<Arc<str>>,
+    /// Where the statement starts, for nodes that carry no span.
+    statement: Location,
+    ctes: Vec<BTreeMap<String, (ast::Query, Option<ast::TableAlias>)>>,
+    view_depth: usize,
+    /// Every catalog object the bound query reads, directly or through views.
+    pub(crate) dependencies: BTreeSet<String>,
+}
+
+/// An identifier as SQL compares it: unquoted names are case-insensitive.
+pub(crate) fn normalize(ident: &ast::Ident) -> String {
+    if ident.quote_style.is_some() { ident.value.clone() } else { ident.value.to_lowercase() }
+}
+
+fn object_name(name: &ast::ObjectName) -> Option<&ast::Ident> {
+    match name.0.as_slice() {
+        [ast::ObjectNamePart::Identifier(ident)] => Some(ident),
+        _ => None,
+    }
+}
+
+fn is_aggregate_name(name: &str) -> bool {
+    matches!(name, "count" | "sum" | "min" | "max" | "avg")
+}
+
+fn function_name(function: &ast::Function) -> String {
+    object_name(&function.name).map(normalize).unwrap_or_else(|| function.name.to_string().to_lowercase())
+}
+
+/// Whether an expression contains an aggregate call (outside subqueries).
+fn contains_aggregate(expr: &ast::Expr) -> bool {
+    use ast::Expr as E;
+    match expr {
+        E::Function(f) => {
+            (f.over.is_none() && is_aggregate_name(&function_name(f)))
+                || function_args(f).iter().any(|a| matches!(a, FunctionArgument::Expr(e) if contains_aggregate(e)))
+        }
+        E::BinaryOp { left, right, .. } => contains_aggregate(left) || contains_aggregate(right),
+        E::UnaryOp { expr, .. }
+        | E::Nested(expr)
+        | E::IsNull(expr)
+        | E::IsNotNull(expr)
+        | E::IsTrue(expr)
+        | E::IsFalse(expr)
+        | E::IsNotTrue(expr)
+        | E::IsNotFalse(expr)
+        | E::Cast { expr, .. }
+        | E::Extract { expr, .. }
+        | E::Ceil { expr, .. }
+        | E::Floor { expr, .. } => contains_aggregate(expr),
+        E::Case { operand, conditions, else_result, .. } => {
+            operand.as_deref().is_some_and(contains_aggregate)
+                || conditions.iter().any(|c| contains_aggregate(&c.condition) || contains_aggregate(&c.result))
+                || else_result.as_deref().is_some_and(contains_aggregate)
+        }
+        E::Between { expr, low, high, .. } => {
+            contains_aggregate(expr) || contains_aggregate(low) || contains_aggregate(high)
+        }
+        E::In { expr, target: ast::InTarget::List(list), .. } => {
+            contains_aggregate(expr) || list.iter().any(contains_aggregate)
+        }
+        E::Like { expr, pattern, .. } | E::ILike { expr, pattern, .. } => {
+            contains_aggregate(expr) || contains_aggregate(pattern)
+        }
+        E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => contains_aggregate(a) || contains_aggregate(b),
+        E::Substring { expr, substring_from, substring_for, .. } => {
+            contains_aggregate(expr)
+                || substring_from.as_deref().is_some_and(contains_aggregate)
+                || substring_for.as_deref().is_some_and(contains_aggregate)
+        }
+        E::Trim { expr, trim_what, .. } => {
+            contains_aggregate(expr) || trim_what.as_deref().is_some_and(contains_aggregate)
+        }
+        E::Position { expr, r#in } => contains_aggregate(expr) || contains_aggregate(r#in),
+        _ => false,
+    }
+}
+
+enum FunctionArgument<'e> {
+    Expr(&'e ast::Expr),
+    Star,
+}
+
+fn function_args(function: &ast::Function) -> Vec<FunctionArgument<'_>> {
+    match &function.args {
+        ast::FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|arg| match arg {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))
+                | ast::FunctionArg::Named { arg: ast::FunctionArgExpr::Expr(e), .. } => FunctionArgument::Expr(e),
+                _ => FunctionArgument::Star,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Maps a declared SQL type to ours.
+pub(crate) fn data_type(data_type: &ast::DataType) -> Option<Type> {
+    use ast::DataType as D;
+    Some(match data_type {
+        D::Bool | D::Boolean => Type::Bool,
+        D::TinyInt(_)
+        | D::SmallInt(_)
+        | D::Int(_)
+        | D::Int2(_)
+        | D::Int4(_)
+        | D::Int8(_)
+        | D::Int16
+        | D::Int32
+        | D::Int64
+        | D::Integer(_)
+        | D::BigInt(_) => Type::Int,
+        D::Float(_) | D::Float4 | D::Float8 | D::Float32 | D::Float64 | D::Real | D::Double(_) | D::DoublePrecision => {
+            Type::Double
+        }
+        D::Numeric(info) | D::Decimal(info) | D::Dec(info) => {
+            let (precision, scale) = match info {
+                ast::ExactNumberInfo::None => (38, 6),
+                ast::ExactNumberInfo::Precision(p) => (*p, 0),
+                ast::ExactNumberInfo::PrecisionAndScale(p, s) => (*p, u64::try_from(*s).ok()?),
+            };
+            if !(1..=38).contains(&precision) || scale > precision || scale > 6 {
+                return None;
+            }
+            Type::Decimal { precision: precision as u8, scale: scale as u8 }
+        }
+        D::Text
+        | D::String(_)
+        | D::Varchar(_)
+        | D::CharVarying(_)
+        | D::CharacterVarying(_)
+        | D::Char(_)
+        | D::Character(_) => Type::Text,
+        D::Timestamp(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) | D::Datetime(_) => {
+            Type::Timestamp
+        }
+        D::Date => Type::Date,
+        D::Interval { .. } => Type::Interval,
+        _ => return None,
+    })
+}
+
+fn literal_int(expr: &Expr) -> Option<i64> {
+    match expr {
+        Expr::Literal(Value::Int(i)) => Some(*i),
+        _ => None,
+    }
+}
+
+/// Splits a predicate into its AND-ed parts.
+fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
+    match expr {
+        Expr::Binary(BinaryOp::And, l, r) => {
+            conjuncts(*l, out);
+            conjuncts(*r, out);
+        }
+        other => out.push(other),
+    }
+}
+
+fn and_all(mut parts: Vec<Expr>) -> Option<Expr> {
+    let first = parts.pop()?;
+    Some(parts.into_iter().rev().fold(first, |acc, e| Expr::binary(BinaryOp::And, e, acc)))
+}
+
+fn shift(mut expr: Expr, by: usize) -> Expr {
+    expr.map_columns(&mut |c| c - by);
+    expr
+}
+
+/// A join ON condition split against a left width: key pairs, and the
+/// conjuncts reading only the left, only the right, or both sides.
+#[derive(Default)]
+struct JoinCondition {
+    left_keys: Vec<Expr>,
+    right_keys: Vec<Expr>,
+    left_only: Vec<Expr>,
+    right_only: Vec<Expr>,
+    both: Vec<Expr>,
+}
+
+fn split_condition(parts: Vec<Expr>, left_width: usize) -> JoinCondition {
+    let mut out = JoinCondition::default();
+    for part in parts {
+        let columns = part.columns();
+        let in_left = |cols: &[usize]| cols.iter().all(|c| *c < left_width);
+        let in_right = |cols: &[usize]| cols.iter().all(|c| *c >= left_width);
+        if let Expr::Binary(BinaryOp::Eq, a, b) = &part {
+            let (ca, cb) = (a.columns(), b.columns());
+            if !ca.is_empty() && !cb.is_empty() {
+                if in_left(&ca) && in_right(&cb) {
+                    out.left_keys.push((**a).clone());
+                    out.right_keys.push(shift((**b).clone(), left_width));
+                    continue;
+                }
+                if in_right(&ca) && in_left(&cb) {
+                    out.left_keys.push((**b).clone());
+                    out.right_keys.push(shift((**a).clone(), left_width));
+                    continue;
+                }
+            }
+        }
+        if columns.is_empty() {
+            out.both.push(part);
+        } else if in_left(&columns) {
+            out.left_only.push(part);
+        } else if in_right(&columns) {
+            out.right_only.push(shift(part, left_width));
+        } else {
+            out.both.push(part);
+        }
+    }
+    out
+}
+
+impl<'a> Binder<'a> {
+    pub(crate) fn new(catalog: &'a Catalog, file: Option<Arc<str>>, statement: Location) -> Binder<'a> {
+        Binder { catalog, file, statement, ctes: Vec::new(), view_depth: 0, dependencies: BTreeSet::new() }
+    }
+
+    fn location(&self, span: sqlparser::tokenizer::Span) -> Location {
+        if span.start.line == 0 {
+            return self.statement.clone();
+        }
+        Location { file: self.file.clone(), line: span.start.line, column: span.start.column }
+    }
+    fn error(&self, span: sqlparser::tokenizer::Span, message: impl Into<String>) -> Error {
+        Error::sql(self.location(span), message)
+    }
+    fn unsupported(&self, span: sqlparser::tokenizer::Span, what: impl std::fmt::Display) -> Error {
+        Error::sql(self.location(span), format!("not supported: {what}"))
+    }
+
+    /// Binds a query to a plan; output column names must be unique when
+    /// `unique_names` (a view's columns become JSON fields).
+    pub(crate) fn bind_view_query(&mut self, query: &ast::Query) -> Result<Bound> {
+        let bound = self.bind_query(query)?;
+        let mut seen = BTreeSet::new();
+        for column in &bound.scope.columns {
+            if !seen.insert(column.name.as_str()) {
+                return Err(self.error(
+                    query.span(),
+                    format!("the view has two columns named \"{}\"; give one of them an alias with AS", column.name),
+                ));
+            }
+        }
+        self.check_top_k(&bound.rel)?;
+        Ok(bound)
+    }
+
+    /// Binds a row-level expression (no aggregates) over `scope`.
+    pub(crate) fn bind_scalar(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        if contains_aggregate(expr) {
+            return Err(self.error(expr.span(), "aggregate functions are not allowed here"));
+        }
+        Ok(self.bind_expr(expr, &mut Context::Rows(scope))?.0)
+    }
+
+    /// Every ROW_NUMBER() must have been limited by an outer filter.
+    fn check_top_k(&self, rel: &Rel) -> Result<()> {
+        match rel {
+            Rel::TopK { limit: None, location, .. } => Err(Error::sql(
+                location.clone(),
+                "not supported: ROW_NUMBER() without a filter on it: keep the top rows with \
+                 `WHERE rn <= k` in an outer query (a view cannot hold every row's rank)",
+            )),
+            Rel::Get { .. } | Rel::Unit => Ok(()),
+            Rel::Project { input, .. }
+            | Rel::Filter { input, .. }
+            | Rel::Aggregate { input, .. }
+            | Rel::Distinct { input }
+            | Rel::TopK { input, .. }
+            | Rel::Window { input, .. } => self.check_top_k(input),
+            Rel::Join { left, right, .. } => {
+                self.check_top_k(left)?;
+                self.check_top_k(right)
+            }
+            Rel::UnionAll { inputs } => inputs.iter().try_for_each(|i| self.check_top_k(i)),
+        }
+    }
+
+    pub(crate) fn bind_query(&mut self, query: &ast::Query) -> Result<Bound> {
+        if let Some(with) = &query.with {
+            if with.recursive {
+                return Err(self.unsupported(query.span(), "WITH RECURSIVE"));
+            }
+            let mut ctes = BTreeMap::new();
+            for cte in &with.cte_tables {
+                ctes.insert(normalize(&cte.alias.name), (*cte.query.clone(), Some(cte.alias.clone())));
+            }
+            self.ctes.push(ctes);
+        }
+        let result = self.bind_query_body(query);
+        if query.with.is_some() {
+            self.ctes.pop();
+        }
+        result
+    }
+
+    fn bind_query_body(&mut self, query: &ast::Query) -> Result<Bound> {
+        if query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
+            return Err(self.unsupported(query.span(), "FETCH, FOR and locking clauses"));
+        }
+        let mut bound = self.bind_set_expr(&query.body)?;
+        let limit = match &query.limit_clause {
+            None => None,
+            Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) => {
+                if let Some(offset) = offset {
+                    return Err(self.unsupported(
+                        offset.value.span(),
+                        "OFFSET: a view keeps the first rows of an order (ORDER BY ... LIMIT k), not a page of them",
+                    ));
+                }
+                if !limit_by.is_empty() {
+                    return Err(self.unsupported(query.span(), "LIMIT BY"));
+                }
+                match limit {
+                    None => None,
+                    Some(limit) => {
+                        let (value, _) = self.bind_expr(limit, &mut Context::Rows(&Scope::default()))?;
+                        match literal_int(&value) {
+                            Some(k) if k >= 0 => Some((k as usize, limit.span())),
+                            _ => return Err(self.error(limit.span(), "LIMIT takes a non-negative integer")),
+                        }
+                    }
+                }
+            }
+            Some(other) => return Err(self.unsupported(query.span(), format!("{other}"))),
+        };
+        let order = match &query.order_by {
+            None => Vec::new(),
+            Some(order_by) => match &order_by.kind {
+                ast::OrderByKind::Expressions(exprs) => exprs.clone(),
+                ast::OrderByKind::All(_) => return Err(self.unsupported(query.span(), "ORDER BY ALL")),
+            },
+        };
+        match (order.is_empty(), limit) {
+            (true, None) => {}
+            (false, None) => {
+                return Err(self.error(
+                    order[0].expr.span(),
+                    "not supported: ORDER BY without LIMIT: a view is an unordered set of rows; order them when \
+                     you read the view, or add LIMIT k to keep the first k rows (a top-k)",
+                ));
+            }
+            (_, Some((k, _))) => {
+                let keys = self.bind_sort_keys(&order, &bound.scope)?;
+                bound.rel = Rel::TopK {
+                    input: Box::new(bound.rel),
+                    partition: Vec::new(),
+                    order: keys,
+                    limit: Some(k),
+                    row_number: false,
+                    input_width: bound.scope.columns.len(),
+                    location: self.location(query.span()),
+                };
+            }
+        }
+        Ok(bound)
+    }
+
+    fn bind_sort_keys(&mut self, order: &[ast::OrderByExpr], scope: &Scope) -> Result<Vec<SortKey>> {
+        let mut keys = Vec::new();
+        for item in order {
+            if matches!(item.options.sort, Some(ast::OrderBySort::Using(_))) {
+                return Err(self.unsupported(item.expr.span(), "ORDER BY ... USING"));
+            }
+            if item.with_fill.is_some() {
+                return Err(self.unsupported(item.expr.span(), "WITH FILL"));
+            }
+            // ORDER BY 2: the second output column.
+            let expr = match &item.expr {
+                ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
+                    let (e, _) = self.bind_expr(&item.expr, &mut Context::Rows(&Scope::default()))?;
+                    match literal_int(&e) {
+                        Some(n) if n >= 1 && (n as usize) <= scope.columns.len() => Expr::Column(n as usize - 1),
+                        _ => return Err(self.error(item.expr.span(), "ORDER BY position is not a column number")),
+                    }
+                }
+                other => self.bind_expr(other, &mut Context::Rows(scope))?.0,
+            };
+            let descending = matches!(item.options.sort, Some(ast::OrderBySort::Desc));
+            // NULLs sort first ascending (they are the least value), as in SQLite.
+            let nulls_first = item.options.nulls_first.unwrap_or(!descending);
+            keys.push(SortKey { expr, descending, nulls_first });
+        }
+        Ok(keys)
+    }
+
+    fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<Bound> {
+        match body {
+            ast::SetExpr::Select(select) => self.bind_select(select),
+            ast::SetExpr::Query(query) => self.bind_query(query),
+            ast::SetExpr::SetOperation { left, op, set_quantifier, right } => {
+                let op_span = body.span();
+                if *op != ast::SetOperator::Union {
+                    return Err(self.unsupported(op_span, format!("{op} (only UNION and UNION ALL)")));
+                }
+                let left = self.bind_set_expr(left)?;
+                let right = self.bind_set_expr(right)?;
+                if left.scope.columns.len() != right.scope.columns.len() {
+                    return Err(self.error(
+                        op_span,
+                        format!(
+                            "each UNION input must have the same number of columns: {} and {}",
+                            left.scope.columns.len(),
+                            right.scope.columns.len()
+                        ),
+                    ));
+                }
+                let mut types = Vec::new();
+                for (l, r) in left.scope.columns.iter().zip(&right.scope.columns) {
+                    let Some(common) = l.ty.common(r.ty) else {
+                        return Err(self.error(
+                            op_span,
+                            format!("UNION column \"{}\" is {} on one side and {} on the other", l.name, l.ty, r.ty),
+                        ));
+                    };
+                    types.push(common);
+                }
+                let conform = |bound: Bound| -> Rel {
+                    if bound.scope.columns.iter().zip(&types).all(|(c, t)| c.ty == *t) {
+                        return bound.rel;
+                    }
+                    let exprs = bound
+                        .scope
+                        .columns
+                        .iter()
+                        .zip(&types)
+                        .enumerate()
+                        .map(
+                            |(i, (c, t))| {
+                                if c.ty == *t { Expr::Column(i) } else { Expr::Cast(Box::new(Expr::Column(i)), *t) }
+                            },
+                        )
+                        .collect();
+                    Rel::Project { input: Box::new(bound.rel), exprs }
+                };
+                let mut scope = left.scope.clone();
+                for (column, ty) in scope.columns.iter_mut().zip(&types) {
+                    column.ty = *ty;
+                    column.table = None;
+                }
+                let union = Rel::UnionAll { inputs: vec![conform(left), conform(right)] };
+                let rel = match set_quantifier {
+                    ast::SetQuantifier::All => union,
+                    ast::SetQuantifier::None | ast::SetQuantifier::Distinct => Rel::Distinct { input: Box::new(union) },
+                    other => return Err(self.unsupported(op_span, format!("UNION {other}"))),
+                };
+                Ok(Bound { rel, scope })
+            }
+            ast::SetExpr::Values(_) => {
+                Err(self.unsupported(body.span(), "VALUES in a query (insert rows into a table instead)"))
+            }
+            other => Err(self.unsupported(other.span(), "this kind of query")),
+        }
+    }
+
+    fn bind_select(&mut self, select: &ast::Select) -> Result<Bound> {
+        let span = select.select_token.0.span;
+        if select.top.is_some() {
+            return Err(self.unsupported(span, "TOP (use ORDER BY ... LIMIT)"));
+        }
+        if select.into.is_some()
+            || !select.lateral_views.is_empty()
+            || select.prewhere.is_some()
+            || !select.cluster_by.is_empty()
+            || !select.distribute_by.is_empty()
+            || !select.sort_by.is_empty()
+            || select.qualify.is_some()
+            || !select.named_window.is_empty()
+            || !select.connect_by.is_empty()
+        {
+            return Err(self.unsupported(span, "INTO, LATERAL VIEW, QUALIFY, WINDOW and other dialect clauses"));
+        }
+        let distinct = match &select.distinct {
+            None | Some(ast::Distinct::All) => false,
+            Some(ast::Distinct::Distinct) => true,
+            Some(other) => return Err(self.unsupported(span, format!("{other}"))),
+        };
+
+        // FROM: a cross product of its items, joined left to right.
+        let mut from: Option<Bound> = None;
+        for item in &select.from {
+            let right = self.bind_table_with_joins(item)?;
+            from = Some(match from {
+                None => right,
+                Some(left) => self.cross_join(left, right),
+            });
+        }
+        let mut from = from.unwrap_or(Bound { rel: Rel::Unit, scope: Scope::default() });
+
+        if let Some(selection) = &select.selection {
+            if contains_aggregate(selection) {
+                return Err(self.error(
+                    selection.span(),
+                    "aggregate functions are not allowed in WHERE (filter groups with HAVING)",
+                ));
+            }
+            let (predicate, ty) = self.bind_expr(selection, &mut Context::Rows(&from.scope))?;
+            self.expect_bool(ty, selection.span(), "WHERE")?;
+            from.rel = self.apply_filter(from.rel, predicate);
+        }
+
+        let group_exprs: &[ast::Expr] = match &select.group_by {
+            ast::GroupByExpr::Expressions(exprs, modifiers) => {
+                if !modifiers.is_empty() {
+                    return Err(self.unsupported(span, "GROUP BY modifiers (ROLLUP, CUBE, ...)"));
+                }
+                exprs
+            }
+            ast::GroupByExpr::All(_) => return Err(self.unsupported(span, "GROUP BY ALL")),
+        };
+        let items = self.expand_projection(&select.projection, &from.scope)?;
+        let aggregating = !group_exprs.is_empty()
+            || select.having.is_some()
+            || items.iter().any(|(e, _)| matches!(e, Item::Expr(e) if contains_aggregate(e)));
+
+        let (rel, scope) = if aggregating {
+            self.bind_grouped(from, group_exprs, &items, select.having.as_ref())?
+        } else {
+            self.bind_rows(from, &items)?
+        };
+        let rel = if distinct { Rel::Distinct { input: Box::new(rel) } } else { rel };
+        Ok(Bound { rel, scope })
+    }
+
+    /// SELECT items with `*` expanded: expressions with their output names.
+    fn expand_projection<'q>(
+        &mut self,
+        projection: &'q [ast::SelectItem],
+        scope: &Scope,
+    ) -> Result<Vec<(Item<'q>, String)>> {
+        let mut items = Vec::new();
+        for item in projection {
+            match item {
+                ast::SelectItem::UnnamedExpr(expr) => items.push((Item::Expr(expr), output_name(expr))),
+                ast::SelectItem::ExprWithAlias { expr, alias } => items.push((Item::Expr(expr), normalize(alias))),
+                ast::SelectItem::Wildcard(options) => {
+                    if options.opt_exclude.is_some() || options.opt_except.is_some() || options.opt_replace.is_some() {
+                        return Err(self.unsupported(item.span(), "wildcard options"));
+                    }
+                    if scope.columns.is_empty() {
+                        return Err(self.error(item.span(), "SELECT * with no FROM clause"));
+                    }
+                    items.extend(scope.columns.iter().enumerate().map(|(i, c)| (Item::Column(i), c.name.clone())));
+                }
+                ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                    let table = object_name(name).map(normalize).unwrap_or_default();
+                    let before = items.len();
+                    items.extend(
+                        scope
+                            .columns
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, c)| c.table.as_deref() == Some(table.as_str()))
+                            .map(|(i, c)| (Item::Column(i), c.name.clone())),
+                    );
+                    if items.len() == before {
+                        return Err(self.unknown_table(&table, item.span(), scope));
+                    }
+                }
+                other => return Err(self.unsupported(other.span(), "this select item")),
+            }
+        }
+        Ok(items)
+    }
+
+    fn unknown_table(&self, table: &str, span: sqlparser::tokenizer::Span, scope: &Scope) -> Error {
+        let tables: BTreeSet<&str> = scope.columns.iter().filter_map(|c| c.table.as_deref()).collect();
+        let hint =
+            suggestion(table, tables.iter().copied()).map(|s| format!("; did you mean \"{s}\"?")).unwrap_or_default();
+        self.error(span, format!("no table \"{table}\" in FROM{hint}"))
+    }
+
+    fn bind_rows(&mut self, from: Bound, items: &[(Item<'_>, String)]) -> Result<(Rel, Scope)> {
+        let width = from.scope.columns.len();
+        let mut rel = from.rel;
+        let mut exprs = Vec::new();
+        let mut columns = Vec::new();
+        let mut row_number_seen = false;
+        for (item, name) in items {
+            let (expr, ty, table) = match item {
+                Item::Column(i) => (Expr::Column(*i), from.scope.columns[*i].ty, from.scope.columns[*i].table.clone()),
+                Item::Expr(ast::Expr::Function(function)) if function.over.is_some() => {
+                    if row_number_seen {
+                        return Err(self.unsupported(function.span(), "more than one window function in a SELECT"));
+                    }
+                    row_number_seen = true;
+                    rel = self.bind_row_number(rel, function, &from.scope)?;
+                    (Expr::Column(width), Type::Int, None)
+                }
+                Item::Expr(e) => {
+                    let (expr, ty) = self.bind_expr(e, &mut Context::Rows(&from.scope))?;
+                    (expr, ty, None)
+                }
+            };
+            exprs.push(expr);
+            columns.push(ScopeColumn { table, name: name.clone(), ty });
+        }
+        let identity = exprs.len() == width && exprs.iter().enumerate().all(|(i, e)| *e == Expr::Column(i));
+        let rel = if identity && !row_number_seen { rel } else { Rel::Project { input: Box::new(rel), exprs } };
+        Ok((rel, Scope { columns }))
+    }
+
+    fn bind_row_number(&mut self, input: Rel, function: &ast::Function, scope: &Scope) -> Result<Rel> {
+        let name = function_name(function);
+        if name != "row_number" {
+            return Err(self.unsupported(function.span(), format!("the window function {name}() (only ROW_NUMBER())")));
+        }
+        if !function_args(function).is_empty() {
+            return Err(self.error(function.span(), "ROW_NUMBER() takes no arguments"));
+        }
+        let spec = match &function.over {
+            Some(ast::WindowType::WindowSpec(spec)) => spec,
+            _ => return Err(self.unsupported(function.span(), "named windows")),
+        };
+        if spec.window_frame.is_some() {
+            return Err(self.unsupported(function.span(), "window frames"));
+        }
+        if spec.order_by.is_empty() {
+            return Err(self.error(function.span(), "ROW_NUMBER() needs an ORDER BY in its OVER clause"));
+        }
+        let partition = spec
+            .partition_by
+            .iter()
+            .map(|e| Ok(self.bind_expr(e, &mut Context::Rows(scope))?.0))
+            .collect::<Result<Vec<_>>>()?;
+        let order = self.bind_sort_keys(&spec.order_by, scope)?;
+        Ok(Rel::TopK {
+            input: Box::new(input),
+            partition,
+            order,
+            limit: None,
+            row_number: true,
+            input_width: scope.columns.len(),
+            location: self.location(function.span()),
+        })
+    }
+
+    fn bind_grouped(
+        &mut self,
+        from: Bound,
+        group_exprs: &[ast::Expr],
+        items: &[(Item<'_>, String)],
+        having: Option<&ast::Expr>,
+    ) -> Result<(Rel, Scope)> {
+        let mut group: Vec<(Expr, Type)> = Vec::new();
+        for e in group_exprs {
+            if contains_aggregate(e) {
+                return Err(self.error(e.span(), "aggregate functions are not allowed in GROUP BY"));
+            }
+            // GROUP BY 1, or by an output alias when no input column has the name.
+            let bound = match e {
+                ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
+                    let (n, _) = self.bind_expr(e, &mut Context::Rows(&Scope::default()))?;
+                    match literal_int(&n).and_then(|n| items.get((n as usize).wrapping_sub(1))) {
+                        Some((Item::Expr(item), _)) if !contains_aggregate(item) => {
+                            self.bind_expr(item, &mut Context::Rows(&from.scope))?
+                        }
+                        Some((Item::Column(i), _)) => (Expr::Column(*i), from.scope.columns[*i].ty),
+                        _ => return Err(self.error(e.span(), "GROUP BY position is not a column of the SELECT list")),
+                    }
+                }
+                ast::Expr::Identifier(ident)
+                    if !from.scope.columns.iter().any(|c| c.name == normalize(ident))
+                        && items.iter().any(|(_, name)| *name == normalize(ident)) =>
+                {
+                    let (item, _) = items.iter().find(|(_, name)| *name == normalize(ident)).expect("found above");
+                    match item {
+                        Item::Expr(item) if !contains_aggregate(item) => {
+                            self.bind_expr(item, &mut Context::Rows(&from.scope))?
+                        }
+                        _ => return Err(self.error(e.span(), "GROUP BY cannot name an aggregate")),
+                    }
+                }
+                _ => self.bind_expr(e, &mut Context::Rows(&from.scope))?,
+            };
+            if !group.iter().any(|(g, _)| *g == bound.0) {
+                group.push(bound);
+            }
+        }
+        let mut aggregates = Vec::new();
+        let mut exprs = Vec::new();
+        let mut columns = Vec::new();
+        for (item, name) in items {
+            let (expr, ty) = match item {
+                Item::Column(i) => {
+                    let column = Expr::Column(*i);
+                    match group.iter().position(|(g, _)| *g == column) {
+                        Some(g) => (Expr::Column(g), group[g].1),
+                        None => return Err(self.not_grouped(&from.scope.columns[*i].name, self.statement.clone())),
+                    }
+                }
+                Item::Expr(e) => {
+                    if let ast::Expr::Function(f) = e
+                        && f.over.is_some()
+                    {
+                        return Err(self.unsupported(e.span(), "window functions together with GROUP BY"));
+                    }
+                    let mut context =
+                        Context::Groups { input: &from.scope, group: &group, aggregates: &mut aggregates };
+                    self.bind_expr(e, &mut context)?
+                }
+            };
+            exprs.push(expr);
+            columns.push(ScopeColumn { table: None, name: name.clone(), ty });
+        }
+        let having = match having {
+            None => None,
+            Some(h) => {
+                let mut context = Context::Groups { input: &from.scope, group: &group, aggregates: &mut aggregates };
+                let (predicate, ty) = self.bind_expr(h, &mut context)?;
+                self.expect_bool(ty, h.span(), "HAVING")?;
+                Some(predicate)
+            }
+        };
+        let mut rel = Rel::Aggregate {
+            input: Box::new(from.rel),
+            group: group.into_iter().map(|(e, _)| e).collect(),
+            aggregates,
+        };
+        if let Some(predicate) = having {
+            rel = Rel::Filter { input: Box::new(rel), predicate };
+        }
+        Ok((Rel::Project { input: Box::new(rel), exprs }, Scope { columns }))
+    }
+
+    fn not_grouped(&self, column: &str, location: Location) -> Error {
+        Error::sql(location, format!("column \"{column}\" must appear in GROUP BY or be used in an aggregate function"))
+    }
+
+    fn expect_bool(&self, ty: Type, span: sqlparser::tokenizer::Span, clause: &str) -> Result<()> {
+        if matches!(ty, Type::Bool | Type::Null) {
+            Ok(())
+        } else {
+            Err(self.error(span, format!("{clause} needs a BOOLEAN condition, not {ty}")))
+        }
+    }
+
+    /// Adds a filter, first using its parts where the plan can: an equality
+    /// across an inner join becomes a join key; `rn <= k` bounds a ROW_NUMBER.
+    fn apply_filter(&self, mut rel: Rel, predicate: Expr) -> Rel {
+        let mut parts = Vec::new();
+        conjuncts(predicate, &mut parts);
+        let mut kept = Vec::new();
+        for part in parts {
+            if let Some(column_and_k) = row_number_bound(&part) {
+                limit_row_number(&mut rel, column_and_k.0, column_and_k.1);
+                kept.push(part);
+                continue;
+            }
+            if let Some(rest) = push_into_join(&mut rel, part) {
+                kept.push(rest);
+            }
+        }
+        match and_all(kept) {
+            Some(predicate) => Rel::Filter { input: Box::new(rel), predicate },
+            None => rel,
+        }
+    }
+
+    fn cross_join(&self, left: Bound, right: Bound) -> Bound {
+        let (left_width, right_width) = (left.scope.columns.len(), right.scope.columns.len());
+        let mut scope = left.scope;
+        scope.columns.extend(right.scope.columns);
+        Bound {
+            rel: Rel::Join {
+                kind: JoinKind::Inner,
+                left: Box::new(left.rel),
+                right: Box::new(right.rel),
+                left_keys: Vec::new(),
+                right_keys: Vec::new(),
+                left_width,
+                right_width,
+            },
+            scope,
+        }
+    }
+
+    fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins) -> Result<Bound> {
+        let mut left = self.bind_table_factor(&item.relation)?;
+        for join in &item.joins {
+            let right = self.bind_table_factor(&join.relation)?;
+            use ast::JoinOperator as J;
+            let (kind, constraint) = match &join.join_operator {
+                J::Join(c) | J::Inner(c) => ("inner", Some(c)),
+                J::Left(c) | J::LeftOuter(c) => ("left", Some(c)),
+                J::Right(c) | J::RightOuter(c) => ("right", Some(c)),
+                J::FullOuter(c) => ("full", Some(c)),
+                J::CrossJoin(ast::JoinConstraint::None) => ("inner", None),
+                other => return Err(self.unsupported(join.relation.span(), format!("this join ({other:?})"))),
+            };
+            left = self.bind_join(left, right, kind, constraint, join.relation.span())?;
+        }
+        Ok(left)
+    }
+
+    fn bind_join(
+        &mut self,
+        left: Bound,
+        right: Bound,
+        kind: &str,
+        constraint: Option<&ast::JoinConstraint>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<Bound> {
+        let left_width = left.scope.columns.len();
+        let mut scope = left.scope.clone();
+        scope.columns.extend(right.scope.columns.iter().cloned());
+        let mut parts = Vec::new();
+        match constraint {
+            None | Some(ast::JoinConstraint::None) => {}
+            Some(ast::JoinConstraint::On(on)) => {
+                if contains_aggregate(on) {
+                    return Err(self.error(on.span(), "aggregate functions are not allowed in ON"));
+                }
+                let (predicate, ty) = self.bind_expr(on, &mut Context::Rows(&scope))?;
+                self.expect_bool(ty, on.span(), "ON")?;
+                conjuncts(predicate, &mut parts);
+            }
+            Some(ast::JoinConstraint::Using(names)) => {
+                for name in names {
+                    let Some(ident) = object_name(name) else {
+                        return Err(self.error(span, "USING takes column names"));
+                    };
+                    let column = normalize(ident);
+                    let find = |s: &Scope| s.columns.iter().position(|c| c.name == column);
+                    let (Some(l), Some(r)) = (find(&left.scope), find(&right.scope)) else {
+                        return Err(self.error(ident.span, format!("USING column \"{column}\" is not on both sides")));
+                    };
+                    parts.push(Expr::binary(BinaryOp::Eq, Expr::Column(l), Expr::Column(left_width + r)));
+                }
+            }
+            Some(other) => return Err(self.unsupported(span, format!("join constraint {other:?}"))),
+        }
+        let split = split_condition(parts, left_width);
+        let JoinCondition { left_keys, right_keys, left_only, right_only, both } = split;
+        let right_width = right.scope.columns.len();
+        let join = |kind, left: Rel, right: Rel, left_keys, right_keys| Rel::Join {
+            kind,
+            left: Box::new(left),
+            right: Box::new(right),
+            left_keys,
+            right_keys,
+            left_width,
+            right_width,
+        };
+        let filtered = |rel: Rel, parts: Vec<Expr>| match and_all(parts) {
+            Some(predicate) => Rel::Filter { input: Box::new(rel), predicate },
+            None => rel,
+        };
+        let rel = match kind {
+            "inner" => {
+                let left_rel = filtered(left.rel, left_only);
+                let right_rel = filtered(right.rel, right_only);
+                filtered(join(JoinKind::Inner, left_rel, right_rel, left_keys, right_keys), both)
+            }
+            "left" | "right" | "full" => {
+                let outer_name = kind.to_uppercase();
+                if left_keys.is_empty() {
+                    return Err(self.unsupported(
+                        span,
+                        format!("{outer_name} JOIN without an equality between the two sides in ON"),
+                    ));
+                }
+                let preserved_side_condition = match kind {
+                    "left" => !left_only.is_empty(),
+                    "right" => !right_only.is_empty(),
+                    _ => !left_only.is_empty() || !right_only.is_empty(),
+                };
+                if !both.is_empty() || preserved_side_condition {
+                    return Err(self.unsupported(
+                        span,
+                        format!(
+                            "{outer_name} JOIN with an ON condition other than equalities between the two sides \
+                             and filters of the side whose rows may be missing (move it to WHERE or a subquery)"
+                        ),
+                    ));
+                }
+                match kind {
+                    "left" => join(JoinKind::Left, left.rel, filtered(right.rel, right_only), left_keys, right_keys),
+                    "full" => join(JoinKind::Full, left.rel, right.rel, left_keys, right_keys),
+                    _ => {
+                        // A RIGHT JOIN is a LEFT JOIN with the sides swapped, then the columns put back.
+                        let swapped = Rel::Join {
+                            kind: JoinKind::Left,
+                            left: Box::new(right.rel),
+                            right: Box::new(filtered(left.rel, left_only)),
+                            left_keys: right_keys,
+                            right_keys: left_keys,
+                            left_width: right_width,
+                            right_width: left_width,
+                        };
+                        let exprs = (0..left_width)
+                            .map(|i| Expr::Column(right_width + i))
+                            .chain((0..right_width).map(Expr::Column))
+                            .collect();
+                        Rel::Project { input: Box::new(swapped), exprs }
+                    }
+                }
+            }
+            _ => unreachable!("join kinds are listed above"),
+        };
+        Ok(Bound { rel, scope })
+    }
+
+    fn alias_scope(&self, mut scope: Scope, table: &str, alias: Option<&ast::TableAlias>) -> Result<Scope> {
+        let name = alias.map(|a| normalize(&a.name)).unwrap_or_else(|| table.to_owned());
+        if let Some(alias) = alias
+            && !alias.columns.is_empty()
+        {
+            if alias.columns.len() > scope.columns.len() {
+                return Err(self.error(
+                    alias.name.span,
+                    format!("\"{name}\" has {} columns but {} are named", scope.columns.len(), alias.columns.len()),
+                ));
+            }
+            for (column, def) in scope.columns.iter_mut().zip(&alias.columns) {
+                column.name = normalize(&def.name);
+            }
+        }
+        for column in &mut scope.columns {
+            column.table = Some(name.clone());
+        }
+        Ok(scope)
+    }
+
+    fn bind_table_factor(&mut self, factor: &ast::TableFactor) -> Result<Bound> {
+        match factor {
+            ast::TableFactor::Table { name, alias, args, .. } => {
+                let Some(ident) = object_name(name) else {
+                    return Err(self.unsupported(name.span(), "qualified names (schemas)"));
+                };
+                if let Some(args) = args {
+                    return self.bind_window_function(ident, &args.args, alias.as_ref());
+                }
+                let bound = self.bind_relation(ident)?;
+                let scope = self.alias_scope(bound.scope, &normalize(ident), alias.as_ref())?;
+                Ok(Bound { rel: bound.rel, scope })
+            }
+            ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
+                if *lateral {
+                    return Err(self.unsupported(factor.span(), "LATERAL"));
+                }
+                let bound = self.bind_query(subquery)?;
+                let scope = match alias {
+                    Some(_) => self.alias_scope(bound.scope, "", alias.as_ref())?,
+                    None => bound.scope,
+                };
+                Ok(Bound { rel: bound.rel, scope })
+            }
+            ast::TableFactor::NestedJoin { table_with_joins, alias } => {
+                let bound = self.bind_table_with_joins(table_with_joins)?;
+                let scope = match alias {
+                    Some(_) => self.alias_scope(bound.scope, "", alias.as_ref())?,
+                    None => bound.scope,
+                };
+                Ok(Bound { rel: bound.rel, scope })
+            }
+            other => Err(self.unsupported(other.span(), "this kind of FROM item")),
+        }
+    }
+
+    /// A name in FROM: a CTE, a source, a table or a view (inlined).
+    fn bind_relation(&mut self, ident: &ast::Ident) -> Result<Bound> {
+        let name = normalize(ident);
+        for level in (0..self.ctes.len()).rev() {
+            if let Some((query, alias)) = self.ctes[level].get(&name).cloned() {
+                // A CTE sees only the CTEs defined before its level.
+                let hidden = self.ctes.split_off(level);
+                let bound = self.bind_query(&query);
+                self.ctes.extend(hidden);
+                let bound = bound?;
+                let scope = self.alias_scope(bound.scope, &name, alias.as_ref())?;
+                return Ok(Bound { rel: bound.rel, scope });
+            }
+        }
+        let Some(object) = self.catalog.get(&name) else {
+            let hint =
+                suggestion(&name, self.catalog.names()).map(|s| format!("; did you mean \"{s}\"?")).unwrap_or_default();
+            return Err(self.error(ident.span, format!("unknown source, table or view \"{name}\"{hint}")));
+        };
+        self.dependencies.insert(name.clone());
+        let columns = |object: &crate::catalog::Object| -> Vec<(String, Type)> {
+            object.columns.iter().map(|c| (c.name.clone(), c.ty)).collect()
+        };
+        let scope_of = |cols: &[(String, Type)]| Scope {
+            columns: cols
+                .iter()
+                .map(|(n, t)| ScopeColumn { table: Some(name.clone()), name: n.clone(), ty: *t })
+                .collect(),
+        };
+        match &object.kind {
+            ObjectKind::Source { topic, upsert_key } => {
+                let cols = columns(object);
+                let input = match upsert_key {
+                    Some(_) => Input::Upsert { topic: topic.clone() },
+                    None => Input::Source { topic: topic.clone() },
+                };
+                Ok(Bound {
+                    rel: Rel::Get { object: name.clone(), input, columns: cols.clone() },
+                    scope: scope_of(&cols),
+                })
+            }
+            ObjectKind::Table { topic, .. } => {
+                let cols = columns(object);
+                let input = Input::Upsert { topic: topic.clone() };
+                Ok(Bound {
+                    rel: Rel::Get { object: name.clone(), input, columns: cols.clone() },
+                    scope: scope_of(&cols),
+                })
+            }
+            ObjectKind::View { query, .. } => {
+                if self.view_depth >= VIEW_DEPTH_MAX {
+                    return Err(
+                        self.error(ident.span, format!("views nest more than {VIEW_DEPTH_MAX} deep at \"{name}\""))
+                    );
+                }
+                let query = query.clone();
+                // A view's own query is bound on its own: no CTEs of the using query.
+                let saved = std::mem::take(&mut self.ctes);
+                let view_location = self.location(ident.span);
+                let statement = std::mem::replace(&mut self.statement, view_location);
+                let file = self.file.take();
+                self.view_depth += 1;
+                let bound = self.bind_query(&query);
+                self.view_depth -= 1;
+                self.ctes = saved;
+                self.statement = statement;
+                self.file = file;
+                let bound = bound.map_err(|e| match e {
+                    Error::Sql { message, .. } => {
+                        self.error(ident.span, format!("view \"{name}\" no longer binds: {message}"))
+                    }
+                    other => other,
+                })?;
+                let mut scope = bound.scope;
+                for column in &mut scope.columns {
+                    column.table = Some(name.clone());
+                }
+                Ok(Bound { rel: bound.rel, scope })
+            }
+        }
+    }
+
+    /// TUMBLE(rel, time_col, size) and HOP(rel, time_col, slide, size).
+    fn bind_window_function(
+        &mut self,
+        function: &ast::Ident,
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<Bound> {
+        let name = normalize(function);
+        let arity = match name.as_str() {
+            "tumble" => 3,
+            "hop" => 4,
+            _ => {
+                return Err(self.unsupported(function.span, format!("the table function {name}() (TUMBLE and HOP are)")));
+            }
+        };
+        let exprs: Vec<&ast::Expr> = args
+            .iter()
+            .filter_map(|a| match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect();
+        if exprs.len() != arity || args.len() != arity {
+            let shape =
+                if arity == 3 { "TUMBLE(source, time_column, size)" } else { "HOP(source, time_column, slide, size)" };
+            return Err(self.error(function.span, format!("{} takes {arity} arguments: {shape}", name.to_uppercase())));
+        }
+        let ast::Expr::Identifier(relation) = exprs[0] else {
+            return Err(self.error(exprs[0].span(), "the first argument of a window is a source, table or view name"));
+        };
+        let bound = self.bind_relation(relation)?;
+        let relation_name = normalize(relation);
+        let inner_scope = self.alias_scope(bound.scope, &relation_name, None)?;
+        let (time_column, ty) = self.bind_expr(exprs[1], &mut Context::Rows(&inner_scope))?;
+        let Expr::Column(time_column) = time_column else {
+            return Err(self.error(exprs[1].span(), "the second argument of a window is a column"));
+        };
+        if ty != Type::Timestamp {
+            return Err(self.error(exprs[1].span(), format!("a window's time column must be a TIMESTAMP, not {ty}")));
+        }
+        let mut intervals = Vec::new();
+        for e in &exprs[2..] {
+            let (value, ty) = self.bind_expr(e, &mut Context::Rows(&Scope::default()))?;
+            match (ty, eval(&value, &[])) {
+                (Type::Interval, Value::Interval(micros)) if micros > 0 => intervals.push(micros),
+                _ => return Err(self.error(e.span(), "a window size or slide is a positive INTERVAL constant")),
+            }
+        }
+        let (slide_micros, size_micros) =
+            if arity == 3 { (intervals[0], intervals[0]) } else { (intervals[0], intervals[1]) };
+        if size_micros % slide_micros != 0 {
+            return Err(self.unsupported(exprs[arity - 1].span(), "a HOP size that is not a multiple of its slide"));
+        }
+        if size_micros / slide_micros > 1000 {
+            return Err(self.error(exprs[2].span(), "a HOP puts each row in more than 1000 windows; widen the slide"));
+        }
+        let mut scope = inner_scope;
+        for column in ["window_start", "window_end"] {
+            scope.columns.push(ScopeColumn { table: None, name: column.to_owned(), ty: Type::Timestamp });
+        }
+        let scope = self.alias_scope(scope, &relation_name, alias)?;
+        Ok(Bound { rel: Rel::Window { input: Box::new(bound.rel), time_column, slide_micros, size_micros }, scope })
+    }
+
+    fn resolve_column(&self, parts: &[ast::Ident], scope: &Scope, span: sqlparser::tokenizer::Span) -> Result<usize> {
+        let (table, column) = match parts {
+            [column] => (None, normalize(column)),
+            [table, column] => (Some(normalize(table)), normalize(column)),
+            _ => return Err(self.unsupported(span, "names with more than two parts")),
+        };
+        let matches: Vec<usize> = scope
+            .columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.name == column && (table.is_none() || c.table == table))
+            .map(|(i, _)| i)
+            .collect();
+        match matches.as_slice() {
+            [i] => Ok(*i),
+            [] => {
+                if let Some(table) = &table
+                    && !scope.columns.iter().any(|c| c.table.as_ref() == Some(table))
+                {
+                    return Err(self.unknown_table(table, span, scope));
+                }
+                let candidates =
+                    scope.columns.iter().filter(|c| table.is_none() || c.table == table).map(|c| c.name.as_str());
+                let hint =
+                    suggestion(&column, candidates).map(|s| format!("; did you mean \"{s}\"?")).unwrap_or_default();
+                let what = match &table {
+                    Some(t) => format!("{t}.{column}"),
+                    None => column.clone(),
+                };
+                Err(self.error(span, format!("unknown column \"{what}\"{hint}")))
+            }
+            _ => Err(self.error(span, format!("column \"{column}\" is ambiguous; qualify it with its table name"))),
+        }
+    }
+
+    fn bind_expr(&mut self, expr: &ast::Expr, context: &mut Context<'_>) -> Result<(Expr, Type)> {
+        // Over groups, a sub-expression equal to a GROUP BY expression is that group column.
+        if let Context::Groups { input, group, .. } = context
+            && !contains_aggregate(expr)
+        {
+            let input: &Scope = input;
+            let (bound, ty) = self.bind_expr(expr, &mut Context::Rows(input))?;
+            if let Some(i) = group.iter().position(|(g, _)| *g == bound) {
+                return Ok((Expr::Column(i), ty));
+            }
+            if bound.columns().is_empty() {
+                return Ok((bound, ty));
+            }
+            if let Expr::Column(c) = bound {
+                return Err(self.not_grouped(&input.columns[c].name, self.location(expr.span())));
+            }
+        }
+        use ast::Expr as E;
+        let span = expr.span();
+        match expr {
+            E::Identifier(ident) => self.bind_column(std::slice::from_ref(ident), context, span),
+            E::CompoundIdentifier(parts) => self.bind_column(parts, context, span),
+            E::Nested(inner) => self.bind_expr(inner, context),
+            E::Value(value) => self.bind_literal(&value.value, span),
+            E::TypedString(typed) => {
+                let Some(ty) = data_type(&typed.data_type) else {
+                    return Err(self.unsupported(span, format!("the type {}", typed.data_type)));
+                };
+                let text = match &typed.value.value {
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                match cast(&Value::Text(text.clone()), ty) {
+                    Some(v) => Ok((Expr::Literal(v), ty)),
+                    None => Err(self.error(span, format!("invalid {ty} literal '{text}'"))),
+                }
+            }
+            E::Interval(interval) => self.bind_interval(interval, span),
+            E::UnaryOp { op, expr: inner } => {
+                let (e, ty) = self.bind_expr(inner, context)?;
+                match op {
+                    ast::UnaryOperator::Not => {
+                        self.expect_bool(ty, inner.span(), "NOT")?;
+                        Ok((Expr::Not(Box::new(e)), Type::Bool))
+                    }
+                    ast::UnaryOperator::Minus if ty.is_numeric() || ty == Type::Interval || ty == Type::Null => {
+                        Ok((fold(Expr::Negate(Box::new(e))), ty))
+                    }
+                    ast::UnaryOperator::Plus if ty.is_numeric() || ty == Type::Interval => Ok((e, ty)),
+                    _ => Err(self.error(span, format!("operator {op} does not apply to {ty}"))),
+                }
+            }
+            E::BinaryOp { left, op, right } => {
+                let l = self.bind_expr(left, context)?;
+                let r = self.bind_expr(right, context)?;
+                self.bind_binary(op, l, r, span)
+            }
+            E::IsNull(inner) => Ok((Expr::IsNull(Box::new(self.bind_expr(inner, context)?.0)), Type::Bool)),
+            E::IsNotNull(inner) => {
+                Ok((Expr::Not(Box::new(Expr::IsNull(Box::new(self.bind_expr(inner, context)?.0)))), Type::Bool))
+            }
+            E::IsTrue(inner) | E::IsFalse(inner) | E::IsNotTrue(inner) | E::IsNotFalse(inner) => {
+                let (e, ty) = self.bind_expr(inner, context)?;
+                self.expect_bool(ty, inner.span(), "IS TRUE/FALSE")?;
+                let wanted = matches!(expr, E::IsTrue(_) | E::IsNotTrue(_));
+                let test = Expr::binary(BinaryOp::NotDistinct, e, Expr::Literal(Value::Bool(wanted)));
+                let negate = matches!(expr, E::IsNotTrue(_) | E::IsNotFalse(_));
+                Ok((if negate { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
+                let (a, b) = (self.bind_expr(a, context)?, self.bind_expr(b, context)?);
+                let (a, b) = self.coerce_pair(a, b, span, "IS DISTINCT FROM")?;
+                let test = Expr::binary(BinaryOp::NotDistinct, a, b);
+                let negate = matches!(expr, E::IsDistinctFrom(..));
+                Ok((if negate { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            E::Between { expr: inner, negated, low, high } => {
+                let x = self.bind_expr(inner, context)?;
+                let low = self.bind_expr(low, context)?;
+                let high = self.bind_expr(high, context)?;
+                let op = ast::BinaryOperator::GtEq;
+                let (ge, _) = self.bind_binary(&op, x.clone(), low, span)?;
+                let (le, _) = self.bind_binary(&ast::BinaryOperator::LtEq, x, high, span)?;
+                let between = Expr::binary(BinaryOp::And, ge, le);
+                Ok((if *negated { Expr::Not(Box::new(between)) } else { between }, Type::Bool))
+            }
+            E::In { expr: inner, target: ast::InTarget::List(list), negated, .. } => {
+                let (mut e, mut ty) = self.bind_expr(inner, context)?;
+                let mut items = Vec::new();
+                for item in list {
+                    let (mut item_expr, item_ty) = self.bind_expr(item, context)?;
+                    match (ty, item_ty) {
+                        (a, b) if a == b || b == Type::Null => {}
+                        (a, Type::Text) if matches!(item_expr, Expr::Literal(_)) => {
+                            item_expr = self.coerce_literal(item_expr, a, item.span())?;
+                        }
+                        (a, b) => match a.common(b) {
+                            Some(common) => {
+                                if common != a {
+                                    e = Expr::Cast(Box::new(e), common);
+                                    ty = common;
+                                }
+                            }
+                            None => return Err(self.error(item.span(), format!("IN list item of type {b} for a {a}"))),
+                        },
+                    }
+                    items.push(item_expr);
+                }
+                let test = Expr::InList { expr: Box::new(e), list: items };
+                Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            E::In { .. } | E::Exists { .. } | E::Subquery(_) => {
+                Err(self.unsupported(span, "subqueries in expressions (use a join or a subquery in FROM)"))
+            }
+            E::Like { negated, any, expr: inner, pattern, escape_char }
+            | E::ILike { negated, any, expr: inner, pattern, escape_char } => {
+                if *any || escape_char.is_some() {
+                    return Err(self.unsupported(span, "LIKE ANY and ESCAPE (the escape character is \\)"));
+                }
+                let (e, ty) = self.bind_expr(inner, context)?;
+                let (p, pty) = self.bind_expr(pattern, context)?;
+                for (t, s) in [(ty, inner.span()), (pty, pattern.span())] {
+                    if !matches!(t, Type::Text | Type::Null) {
+                        return Err(self.error(s, format!("LIKE compares TEXT, not {t}")));
+                    }
+                }
+                let case_insensitive = matches!(expr, E::ILike { .. });
+                let test = Expr::Like { expr: Box::new(e), pattern: Box::new(p), case_insensitive };
+                Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            E::Case { operand, conditions, else_result, .. } => {
+                let operand = operand.as_ref().map(|o| self.bind_expr(o, context)).transpose()?;
+                let mut whens = Vec::new();
+                let mut result_type = Type::Null;
+                let mut results = Vec::new();
+                for when in conditions {
+                    let condition = match &operand {
+                        Some(o) => {
+                            let c = self.bind_expr(&when.condition, context)?;
+                            self.bind_binary(&ast::BinaryOperator::Eq, o.clone(), c, when.condition.span())?.0
+                        }
+                        None => {
+                            let (c, ty) = self.bind_expr(&when.condition, context)?;
+                            self.expect_bool(ty, when.condition.span(), "WHEN")?;
+                            c
+                        }
+                    };
+                    let (r, rt) = self.bind_expr(&when.result, context)?;
+                    result_type = self.common_type(result_type, rt, when.result.span(), "CASE branches")?;
+                    whens.push(condition);
+                    results.push(r);
+                }
+                let otherwise = match else_result {
+                    Some(e) => {
+                        let (r, rt) = self.bind_expr(e, context)?;
+                        result_type = self.common_type(result_type, rt, e.span(), "CASE branches")?;
+                        r
+                    }
+                    None => Expr::Literal(Value::Null),
+                };
+                let conform = |e: Expr, t: Type| conform(e, t);
+                let whens = whens.into_iter().zip(results).map(|(c, r)| (c, conform(r, result_type))).collect();
+                Ok((Expr::Case(whens, Box::new(conform(otherwise, result_type))), result_type))
+            }
+            E::Cast { kind, expr: inner, data_type: target, format, .. } => {
+                if format.is_some() || matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
+                    return Err(self.unsupported(span, "TRY_CAST, SAFE_CAST and CAST ... FORMAT"));
+                }
+                let Some(ty) = data_type(target) else {
+                    return Err(self.unsupported(span, format!("the type {target}")));
+                };
+                let (e, from) = self.bind_expr(inner, context)?;
+                let allowed = from == ty
+                    || from == Type::Null
+                    || from == Type::Text
+                    || ty == Type::Text
+                    || (from.is_numeric() && ty.is_numeric())
+                    || matches!((from, ty), (Type::Bool, Type::Int) | (Type::Int, Type::Bool))
+                    || matches!((from, ty), (Type::Timestamp, Type::Date) | (Type::Date, Type::Timestamp));
+                if !allowed {
+                    return Err(self.error(span, format!("cannot cast {from} to {ty}")));
+                }
+                if let Expr::Literal(v) = &e {
+                    return match cast(v, ty) {
+                        Some(v) => Ok((Expr::Literal(v), ty)),
+                        None => Err(self.error(span, format!("'{v}' is not a valid {ty}"))),
+                    };
+                }
+                Ok((Expr::Cast(Box::new(e), ty), ty))
+            }
+            E::Extract { field, expr: inner, .. } => {
+                let (e, ty) = self.bind_expr(inner, context)?;
+                if !matches!(ty, Type::Timestamp | Type::Date | Type::Null | Type::Interval) {
+                    return Err(self.error(inner.span(), format!("EXTRACT reads a TIMESTAMP or DATE, not {ty}")));
+                }
+                let field = field.to_string().to_lowercase();
+                if time::extract(&field, 0).is_none() {
+                    return Err(self.unsupported(span, format!("EXTRACT field {field}")));
+                }
+                let result = if matches!(field.as_str(), "second" | "epoch") { Type::Double } else { Type::Int };
+                Ok((Expr::Call(Function::Extract, vec![Expr::Literal(Value::Text(field)), e]), result))
+            }
+            E::Substring { expr: inner, substring_from, substring_for, .. } => {
+                let mut args = vec![self.bind_text_arg(inner, context)?];
+                let from = match substring_from {
+                    Some(f) => self.bind_int_arg(f, context)?,
+                    None => Expr::Literal(Value::Int(1)),
+                };
+                args.push(from);
+                if let Some(f) = substring_for {
+                    args.push(self.bind_int_arg(f, context)?);
+                }
+                Ok((Expr::Call(Function::Substring, args), Type::Text))
+            }
+            E::Trim { expr: inner, trim_where, trim_what, trim_characters } => {
+                if trim_characters.is_some() {
+                    return Err(self.unsupported(span, "TRIM with a character list"));
+                }
+                let function = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => Function::Trim,
+                    Some(ast::TrimWhereField::Leading) => Function::LTrim,
+                    Some(ast::TrimWhereField::Trailing) => Function::RTrim,
+                };
+                let mut args = vec![self.bind_text_arg(inner, context)?];
+                if let Some(what) = trim_what {
+                    args.push(self.bind_text_arg(what, context)?);
+                }
+                Ok((Expr::Call(function, args), Type::Text))
+            }
+            E::Position { expr: needle, r#in } => {
+                let needle = self.bind_text_arg(needle, context)?;
+                let haystack = self.bind_text_arg(r#in, context)?;
+                Ok((Expr::Call(Function::Position, vec![needle, haystack]), Type::Int))
+            }
+            E::Ceil { expr: inner, field } | E::Floor { expr: inner, field } => {
+                if !matches!(field, ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime)) {
+                    return Err(self.unsupported(span, "CEIL/FLOOR with a scale or unit"));
+                }
+                let (e, ty) = self.bind_expr(inner, context)?;
+                if !(ty.is_numeric() || ty == Type::Null) {
+                    return Err(self.error(inner.span(), format!("CEIL/FLOOR take a number, not {ty}")));
+                }
+                let function = if matches!(expr, E::Ceil { .. }) { Function::Ceil } else { Function::Floor };
+                Ok((Expr::Call(function, vec![e]), ty))
+            }
+            E::Function(function) => self.bind_function(function, context),
+            other => Err(self.unsupported(span, format!("the expression `{other}`"))),
+        }
+    }
+
+    fn bind_column(
+        &mut self,
+        parts: &[ast::Ident],
+        context: &mut Context<'_>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Expr, Type)> {
+        match context {
+            Context::Rows(scope) => {
+                let i = self.resolve_column(parts, scope, span)?;
+                Ok((Expr::Column(i), scope.columns[i].ty))
+            }
+            Context::Groups { input, .. } => {
+                // Reached only when the column is not a GROUP BY expression.
+                let i = self.resolve_column(parts, input, span)?;
+                Err(self.not_grouped(&input.columns[i].name, self.location(span)))
+            }
+        }
+    }
+
+    fn bind_text_arg(&mut self, e: &ast::Expr, context: &mut Context<'_>) -> Result<Expr> {
+        let (expr, ty) = self.bind_expr(e, context)?;
+        match ty {
+            Type::Text | Type::Null => Ok(expr),
+            other => Err(self.error(e.span(), format!("expected TEXT here, not {other}"))),
+        }
+    }
+    fn bind_int_arg(&mut self, e: &ast::Expr, context: &mut Context<'_>) -> Result<Expr> {
+        let (expr, ty) = self.bind_expr(e, context)?;
+        match ty {
+            Type::Int | Type::Null => Ok(expr),
+            other => Err(self.error(e.span(), format!("expected an integer here, not {other}"))),
+        }
+    }
+
+    fn bind_literal(&self, value: &ast::Value, span: sqlparser::tokenizer::Span) -> Result<(Expr, Type)> {
+        Ok(match value {
+            ast::Value::Number(text, _) => {
+                if let Ok(i) = text.parse::<i64>() {
+                    (Expr::Literal(Value::Int(i)), Type::Int)
+                } else if text.contains(['e', 'E']) {
+                    match text.parse::<f64>() {
+                        Ok(x) => (Expr::Literal(Value::double(x)), Type::Double),
+                        Err(_) => return Err(self.error(span, format!("invalid number {text}"))),
+                    }
+                } else {
+                    match parse_decimal(text) {
+                        Some(units) => {
+                            let scale = text.split_once('.').map_or(0, |(_, f)| f.len().min(6)) as u8;
+                            (Expr::Literal(Value::Decimal(units)), Type::Decimal { precision: 38, scale })
+                        }
+                        None => return Err(self.error(span, format!("number {text} is out of range"))),
+                    }
+                }
+            }
+            ast::Value::SingleQuotedString(s) | ast::Value::EscapedStringLiteral(s) => {
+                (Expr::Literal(Value::Text(s.clone())), Type::Text)
+            }
+            ast::Value::Boolean(b) => (Expr::Literal(Value::Bool(*b)), Type::Bool),
+            ast::Value::Null => (Expr::Literal(Value::Null), Type::Null),
+            other => return Err(self.unsupported(span, format!("the literal {other}"))),
+        })
+    }
+
+    fn bind_interval(&self, interval: &ast::Interval, span: sqlparser::tokenizer::Span) -> Result<(Expr, Type)> {
+        let text = match interval.value.as_ref() {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::SingleQuotedString(s) => s.clone(),
+                ast::Value::Number(n, _) => n.clone(),
+                _ => return Err(self.error(span, "an INTERVAL takes a string, as in INTERVAL '10' SECOND")),
+            },
+            _ => return Err(self.error(span, "an INTERVAL takes a string, as in INTERVAL '10' SECOND")),
+        };
+        if interval.last_field.is_some() {
+            return Err(self.unsupported(span, "INTERVAL ... TO ..."));
+        }
+        let micros = match &interval.leading_field {
+            Some(field) => {
+                let unit = field.to_string().to_lowercase();
+                if unit.starts_with("month") || unit.starts_with("year") {
+                    return Err(self.unsupported(span, "intervals of months or years (they have no fixed length)"));
+                }
+                let amount: f64 =
+                    text.trim().parse().map_err(|_| self.error(span, format!("invalid INTERVAL amount '{text}'")))?;
+                match time::unit_micros(&unit) {
+                    Some(u) => (amount * u as f64).round() as i64,
+                    None => return Err(self.unsupported(span, format!("the interval unit {unit}"))),
+                }
+            }
+            None => {
+                let lower = text.to_lowercase();
+                if lower.contains("mon") || lower.contains("year") {
+                    return Err(self.unsupported(span, "intervals of months or years (they have no fixed length)"));
+                }
+                time::parse_interval(&text).ok_or_else(|| {
+                    self.error(span, format!("invalid INTERVAL '{text}' (e.g. '10 seconds', '1 day')"))
+                })?
+            }
+        };
+        Ok((Expr::Literal(Value::Interval(micros)), Type::Interval))
+    }
+
+    fn common_type(&self, a: Type, b: Type, span: sqlparser::tokenizer::Span, what: &str) -> Result<Type> {
+        a.common(b).ok_or_else(|| self.error(span, format!("{what} have incompatible types {a} and {b}")))
+    }
+
+    /// A text literal compared with a typed value is read as that type.
+    fn coerce_literal(&self, expr: Expr, to: Type, span: sqlparser::tokenizer::Span) -> Result<Expr> {
+        match &expr {
+            Expr::Literal(v @ Value::Text(text)) => match cast(v, to) {
+                Some(value) => Ok(Expr::Literal(value)),
+                None => Err(self.error(span, format!("'{text}' is not a valid {to}"))),
+            },
+            _ => Ok(expr),
+        }
+    }
+
+    /// Makes two operands comparable: same type, or numeric, or a text
+    /// literal read as the other side's type.
+    fn coerce_pair(
+        &self,
+        (a, at): (Expr, Type),
+        (b, bt): (Expr, Type),
+        span: sqlparser::tokenizer::Span,
+        what: &str,
+    ) -> Result<(Expr, Expr)> {
+        if at == bt || at == Type::Null || bt == Type::Null {
+            return Ok((a, b));
+        }
+        if at == Type::Text && matches!(a, Expr::Literal(_)) {
+            return Ok((self.coerce_literal(a, bt, span)?, b));
+        }
+        if bt == Type::Text && matches!(b, Expr::Literal(_)) {
+            return Ok((a, self.coerce_literal(b, at, span)?));
+        }
+        // Operands of a comparison get one type, so that an equality can be
+        // a join key (values of different types never compare equal there).
+        match at.common(bt) {
+            Some(common) => Ok((conform(a, common), conform(b, common))),
+            None => Err(self.error(span, format!("cannot compare {at} with {bt} in {what}"))),
+        }
+    }
+
+    fn bind_binary(
+        &self,
+        op: &ast::BinaryOperator,
+        (a, at): (Expr, Type),
+        (b, bt): (Expr, Type),
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Expr, Type)> {
+        use ast::BinaryOperator as B;
+        let comparison = match op {
+            B::Eq => Some(BinaryOp::Eq),
+            B::NotEq => Some(BinaryOp::NotEq),
+            B::Lt => Some(BinaryOp::Lt),
+            B::LtEq => Some(BinaryOp::LtEq),
+            B::Gt => Some(BinaryOp::Gt),
+            B::GtEq => Some(BinaryOp::GtEq),
+            _ => None,
+        };
+        if let Some(cmp) = comparison {
+            let (a, b) = self.coerce_pair((a, at), (b, bt), span, &format!("`{op}`"))?;
+            return Ok((fold(Expr::binary(cmp, a, b)), Type::Bool));
+        }
+        match op {
+            B::And | B::Or => {
+                self.expect_bool(at, span, &op.to_string())?;
+                self.expect_bool(bt, span, &op.to_string())?;
+                let op = if *op == B::And { BinaryOp::And } else { BinaryOp::Or };
+                Ok((Expr::binary(op, a, b), Type::Bool))
+            }
+            B::StringConcat => Ok((fold(Expr::binary(BinaryOp::Concat, a, b)), Type::Text)),
+            B::Plus | B::Minus | B::Multiply | B::Divide | B::Modulo => {
+                let arith = match op {
+                    B::Plus => BinaryOp::Add,
+                    B::Minus => BinaryOp::Subtract,
+                    B::Multiply => BinaryOp::Multiply,
+                    B::Divide => BinaryOp::Divide,
+                    _ => BinaryOp::Modulo,
+                };
+                use Type as T;
+                let result = match (at, bt, arith) {
+                    (T::Null, T::Null, _) => Some(T::Null),
+                    (x, y, _) if x.is_numeric() && y.is_numeric() => x.numeric_join(y),
+                    (T::Null, y, _) if y.is_numeric() => Some(y),
+                    (x, T::Null, _) if x.is_numeric() => Some(x),
+                    (T::Timestamp, T::Interval, BinaryOp::Add | BinaryOp::Subtract) => Some(T::Timestamp),
+                    (T::Interval, T::Timestamp, BinaryOp::Add) => Some(T::Timestamp),
+                    (T::Timestamp, T::Timestamp, BinaryOp::Subtract) => Some(T::Interval),
+                    (T::Date, T::Int, BinaryOp::Add | BinaryOp::Subtract) => Some(T::Date),
+                    (T::Date, T::Date, BinaryOp::Subtract) => Some(T::Int),
+                    (T::Date, T::Interval, BinaryOp::Add | BinaryOp::Subtract) => Some(T::Timestamp),
+                    (T::Interval, T::Interval, BinaryOp::Add | BinaryOp::Subtract) => Some(T::Interval),
+                    (T::Interval, y, BinaryOp::Multiply | BinaryOp::Divide) if y.is_numeric() => Some(T::Interval),
+                    (x, T::Interval, BinaryOp::Multiply) if x.is_numeric() => Some(T::Interval),
+                    (T::Timestamp | T::Date | T::Interval, T::Null, _) => Some(at),
+                    (T::Null, T::Timestamp | T::Date | T::Interval, _) => Some(bt),
+                    _ => None,
+                };
+                match result {
+                    Some(ty) => Ok((fold(Expr::binary(arith, a, b)), ty)),
+                    None => Err(self.error(span, format!("operator {op} does not apply to {at} and {bt}"))),
+                }
+            }
+            other => Err(self.unsupported(span, format!("the operator {other}"))),
+        }
+    }
+
+    fn bind_function(&mut self, function: &ast::Function, context: &mut Context<'_>) -> Result<(Expr, Type)> {
+        let span = function.span();
+        let name = function_name(function);
+        if function.over.is_some() {
+            return Err(self.unsupported(
+                span,
+                "window functions here: ROW_NUMBER() OVER (...) is allowed as a SELECT item, filtered by an outer query",
+            ));
+        }
+        if function.filter.is_some() || !function.within_group.is_empty() || function.null_treatment.is_some() {
+            return Err(self.unsupported(span, "FILTER, WITHIN GROUP and NULL treatment clauses"));
+        }
+        let (distinct, clauses) = match &function.args {
+            ast::FunctionArguments::List(list) => {
+                (matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)), !list.clauses.is_empty())
+            }
+            ast::FunctionArguments::None => (false, false),
+            ast::FunctionArguments::Subquery(_) => return Err(self.unsupported(span, "a subquery as an argument")),
+        };
+        if clauses {
+            return Err(self.unsupported(span, "clauses inside a function's arguments"));
+        }
+        let args = function_args(function);
+        if is_aggregate_name(&name) {
+            return self.bind_aggregate(&name, distinct, &args, context, span);
+        }
+        if distinct {
+            return Err(self.error(span, format!("DISTINCT is only for aggregate functions, not {name}()")));
+        }
+        let mut bound = Vec::new();
+        for arg in &args {
+            match arg {
+                FunctionArgument::Expr(e) => bound.push((self.bind_expr(e, context)?, e.span())),
+                FunctionArgument::Star => return Err(self.error(span, format!("{name}() does not take *"))),
+            }
+        }
+        let arity = |range: std::ops::RangeInclusive<usize>| -> Result<()> {
+            if range.contains(&bound.len()) {
+                Ok(())
+            } else {
+                let count = if range.start() == range.end() {
+                    range.start().to_string()
+                } else {
+                    format!("{} to {}", range.start(), range.end())
+                };
+                Err(self.error(span, format!("{name}() takes {count} arguments, not {}", bound.len())))
+            }
+        };
+        let expect = |i: usize, ok: &dyn Fn(Type) -> bool, what: &str| -> Result<()> {
+            let ((_, ty), s) = &bound[i];
+            if ok(*ty) || *ty == Type::Null {
+                Ok(())
+            } else {
+                Err(self.error(*s, format!("argument {} of {name}() must be {what}, not {ty}", i + 1)))
+            }
+        };
+        let is_text = |t: Type| t == Type::Text;
+        let is_int = |t: Type| t == Type::Int;
+        let is_num = |t: Type| t.is_numeric();
+        let exprs = || bound.iter().map(|((e, _), _)| e.clone()).collect::<Vec<_>>();
+        let (function, ty) = match name.as_str() {
+            "coalesce" | "greatest" | "least" => {
+                if bound.is_empty() {
+                    return Err(self.error(span, format!("{name}() needs at least one argument")));
+                }
+                let mut ty = Type::Null;
+                for ((_, t), s) in &bound {
+                    ty = self.common_type(ty, *t, *s, &format!("{name}() arguments"))?;
+                }
+                let args = bound.iter().map(|((e, _), _)| conform(e.clone(), ty)).collect();
+                let f = match name.as_str() {
+                    "coalesce" => Function::Coalesce,
+                    "greatest" => Function::Greatest,
+                    _ => Function::Least,
+                };
+                return Ok((Expr::Call(f, args), ty));
+            }
+            "nullif" => {
+                arity(2..=2)?;
+                let ((a, at), _) = bound[0].clone();
+                let ((b, bt), s) = bound[1].clone();
+                let (a, b) = self.coerce_pair((a, at), (b, bt), s, "NULLIF")?;
+                return Ok((Expr::Call(Function::NullIf, vec![a, b]), at));
+            }
+            "lower" | "upper" | "length" | "char_length" | "character_length" => {
+                arity(1..=1)?;
+                expect(0, &is_text, "TEXT")?;
+                match name.as_str() {
+                    "lower" => (Function::Lower, Type::Text),
+                    "upper" => (Function::Upper, Type::Text),
+                    _ => (Function::Length, Type::Int),
+                }
+            }
+            "substr" | "substring" => {
+                arity(2..=3)?;
+                expect(0, &is_text, "TEXT")?;
+                expect(1, &is_int, "an integer")?;
+                if bound.len() == 3 {
+                    expect(2, &is_int, "an integer")?;
+                }
+                (Function::Substring, Type::Text)
+            }
+            "trim" | "btrim" | "ltrim" | "rtrim" => {
+                arity(1..=2)?;
+                (0..bound.len()).try_for_each(|i| expect(i, &is_text, "TEXT"))?;
+                let f = match name.as_str() {
+                    "ltrim" => Function::LTrim,
+                    "rtrim" => Function::RTrim,
+                    _ => Function::Trim,
+                };
+                (f, Type::Text)
+            }
+            "replace" => {
+                arity(3..=3)?;
+                (0..3).try_for_each(|i| expect(i, &is_text, "TEXT"))?;
+                (Function::Replace, Type::Text)
+            }
+            "concat" => (Function::Concat, Type::Text),
+            "strpos" | "instr" => {
+                arity(2..=2)?;
+                (0..2).try_for_each(|i| expect(i, &is_text, "TEXT"))?;
+                let mut args = exprs();
+                args.swap(0, 1);
+                return Ok((Expr::Call(Function::Position, args), Type::Int));
+            }
+            "split_part" => {
+                arity(3..=3)?;
+                expect(0, &is_text, "TEXT")?;
+                expect(1, &is_text, "TEXT")?;
+                expect(2, &is_int, "an integer")?;
+                (Function::SplitPart, Type::Text)
+            }
+            "abs" => {
+                arity(1..=1)?;
+                expect(0, &|t| is_num(t) || t == Type::Interval, "a number")?;
+                (Function::Abs, bound[0].0.1)
+            }
+            "round" | "floor" | "ceil" | "ceiling" => {
+                arity(1..=2)?;
+                expect(0, &is_num, "a number")?;
+                if bound.len() == 2 {
+                    expect(1, &is_int, "an integer")?;
+                }
+                let f = match name.as_str() {
+                    "round" => Function::Round,
+                    "floor" => Function::Floor,
+                    _ => Function::Ceil,
+                };
+                (f, bound[0].0.1)
+            }
+            "date_trunc" => {
+                arity(2..=2)?;
+                let unit = match &bound[0].0.0 {
+                    Expr::Literal(Value::Text(unit)) if time::trunc_timestamp(unit, 0).is_some() => unit.to_lowercase(),
+                    _ => {
+                        return Err(self.error(
+                            bound[0].1,
+                            "date_trunc's first argument is a unit such as 'second', 'minute', 'hour', 'day', 'week', \
+                             'month', 'quarter' or 'year'",
+                        ));
+                    }
+                };
+                expect(1, &|t| matches!(t, Type::Timestamp | Type::Date), "a TIMESTAMP")?;
+                return Ok((
+                    Expr::Call(Function::DateTrunc, vec![Expr::Literal(Value::Text(unit)), bound[1].0.0.clone()]),
+                    Type::Timestamp,
+                ));
+            }
+            "now" | "current_timestamp" | "random" => {
+                return Err(self.unsupported(
+                    span,
+                    format!("{name}(): a view must compute the same rows every time it replays its input"),
+                ));
+            }
+            _ => {
+                let known = [
+                    "coalesce",
+                    "nullif",
+                    "lower",
+                    "upper",
+                    "length",
+                    "substring",
+                    "trim",
+                    "ltrim",
+                    "rtrim",
+                    "replace",
+                    "concat",
+                    "strpos",
+                    "split_part",
+                    "abs",
+                    "round",
+                    "floor",
+                    "ceil",
+                    "date_trunc",
+                    "greatest",
+                    "least",
+                    "count",
+                    "sum",
+                    "min",
+                    "max",
+                    "avg",
+                ];
+                let hint = suggestion(&name, known.iter().copied())
+                    .map(|s| format!("; did you mean {s}()?"))
+                    .unwrap_or_default();
+                return Err(self.error(span, format!("unknown function {name}(){hint}")));
+            }
+        };
+        Ok((fold(Expr::Call(function, exprs())), ty))
+    }
+
+    fn bind_aggregate(
+        &mut self,
+        name: &str,
+        distinct: bool,
+        args: &[FunctionArgument<'_>],
+        context: &mut Context<'_>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Expr, Type)> {
+        let Context::Groups { input, group, aggregates } = context else {
+            return Err(self.error(span, format!("the aggregate {name}() is not allowed here")));
+        };
+        let (func, arg, arg_type) = match (name, args) {
+            ("count", [FunctionArgument::Star]) if !distinct => {
+                (AggregateFunction::CountRows, Expr::Literal(Value::Null), Type::Null)
+            }
+            (_, [FunctionArgument::Expr(e)]) => {
+                if contains_aggregate(e) {
+                    return Err(self.error(e.span(), "aggregate functions cannot be nested"));
+                }
+                let input: &Scope = input;
+                let (arg, ty) = self.bind_expr(e, &mut Context::Rows(input))?;
+                let func = match name {
+                    "count" => AggregateFunction::Count,
+                    "sum" => AggregateFunction::Sum,
+                    "min" => AggregateFunction::Min,
+                    "max" => AggregateFunction::Max,
+                    _ => AggregateFunction::Avg,
+                };
+                if matches!(func, AggregateFunction::Sum | AggregateFunction::Avg)
+                    && !(ty.is_numeric() || ty == Type::Null)
+                {
+                    return Err(self.error(e.span(), format!("{name}() needs a number, not {ty}")));
+                }
+                (func, arg, ty)
+            }
+            _ => return Err(self.error(span, format!("{name}() takes one argument"))),
+        };
+        if distinct && func != AggregateFunction::Count {
+            return Err(self.unsupported(span, format!("{name}(DISTINCT ...) (COUNT(DISTINCT ...) is supported)")));
+        }
+        let output_type = match func {
+            AggregateFunction::CountRows | AggregateFunction::Count => Type::Int,
+            AggregateFunction::Sum => match arg_type {
+                Type::Null => Type::Int,
+                t => t,
+            },
+            AggregateFunction::Avg => match arg_type {
+                Type::Decimal { .. } => Type::Decimal { precision: 38, scale: 6 },
+                _ => Type::Double,
+            },
+            AggregateFunction::Min | AggregateFunction::Max => arg_type,
+        };
+        let call = AggregateCall { func, distinct, arg, arg_type, output_type };
+        let index = match aggregates.iter().position(|a| *a == call) {
+            Some(i) => i,
+            None => {
+                aggregates.push(call);
+                aggregates.len() - 1
+            }
+        };
+        Ok((Expr::Column(group.len() + index), output_type))
+    }
+}
+
+/// A SELECT item after `*` expansion.
+enum Item<'q> {
+    Expr(&'q ast::Expr),
+    Column(usize),
+}
+
+/// The column name SQL gives an unaliased expression.
+fn output_name(expr: &ast::Expr) -> String {
+    match expr {
+        ast::Expr::Identifier(ident) => normalize(ident),
+        ast::Expr::CompoundIdentifier(parts) => parts.last().map(normalize).unwrap_or_default(),
+        ast::Expr::Function(f) => function_name(f),
+        ast::Expr::Nested(inner) => output_name(inner),
+        ast::Expr::Cast { expr, .. } => output_name(expr),
+        ast::Expr::Extract { field, .. } => field.to_string().to_lowercase(),
+        ast::Expr::Case { .. } => "case".to_owned(),
+        _ => "?column?".to_owned(),
+    }
+}
+
+/// Casts `expr` to `ty` unless it already is (a NULL literal stays).
+fn conform(expr: Expr, ty: Type) -> Expr {
+    match &expr {
+        Expr::Literal(Value::Null) => expr,
+        Expr::Literal(v) => cast(v, ty).map_or(expr.clone(), Expr::Literal),
+        _ => Expr::Cast(Box::new(expr), ty),
+    }
+}
+
+/// Evaluates an expression without columns once, at bind time.
+fn fold(expr: Expr) -> Expr {
+    if expr.columns().is_empty() { Expr::Literal(eval(&expr, &[])) } else { expr }
+}
+
+/// `rn <= k`, `rn < k`, `rn = 1` (and mirrored): the column and the bound.
+fn row_number_bound(predicate: &Expr) -> Option<(usize, usize)> {
+    let Expr::Binary(op, a, b) = predicate else { return None };
+    let (column, k, op) = match (a.as_ref(), b.as_ref()) {
+        (Expr::Column(c), Expr::Literal(Value::Int(k))) => (*c, *k, *op),
+        (Expr::Literal(Value::Int(k)), Expr::Column(c)) => {
+            let flipped = match op {
+                BinaryOp::GtEq => BinaryOp::LtEq,
+                BinaryOp::Gt => BinaryOp::Lt,
+                BinaryOp::Eq => BinaryOp::Eq,
+                _ => return None,
+            };
+            (*c, *k, flipped)
+        }
+        _ => return None,
+    };
+    let limit = match op {
+        BinaryOp::LtEq => k,
+        BinaryOp::Lt => k - 1,
+        BinaryOp::Eq if k == 1 => 1,
+        _ => return None,
+    };
+    Some((column, limit.max(0) as usize))
+}
+
+/// Sets the limit of the ROW_NUMBER whose rank is output column `column` of
+/// `rel`, if there is one.
+fn limit_row_number(rel: &mut Rel, column: usize, k: usize) {
+    match rel {
+        Rel::Project { input, exprs } => {
+            if let Some(Expr::Column(c)) = exprs.get(column) {
+                limit_row_number(input, *c, k);
+            }
+        }
+        Rel::Filter { input, .. } => limit_row_number(input, column, k),
+        Rel::TopK { limit, row_number: true, input_width, .. } if column == *input_width => {
+            *limit = Some(limit.map_or(k, |l| l.min(k)));
+        }
+        _ => {}
+    }
+}
+
+/// Makes an equality across an inner join's sides one of its keys; returns
+/// the predicate when it cannot be used that way.
+fn push_into_join(rel: &mut Rel, predicate: Expr) -> Option<Expr> {
+    let Rel::Join { kind: JoinKind::Inner, left, right, left_keys, right_keys, left_width, .. } = rel else {
+        return Some(predicate);
+    };
+    let columns = predicate.columns();
+    if columns.is_empty() {
+        return Some(predicate);
+    }
+    if columns.iter().all(|c| c < left_width) {
+        return push_into_join(left, predicate);
+    }
+    if columns.iter().all(|c| c >= left_width) {
+        let shifted = shift(predicate.clone(), *left_width);
+        return push_into_join(right, shifted).map(|_| predicate);
+    }
+    let split = split_condition(vec![predicate.clone()], *left_width);
+    if split.left_keys.len() == 1 {
+        left_keys.extend(split.left_keys);
+        right_keys.extend(split.right_keys);
+        return None;
+    }
+    Some(predicate)
+}

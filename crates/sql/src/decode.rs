@@ -1,0 +1,204 @@
+//! Decoding a source record's JSON value into a row of declared types.
+//!
+//! A missing field is NULL; a field of the wrong type fails the record (it
+//! goes to the source's dead-letter topic, with this message and its
+//! offset); fields not declared are ignored. Only the columns some view
+//! reads are decoded, the others are NULL.
+//!
+//! JSON conventions: a TIMESTAMP is an ISO 8601 string or a number of
+//! milliseconds since 1970-01-01; a DATE is a "YYYY-MM-DD" string; an
+//! INTERVAL a string such as "10 seconds" or a number of milliseconds; a
+//! DECIMAL a number or a numeric string.
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+
+use crate::time;
+use crate::value::{DECIMAL_ONE, Row, Type, Value, cast, parse_decimal};
+
+/// Decodes `json` (an object) into a row of `columns`; `wanted[i]` says
+/// whether column `i` is decoded at all.
+pub(crate) fn decode_row(json: &[u8], columns: &[(String, Type)], wanted: &[bool]) -> Result<Row, String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    let row = RowSeed { columns, wanted }.deserialize(&mut deserializer).map_err(|e| e.to_string())?;
+    deserializer.end().map_err(|e| e.to_string())?;
+    Ok(row)
+}
+
+struct RowSeed<'a> {
+    columns: &'a [(String, Type)],
+    wanted: &'a [bool],
+}
+
+impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
+    type Value = Row;
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Row, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowSeed<'_> {
+    type Value = Row;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row, A::Error> {
+        let mut row = vec![Value::Null; self.columns.len()];
+        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns })? {
+            match index {
+                Some(i) if self.wanted.get(i).copied().unwrap_or(true) => {
+                    let (name, ty) = &self.columns[i];
+                    row[i] = map
+                        .next_value_seed(ValueSeed { ty: *ty })
+                        .map_err(|e| de::Error::custom(format!("column \"{name}\": {e}")))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(row)
+    }
+}
+
+/// Finds a field's column without allocating the key.
+struct KeySeed<'a> {
+    columns: &'a [(String, Type)],
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeySeed<'_> {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        Ok(self.columns.iter().position(|(name, _)| name == key))
+    }
+}
+
+struct ValueSeed {
+    ty: Type,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl ValueSeed {
+    fn wrong<E: de::Error>(&self, found: impl fmt::Display) -> E {
+        E::custom(format!("expected {}, found {found}", self.ty))
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} value", self.ty)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
+        match self.ty {
+            Type::Bool => Ok(Value::Bool(b)),
+            _ => Err(self.wrong(format_args!("boolean {b}"))),
+        }
+    }
+    fn visit_i64<E: de::Error>(self, i: i64) -> Result<Value, E> {
+        match self.ty {
+            Type::Int => Ok(Value::Int(i)),
+            Type::Double => Ok(Value::double(i as f64)),
+            Type::Decimal { .. } => {
+                cast(&Value::Int(i), self.ty).ok_or_else(|| self.wrong(format_args!("{i}, out of range")))
+            }
+            Type::Timestamp => {
+                i.checked_mul(1000).map(Value::Timestamp).ok_or_else(|| self.wrong(format_args!("{i}, out of range")))
+            }
+            Type::Interval => {
+                i.checked_mul(1000).map(Value::Interval).ok_or_else(|| self.wrong(format_args!("{i}, out of range")))
+            }
+            _ => Err(self.wrong(format_args!("number {i}"))),
+        }
+    }
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<Value, E> {
+        match i64::try_from(u) {
+            Ok(i) => self.visit_i64(i),
+            Err(_) if self.ty == Type::Double => Ok(Value::double(u as f64)),
+            Err(_) => Err(self.wrong(format_args!("{u}, out of range"))),
+        }
+    }
+    fn visit_f64<E: de::Error>(self, x: f64) -> Result<Value, E> {
+        match self.ty {
+            Type::Double => Ok(Value::double(x)),
+            Type::Decimal { .. } => {
+                cast(&Value::double(x), self.ty).ok_or_else(|| self.wrong(format_args!("{x}, out of range")))
+            }
+            // An integer column accepts 12.0, not 12.5.
+            Type::Int if x.fract() == 0.0 && x.abs() < 9.2e18 => Ok(Value::Int(x as i64)),
+            _ => Err(self.wrong(format_args!("number {x}"))),
+        }
+    }
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+        let parsed = match self.ty {
+            Type::Text => Some(Value::Text(s.to_owned())),
+            Type::Timestamp => time::parse_timestamp(s).map(Value::Timestamp),
+            Type::Date => time::parse_date(s).map(Value::Date),
+            Type::Interval => time::parse_interval(s).map(Value::Interval),
+            Type::Decimal { .. } => parse_decimal(s).and_then(|units| {
+                cast(&Value::Decimal(units), self.ty).filter(|_| units.abs() < i128::MAX / DECIMAL_ONE)
+            }),
+            _ => None,
+        };
+        let shown: String = s.chars().take(40).collect();
+        parsed.ok_or_else(|| self.wrong(format_args!("string \"{shown}\"")))
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Value, A::Error> {
+        Err(self.wrong("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Value, A::Error> {
+        Err(self.wrong("an object"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns() -> Vec<(String, Type)> {
+        vec![("id".into(), Type::Int), ("name".into(), Type::Text), ("at".into(), Type::Timestamp)]
+    }
+
+    #[test]
+    fn decodes_declared_fields_and_skips_others() {
+        let row =
+            decode_row(br#"{"id": 7, "extra": [1, {"x": 2}], "at": "2024-01-01 00:00:01"}"#, &columns(), &[true; 3])
+                .unwrap();
+        assert_eq!(row[0], Value::Int(7));
+        assert_eq!(row[1], Value::Null);
+        assert_eq!(row[2], Value::Timestamp(time::parse_timestamp("2024-01-01 00:00:01").unwrap()));
+        let row = decode_row(br#"{"id": 7, "name": "x"}"#, &columns(), &[true, false, true]).unwrap();
+        assert_eq!(row[1], Value::Null, "an unread column is not decoded");
+    }
+
+    #[test]
+    fn wrong_types_fail_with_the_column_name() {
+        let error = decode_row(br#"{"id": "seven"}"#, &columns(), &[true; 3]).unwrap_err();
+        assert!(error.contains("column \"id\": expected BIGINT, found string \"seven\""), "{error}");
+        assert!(decode_row(b"[1, 2]", &columns(), &[true; 3]).is_err());
+        assert!(decode_row(b"{\"id\": 1} trailing", &columns(), &[true; 3]).is_err());
+        assert!(decode_row(br#"{"id": 1.5}"#, &columns(), &[true; 3]).is_err());
+    }
+}

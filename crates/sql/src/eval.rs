@@ -1,0 +1,453 @@
+//! Evaluation of bound expressions on rows, with SQL's three-valued logic:
+//! a comparison with NULL is NULL, `AND`/`OR` follow Kleene's tables, and a
+//! WHERE keeps a row only when its predicate is TRUE.
+//!
+//! Invariant: evaluation never panics on a well-typed expression. What SQL
+//! would raise at runtime (division by zero, overflow, a text that does not
+//! cast) yields NULL, as in SQLite, so that one bad row cannot stop a view.
+use std::cmp::Ordering;
+
+use crate::plan::{BinaryOp, Expr, Function};
+use crate::time;
+use crate::value::{DECIMAL_ONE, Type, Value, cast, round_decimal};
+
+pub(crate) fn eval(expr: &Expr, row: &[Value]) -> Value {
+    match expr {
+        Expr::Column(i) => row[*i].clone(),
+        Expr::Literal(v) => v.clone(),
+        Expr::Not(e) => match eval(e, row) {
+            Value::Bool(b) => Value::Bool(!b),
+            _ => Value::Null,
+        },
+        Expr::Negate(e) => match eval(e, row) {
+            Value::Int(i) => i.checked_neg().map_or(Value::Null, Value::Int),
+            Value::Double(d) => Value::double(-d.0),
+            Value::Decimal(d) => Value::Decimal(-d),
+            Value::Interval(i) => Value::Interval(-i),
+            _ => Value::Null,
+        },
+        Expr::Binary(BinaryOp::And, l, r) => match eval(l, row) {
+            Value::Bool(false) => Value::Bool(false),
+            left => match (left, eval(r, row)) {
+                (_, Value::Bool(false)) => Value::Bool(false),
+                (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
+                _ => Value::Null,
+            },
+        },
+        Expr::Binary(BinaryOp::Or, l, r) => match eval(l, row) {
+            Value::Bool(true) => Value::Bool(true),
+            left => match (left, eval(r, row)) {
+                (_, Value::Bool(true)) => Value::Bool(true),
+                (Value::Bool(false), Value::Bool(false)) => Value::Bool(false),
+                _ => Value::Null,
+            },
+        },
+        Expr::Binary(op, l, r) => binary(*op, eval(l, row), eval(r, row)),
+        Expr::IsNull(e) => Value::Bool(eval(e, row).is_null()),
+        Expr::Case(whens, otherwise) => {
+            for (condition, result) in whens {
+                if eval(condition, row) == Value::Bool(true) {
+                    return eval(result, row);
+                }
+            }
+            eval(otherwise, row)
+        }
+        Expr::Cast(e, to) => cast(&eval(e, row), *to).unwrap_or(Value::Null),
+        Expr::Call(function, args) => call(*function, args, row),
+        Expr::InList { expr, list } => {
+            let value = eval(expr, row);
+            if value.is_null() {
+                return Value::Null;
+            }
+            let mut saw_null = false;
+            for item in list {
+                match compare(&value, &eval(item, row)) {
+                    Some(Ordering::Equal) => return Value::Bool(true),
+                    None => saw_null = true,
+                    Some(_) => {}
+                }
+            }
+            if saw_null { Value::Null } else { Value::Bool(false) }
+        }
+        Expr::Like { expr, pattern, case_insensitive } => match (eval(expr, row), eval(pattern, row)) {
+            (Value::Text(text), Value::Text(pattern)) => {
+                if *case_insensitive {
+                    Value::Bool(like(&text.to_lowercase(), &pattern.to_lowercase()))
+                } else {
+                    Value::Bool(like(&text, &pattern))
+                }
+            }
+            _ => Value::Null,
+        },
+    }
+}
+
+/// Whether a predicate holds (TRUE, not FALSE or NULL).
+pub(crate) fn holds(predicate: &Expr, row: &[Value]) -> bool {
+    eval(predicate, row) == Value::Bool(true)
+}
+
+/// SQL comparison of two values of one (bound) type: `None` when either is NULL.
+pub(crate) fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Null, _) | (_, Value::Null) => None,
+        (Value::Int(x), Value::Double(y)) => (*x as f64).partial_cmp(&y.0),
+        (Value::Double(x), Value::Int(y)) => x.0.partial_cmp(&(*y as f64)),
+        (Value::Double(x), Value::Double(y)) => x.0.partial_cmp(&y.0),
+        (Value::Int(_) | Value::Decimal(_), Value::Int(_) | Value::Decimal(_)) => {
+            Some(a.as_decimal_units()?.cmp(&b.as_decimal_units()?))
+        }
+        (Value::Decimal(_), Value::Double(_)) | (Value::Double(_), Value::Decimal(_)) => {
+            a.as_f64()?.partial_cmp(&b.as_f64()?)
+        }
+        (Value::Timestamp(x), Value::Date(d)) => Some(x.cmp(&(*d as i64 * time::MICROS_PER_DAY))),
+        (Value::Date(d), Value::Timestamp(x)) => Some((*d as i64 * time::MICROS_PER_DAY).cmp(x)),
+        _ => Some(a.cmp(b)),
+    }
+}
+
+fn binary(op: BinaryOp, a: Value, b: Value) -> Value {
+    use BinaryOp::*;
+    if op == NotDistinct {
+        return Value::Bool(match (&a, &b) {
+            (Value::Null, Value::Null) => true,
+            (Value::Null, _) | (_, Value::Null) => false,
+            _ => compare(&a, &b) == Some(Ordering::Equal),
+        });
+    }
+    if a.is_null() || b.is_null() {
+        return Value::Null;
+    }
+    let ordering = |f: fn(Ordering) -> bool| compare(&a, &b).map_or(Value::Null, |o| Value::Bool(f(o)));
+    match op {
+        Eq => ordering(|o| o == Ordering::Equal),
+        NotEq => ordering(|o| o != Ordering::Equal),
+        Lt => ordering(|o| o == Ordering::Less),
+        LtEq => ordering(|o| o != Ordering::Greater),
+        Gt => ordering(|o| o == Ordering::Greater),
+        GtEq => ordering(|o| o != Ordering::Less),
+        Concat => Value::Text(format!("{a}{b}")),
+        Add | Subtract | Multiply | Divide | Modulo => arithmetic(op, &a, &b).unwrap_or(Value::Null),
+        And | Or | NotDistinct => unreachable!("handled above"),
+    }
+}
+
+fn arithmetic(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
+    use BinaryOp::*;
+    use Value as V;
+    Some(match (a, b) {
+        (V::Int(x), V::Int(y)) => V::Int(match op {
+            Add => x.checked_add(*y)?,
+            Subtract => x.checked_sub(*y)?,
+            Multiply => x.checked_mul(*y)?,
+            Divide => x.checked_div(*y)?,
+            Modulo => x.checked_rem(*y)?,
+            _ => return None,
+        }),
+        (V::Double(_), _) | (_, V::Double(_)) if a.as_f64().is_some() && b.as_f64().is_some() => {
+            let (x, y) = (a.as_f64()?, b.as_f64()?);
+            if matches!(op, Divide | Modulo) && y == 0.0 {
+                return None;
+            }
+            V::double(match op {
+                Add => x + y,
+                Subtract => x - y,
+                Multiply => x * y,
+                Divide => x / y,
+                Modulo => x % y,
+                _ => return None,
+            })
+        }
+        (V::Decimal(_) | V::Int(_), V::Decimal(_) | V::Int(_)) => {
+            let (x, y) = (a.as_decimal_units()?, b.as_decimal_units()?);
+            V::Decimal(match op {
+                Add => x.checked_add(y)?,
+                Subtract => x.checked_sub(y)?,
+                Multiply => round_decimal_division(x.checked_mul(y)?, DECIMAL_ONE)?,
+                Divide => round_decimal_division(x.checked_mul(DECIMAL_ONE)?, y)?,
+                Modulo => x.checked_rem(y)?,
+                _ => return None,
+            })
+        }
+        (V::Timestamp(t), V::Interval(i)) => V::Timestamp(match op {
+            Add => t.checked_add(*i)?,
+            Subtract => t.checked_sub(*i)?,
+            _ => return None,
+        }),
+        (V::Interval(i), V::Timestamp(t)) if op == Add => V::Timestamp(t.checked_add(*i)?),
+        (V::Timestamp(x), V::Timestamp(y)) if op == Subtract => V::Interval(x.checked_sub(*y)?),
+        (V::Date(d), V::Int(n)) => V::Date(match op {
+            Add => d.checked_add(i32::try_from(*n).ok()?)?,
+            Subtract => d.checked_sub(i32::try_from(*n).ok()?)?,
+            _ => return None,
+        }),
+        (V::Date(x), V::Date(y)) if op == Subtract => V::Int(*x as i64 - *y as i64),
+        (V::Date(d), V::Interval(i)) => {
+            let t = *d as i64 * time::MICROS_PER_DAY;
+            V::Timestamp(match op {
+                Add => t.checked_add(*i)?,
+                Subtract => t.checked_sub(*i)?,
+                _ => return None,
+            })
+        }
+        (V::Interval(x), V::Interval(y)) => V::Interval(match op {
+            Add => x.checked_add(*y)?,
+            Subtract => x.checked_sub(*y)?,
+            _ => return None,
+        }),
+        (V::Interval(i), n) | (n, V::Interval(i)) if op == Multiply => {
+            let product = *i as f64 * n.as_f64()?;
+            (product.is_finite() && product.abs() < 9.2e18).then_some(V::Interval(product.round() as i64))?
+        }
+        (V::Interval(i), n) if op == Divide => {
+            let n = n.as_f64()?;
+            if n == 0.0 {
+                return None;
+            }
+            V::Interval((*i as f64 / n).round() as i64)
+        }
+        _ => return None,
+    })
+}
+
+/// `numerator / denominator`, rounded half away from zero.
+fn round_decimal_division(numerator: i128, denominator: i128) -> Option<i128> {
+    if denominator == 0 {
+        return None;
+    }
+    let quotient = numerator / denominator;
+    let remainder = numerator % denominator;
+    let round_up = remainder.checked_abs()?.checked_mul(2)? >= denominator.checked_abs()?;
+    Some(if round_up { quotient + numerator.signum() * denominator.signum() } else { quotient })
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::Text(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn call(function: Function, args: &[Expr], row: &[Value]) -> Value {
+    use Function::*;
+    if function == Coalesce {
+        return args.iter().map(|a| eval(a, row)).find(|v| !v.is_null()).unwrap_or(Value::Null);
+    }
+    let values: Vec<Value> = args.iter().map(|a| eval(a, row)).collect();
+    if matches!(function, Greatest | Least) {
+        let present = values.into_iter().filter(|v| !v.is_null());
+        let pick = |a: Value, b: Value| {
+            let a_wins = match compare(&a, &b) {
+                Some(Ordering::Greater) => function == Greatest,
+                Some(Ordering::Less) => function == Least,
+                _ => true,
+            };
+            if a_wins { a } else { b }
+        };
+        return present.reduce(pick).unwrap_or(Value::Null);
+    }
+    if function == NullIf {
+        return match compare(&values[0], &values[1]) {
+            Some(Ordering::Equal) => Value::Null,
+            _ => values[0].clone(),
+        };
+    }
+    if function == Concat {
+        // CONCAT skips NULLs (unlike ||).
+        return Value::Text(values.iter().filter_map(text).collect());
+    }
+    if values.iter().any(Value::is_null) {
+        return Value::Null;
+    }
+    call_strict(function, &values).unwrap_or(Value::Null)
+}
+
+/// Functions that return NULL when any argument is NULL.
+fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
+    use Function::*;
+    let text_arg = |i: usize| text(&values[i]);
+    let int_arg = |i: usize| match &values[i] {
+        Value::Int(n) => Some(*n),
+        other => cast(other, Type::Int).and_then(|v| if let Value::Int(n) = v { Some(n) } else { None }),
+    };
+    Some(match function {
+        Lower => Value::Text(text_arg(0)?.to_lowercase()),
+        Upper => Value::Text(text_arg(0)?.to_uppercase()),
+        Length => Value::Int(text_arg(0)?.chars().count() as i64),
+        Substring => {
+            let s: Vec<char> = text_arg(0)?.chars().collect();
+            // SQL positions are 1-based; a start before 1 eats into the length.
+            let start = int_arg(1)?;
+            let end = match values.get(2) {
+                Some(_) => start.checked_add(int_arg(2)?.max(0))?,
+                None => i64::MAX,
+            };
+            let from = (start.max(1) - 1).min(s.len() as i64) as usize;
+            let to = (end.max(1) - 1).min(s.len() as i64).max(from as i64) as usize;
+            Value::Text(s[from..to].iter().collect())
+        }
+        Trim | LTrim | RTrim => {
+            let s = text_arg(0)?;
+            let chars: Vec<char> = match values.get(1) {
+                Some(_) => text_arg(1)?.chars().collect(),
+                None => vec![' '],
+            };
+            let matches = |c: char| chars.contains(&c);
+            Value::Text(match function {
+                Trim => s.trim_matches(matches).to_owned(),
+                LTrim => s.trim_start_matches(matches).to_owned(),
+                _ => s.trim_end_matches(matches).to_owned(),
+            })
+        }
+        Replace => Value::Text(text_arg(0)?.replace(&text_arg(1)?, &text_arg(2)?)),
+        Position => {
+            // position(needle IN haystack): args are (needle, haystack).
+            let (needle, haystack) = (text_arg(0)?, text_arg(1)?);
+            Value::Int(haystack.find(&needle).map_or(0, |byte| haystack[..byte].chars().count() as i64 + 1))
+        }
+        SplitPart => {
+            let (s, delimiter, n) = (text_arg(0)?, text_arg(1)?, int_arg(2)?);
+            if n < 1 {
+                return None;
+            }
+            let part = if delimiter.is_empty() {
+                (n == 1).then_some(s.as_str())
+            } else {
+                s.split(delimiter.as_str()).nth(n as usize - 1)
+            };
+            Value::Text(part.unwrap_or("").to_owned())
+        }
+        Abs => match &values[0] {
+            Value::Int(i) => Value::Int(i.checked_abs()?),
+            Value::Double(d) => Value::double(d.0.abs()),
+            Value::Decimal(d) => Value::Decimal(d.abs()),
+            Value::Interval(i) => Value::Interval(i.checked_abs()?),
+            _ => return None,
+        },
+        Round | Floor | Ceil => {
+            let digits = match values.get(1) {
+                Some(_) => int_arg(1)?.clamp(-18, 6),
+                None => 0,
+            };
+            match &values[0] {
+                Value::Int(i) if digits >= 0 => Value::Int(*i),
+                Value::Int(_) | Value::Decimal(_) => {
+                    let units = values[0].as_decimal_units()?;
+                    let step = 10i128.checked_pow((6 - digits) as u32)?;
+                    let floor = units.div_euclid(step) * step;
+                    let rounded = match function {
+                        Floor => floor,
+                        Ceil if floor == units => floor,
+                        Ceil => floor + step,
+                        _ if digits >= 0 => round_decimal(units, digits as u8),
+                        _ => round_decimal_division(units, step)? * step,
+                    };
+                    if matches!(values[0], Value::Int(_)) {
+                        Value::Int(i64::try_from(rounded / DECIMAL_ONE).ok()?)
+                    } else {
+                        Value::Decimal(rounded)
+                    }
+                }
+                Value::Double(d) => {
+                    let scale = 10f64.powi(digits as i32);
+                    let x = d.0 * scale;
+                    Value::double(
+                        match function {
+                            Floor => x.floor(),
+                            Ceil => x.ceil(),
+                            _ => x.round(),
+                        } / scale,
+                    )
+                }
+                _ => return None,
+            }
+        }
+        DateTrunc => {
+            let unit = text_arg(0)?;
+            match &values[1] {
+                Value::Timestamp(t) => Value::Timestamp(time::trunc_timestamp(&unit, *t)?),
+                Value::Date(d) => Value::Timestamp(time::trunc_timestamp(&unit, *d as i64 * time::MICROS_PER_DAY)?),
+                _ => return None,
+            }
+        }
+        Extract => {
+            let field = text_arg(0)?;
+            let micros = match &values[1] {
+                Value::Timestamp(t) => *t,
+                Value::Date(d) => *d as i64 * time::MICROS_PER_DAY,
+                Value::Interval(i) if field.eq_ignore_ascii_case("epoch") => *i,
+                _ => return None,
+            };
+            let x = time::extract(&field, micros)?;
+            if x.fract() == 0.0 && !field.eq_ignore_ascii_case("second") && !field.eq_ignore_ascii_case("epoch") {
+                Value::Int(x as i64)
+            } else {
+                Value::double(x)
+            }
+        }
+        Coalesce | NullIf | Concat | Greatest | Least => unreachable!("handled by call"),
+    })
+}
+
+/// SQL LIKE: `%` any run, `_` one character, `\` escapes the next one.
+pub(crate) fn like(text: &str, pattern: &str) -> bool {
+    let text: Vec<char> = text.chars().collect();
+    let pattern: Vec<char> = pattern.chars().collect();
+    // Iterative matching with backtracking to the last `%`: linear in practice.
+    let (mut t, mut p) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() {
+            match pattern[p] {
+                '%' => {
+                    star = Some((p, t));
+                    p += 1;
+                    continue;
+                }
+                '\\' if p + 1 < pattern.len() && pattern[p + 1] == text[t] => {
+                    p += 2;
+                    t += 1;
+                    continue;
+                }
+                '_' => {
+                    p += 1;
+                    t += 1;
+                    continue;
+                }
+                c if c != '\\' && c == text[t] => {
+                    p += 1;
+                    t += 1;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match star {
+            Some((star_p, star_t)) => {
+                p = star_p + 1;
+                t = star_t + 1;
+                star = Some((star_p, star_t + 1));
+            }
+            None => return false,
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '%')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_matches_sql() {
+        assert!(like("hello", "h%o"));
+        assert!(like("hello", "_ello"));
+        assert!(like("", "%"));
+        assert!(!like("hello", "h%x"));
+        assert!(like("50%", "50\\%"));
+        assert!(!like("500", "50\\%"));
+        assert!(like("abcabc", "%abc"));
+        assert!(like("aXbXc", "a%b%c"));
+    }
+}

@@ -1,0 +1,261 @@
+//! Parsing: SQL text to statements, with `sqlparser` (pinned to 0.64.x)
+//! and one extension of our own, `CREATE SOURCE`:
+//!
+//! ```sql
+//! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ...)
+//!     FROM TOPIC 'topic' FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
+//! ```
+//!
+//! Every statement keeps the location of its first token, and parse errors
+//! name line and column.
+use std::fmt;
+use std::sync::Arc;
+
+use sqlparser::ast::{ColumnDef, Ident, Statement};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::keywords::Keyword;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Location as SqlLocation, Token};
+
+use crate::error::{Error, Location, Result};
+
+/// A parsed statement with where it starts.
+#[derive(Clone, Debug)]
+pub(crate) struct Parsed {
+    pub(crate) stmt: Stmt,
+    pub(crate) location: Location,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Stmt {
+    CreateSource(CreateSource),
+    /// `DROP SOURCE [IF EXISTS] name [CASCADE]` (sqlparser has no SOURCE object).
+    DropSource {
+        name: Ident,
+        if_exists: bool,
+        cascade: bool,
+    },
+    Sql(Box<Statement>),
+}
+
+impl fmt::Display for Stmt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stmt::CreateSource(source) => source.fmt(f),
+            Stmt::DropSource { name, if_exists, cascade } => write!(
+                f,
+                "DROP SOURCE {}{name}{}",
+                if *if_exists { "IF EXISTS " } else { "" },
+                if *cascade { " CASCADE" } else { "" }
+            ),
+            Stmt::Sql(statement) => statement.fmt(f),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct CreateSource {
+    pub(crate) name: Ident,
+    pub(crate) columns: Vec<ColumnDef>,
+    pub(crate) topic: String,
+    pub(crate) topic_location: Location,
+    pub(crate) upsert_key: Option<Vec<Ident>>,
+    pub(crate) or_replace: bool,
+    pub(crate) if_not_exists: bool,
+}
+
+impl fmt::Display for CreateSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CREATE {}SOURCE ", if self.or_replace { "OR REPLACE " } else { "" })?;
+        if self.if_not_exists {
+            f.write_str("IF NOT EXISTS ")?;
+        }
+        let columns: Vec<String> = self.columns.iter().map(ToString::to_string).collect();
+        write!(
+            f,
+            "{} ({}) FROM TOPIC '{}' FORMAT JSON",
+            self.name,
+            columns.join(", "),
+            self.topic.replace('\'', "''")
+        )?;
+        if let Some(key) = &self.upsert_key {
+            let key: Vec<String> = key.iter().map(ToString::to_string).collect();
+            write!(f, " ENVELOPE UPSERT KEY ({})", key.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn location(file: &Option<Arc<str>>, at: SqlLocation) -> Location {
+    Location { file: file.clone(), line: at.line, column: at.column }
+}
+
+/// Turns a sqlparser error ("... at Line: 3, Column: 14") into ours.
+fn parse_error(file: &Option<Arc<str>>, error: ParserError, fallback: SqlLocation) -> Error {
+    let message = match error {
+        ParserError::TokenizerError(m) | ParserError::ParserError(m) => m,
+        ParserError::RecursionLimitExceeded => "the statement nests too deeply".to_owned(),
+    };
+    let (message, at) = match message.rfind(" at Line: ") {
+        Some(i) => {
+            let position = &message[i + " at Line: ".len()..];
+            let parsed = position.split_once(", Column: ").and_then(|(l, c)| Some((l.parse().ok()?, c.parse().ok()?)));
+            match parsed {
+                Some((line, column)) => (message[..i].to_owned(), SqlLocation { line, column }),
+                None => (message, fallback),
+            }
+        }
+        None => (message, fallback),
+    };
+    Error::sql(location(file, at), format!("syntax error: {message}"))
+}
+
+/// Parses every statement of `sql`; `file` names it in errors.
+pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
+    let dialect = GenericDialect {};
+    let start = SqlLocation { line: 1, column: 1 };
+    let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(|e| parse_error(&file, e, start))?;
+    let mut out = Vec::new();
+    loop {
+        while parser.consume_token(&Token::SemiColon) {}
+        let next = parser.peek_token();
+        if next.token == Token::EOF {
+            break;
+        }
+        let at = location(&file, next.span.start);
+        let stmt = if is_drop_source(&parser) {
+            parse_drop_source(&mut parser).map_err(|e| parse_error(&file, e, next.span.start))?
+        } else if is_create_source(&parser) {
+            Stmt::CreateSource(
+                parse_create_source(&mut parser, &file).map_err(|e| parse_error(&file, e, next.span.start))?,
+            )
+        } else {
+            Stmt::Sql(Box::new(parser.parse_statement().map_err(|e| parse_error(&file, e, next.span.start))?))
+        };
+        out.push(Parsed { stmt, location: at });
+        let after = parser.peek_token();
+        if after.token != Token::EOF && after.token != Token::SemiColon {
+            return Err(Error::sql(
+                location(&file, after.span.start),
+                format!("syntax error: expected ';' after the statement, found {}", after.token),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn word_is(token: &Token, word: &str) -> bool {
+    matches!(token, Token::Word(w) if w.value.eq_ignore_ascii_case(word) && w.quote_style.is_none())
+}
+
+/// `CREATE [OR REPLACE] SOURCE`, looking ahead without consuming.
+fn is_create_source(parser: &Parser<'_>) -> bool {
+    let tokens = parser.peek_tokens_with_location::<4>();
+    word_is(&tokens[0].token, "CREATE")
+        && (word_is(&tokens[1].token, "SOURCE")
+            || (word_is(&tokens[1].token, "OR")
+                && word_is(&tokens[2].token, "REPLACE")
+                && word_is(&tokens[3].token, "SOURCE")))
+}
+
+fn is_drop_source(parser: &Parser<'_>) -> bool {
+    let tokens = parser.peek_tokens_with_location::<2>();
+    word_is(&tokens[0].token, "DROP") && word_is(&tokens[1].token, "SOURCE")
+}
+
+fn parse_drop_source(parser: &mut Parser<'_>) -> std::result::Result<Stmt, ParserError> {
+    parser.expect_keyword(Keyword::DROP)?;
+    expect_word(parser, "SOURCE")?;
+    let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?;
+    let cascade = parser.parse_keyword(Keyword::CASCADE);
+    if !cascade {
+        let _restrict = parser.parse_keyword(Keyword::RESTRICT);
+    }
+    Ok(Stmt::DropSource { name, if_exists, cascade })
+}
+
+fn expect_word(parser: &mut Parser<'_>, word: &str) -> std::result::Result<(), ParserError> {
+    let token = parser.next_token();
+    if word_is(&token.token, word) {
+        Ok(())
+    } else {
+        Err(ParserError::ParserError(format!("Expected: {word}, found: {}{}", token.token, token.span.start)))
+    }
+}
+
+fn parse_create_source(
+    parser: &mut Parser<'_>,
+    file: &Option<Arc<str>>,
+) -> std::result::Result<CreateSource, ParserError> {
+    parser.expect_keyword(Keyword::CREATE)?;
+    let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+    expect_word(parser, "SOURCE")?;
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?;
+    let (columns, constraints) = parser.parse_columns()?;
+    if let Some(constraint) = constraints.first() {
+        return Err(ParserError::ParserError(format!(
+            "Expected: a column definition (a source has no constraints; use ENVELOPE UPSERT KEY (...)), found: \
+             {constraint}{}",
+            name.span.start
+        )));
+    }
+    if columns.is_empty() {
+        return Err(ParserError::ParserError(format!("Expected: at least one column{}", name.span.start)));
+    }
+    parser.expect_keyword(Keyword::FROM)?;
+    expect_word(parser, "TOPIC")?;
+    let topic_at = parser.peek_token().span.start;
+    let topic = parser.parse_literal_string()?;
+    expect_word(parser, "FORMAT")?;
+    expect_word(parser, "JSON")?;
+    let upsert_key = if word_is(&parser.peek_token().token, "ENVELOPE") {
+        parser.next_token();
+        expect_word(parser, "UPSERT")?;
+        expect_word(parser, "KEY")?;
+        parser.expect_token(&Token::LParen)?;
+        let key = parser.parse_comma_separated(|p| p.parse_identifier())?;
+        parser.expect_token(&Token::RParen)?;
+        Some(key)
+    } else {
+        None
+    };
+    Ok(CreateSource {
+        name,
+        columns,
+        topic,
+        topic_location: location(file, topic_at),
+        upsert_key,
+        or_replace,
+        if_not_exists,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_source_parses_and_prints_back() {
+        let sql = "create source bids (auction bigint, price bigint) from topic 'bid' format json;\n\
+                   CREATE OR REPLACE SOURCE t (k INT, v TEXT) FROM TOPIC 't' FORMAT JSON ENVELOPE UPSERT KEY (k)";
+        let parsed = parse(sql, None).unwrap();
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed[1].location.line, 2);
+        let text = parsed[1].stmt.to_string();
+        assert_eq!(
+            text,
+            "CREATE OR REPLACE SOURCE t (k INT, v TEXT) FROM TOPIC 't' FORMAT JSON ENVELOPE UPSERT KEY (k)"
+        );
+        assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let error = parse("CREATE VIEW v AS\nSELECT FROM WHERE;", Some("f.sql".into())).unwrap_err();
+        assert!(error.to_string().starts_with("f.sql:2:"), "{error}");
+        let error = parse("CREATE SOURCE s (a INT) FROM TOPIC 'x' FORMAT CSV;", None).unwrap_err();
+        assert!(error.to_string().starts_with("1:47: syntax error: Expected: JSON, found: CSV"), "{error}");
+    }
+}

@@ -1,0 +1,671 @@
+//! Rendering: plans to dataflow collections, through the same public API
+//! that Rust jobs use (`Job::source`, `Collection::aggregate`, `join`, ...).
+//!
+//! Invariants:
+//! - Every stateful operator of a view is named `VIEW.FINGERPRINT.N`: the
+//!   same plan gets the same names on every run (so it resumes its state),
+//!   and a changed definition gets new ones (so it never reads state built
+//!   by another definition).
+//! - A view sees only the source columns it reads (others are NULL), so the
+//!   rows it keeps in state depend on its own definition only.
+//! - SQL's NULL never equals anything: rows whose join key has a NULL never
+//!   match (they survive outer joins unmatched).
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use millpond_dataflow::{Aggregate, Collection, Diff, Job, OrderedF64, RecordView, raw};
+use serde::{Deserialize, Serialize};
+
+use crate::decode::decode_row;
+use crate::eval::{compare, eval, holds};
+use crate::plan::{AggregateCall, AggregateFunction, Expr, Input, JoinKind, Rel, SortKey};
+use crate::value::{Row, Type, Value};
+
+/// The topic whose one record feeds the FROM-less SELECTs and the default
+/// row of global aggregates.
+pub const UNIT_TOPIC: &str = "__millpond_unit";
+
+/// A materialized view, bound and ready to render.
+#[derive(Clone, Debug)]
+pub struct CompiledView {
+    pub name: String,
+    pub columns: Vec<(String, Type)>,
+    pub(crate) rel: Rel,
+    /// Names this definition's operators.
+    pub fingerprint: u64,
+}
+
+/// A row of a view, as stored in its changelog: a JSON object keyed by
+/// column name. Ordered by its values.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ViewRow {
+    pub values: Row,
+    pub names: Arc<[String]>,
+}
+
+impl Serialize for ViewRow {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeTuple};
+        if serializer.is_human_readable() {
+            let mut map = serializer.serialize_map(Some(self.values.len()))?;
+            for (name, value) in self.names.iter().zip(&self.values) {
+                map.serialize_entry(name, &value.to_json())?;
+            }
+            map.end()
+        } else {
+            let mut tuple = serializer.serialize_tuple(2)?;
+            tuple.serialize_element(&self.values)?;
+            tuple.serialize_element(&*self.names)?;
+            tuple.end()
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ViewRow {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            // Read back from JSON, types are lost: numbers, text, booleans.
+            let map = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+            let (names, values): (Vec<String>, Row) =
+                map.into_iter().map(|(k, v)| (k, Value::from_json_untyped(&v))).unzip();
+            Ok(ViewRow { values, names: names.into() })
+        } else {
+            let (values, names): (Row, Vec<String>) = Deserialize::deserialize(deserializer)?;
+            Ok(ViewRow { values, names: names.into() })
+        }
+    }
+}
+
+/// Per-job rendering state: the shared source collections, one per topic,
+/// decoded with the columns any view reads.
+struct Renderer<'s, 'j> {
+    job: &'j mut Job<'s>,
+    sources: BTreeMap<String, Collection<'s, Row>>,
+    unit: Option<Collection<'s, Row>>,
+    /// Per source topic: which columns some view reads.
+    demanded: BTreeMap<String, Vec<bool>>,
+}
+
+/// Builds every view of `views` in `job` and materializes it.
+pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
+    let mut demanded: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+    let per_view: Vec<BTreeMap<String, Vec<bool>>> = views
+        .iter()
+        .map(|view| {
+            let mut mine = BTreeMap::new();
+            let all: Vec<bool> = vec![true; view.columns.len()];
+            demand(&view.rel, &all, &mut mine);
+            for (topic, columns) in &mine {
+                let entry = demanded.entry(topic.clone()).or_insert_with(|| vec![false; columns.len()]);
+                entry.iter_mut().zip(columns).for_each(|(a, b)| *a |= *b);
+            }
+            mine
+        })
+        .collect();
+    let mut renderer = Renderer { job, sources: BTreeMap::new(), unit: None, demanded };
+    for (view, mine) in views.iter().zip(per_view) {
+        let mut counter = 0usize;
+        let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
+        let prefix = format!("{}.{:016x}", view.name, view.fingerprint);
+        let rows = renderer.render(&view.rel, &prefix, &mut counter, &mine);
+        let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
+        renderer.job.materialize(&view.name, rows);
+    }
+}
+
+/// Marks the columns of each source topic that `rel` reads, given which of
+/// its own output columns are needed.
+fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
+    let all = |width: usize| vec![true; width];
+    match rel {
+        Rel::Get { input, columns, .. } => {
+            let topic = input_topic(input);
+            let entry = out.entry(topic.to_owned()).or_insert_with(|| vec![false; columns.len()]);
+            // Upserted rows are kept whole in the source's state.
+            let keep_all = matches!(input, Input::Upsert { .. });
+            entry.iter_mut().zip(needed).for_each(|(a, b)| *a |= *b || keep_all);
+        }
+        Rel::Project { input, exprs } => {
+            let mut inner = vec![false; width(input)];
+            for (expr, need) in exprs.iter().zip(needed) {
+                if *need {
+                    expr.visit_columns(&mut |c| inner[c] = true);
+                }
+            }
+            demand(input, &inner, out);
+        }
+        Rel::Filter { input, predicate } => {
+            let mut inner = needed.to_vec();
+            predicate.visit_columns(&mut |c| inner[c] = true);
+            demand(input, &inner, out);
+        }
+        Rel::Join { left, right, left_keys, right_keys, left_width, .. } => {
+            let mut l = needed[..*left_width].to_vec();
+            let mut r = needed[*left_width..].to_vec();
+            left_keys.iter().for_each(|k| k.visit_columns(&mut |c| l[c] = true));
+            right_keys.iter().for_each(|k| k.visit_columns(&mut |c| r[c] = true));
+            demand(left, &l, out);
+            demand(right, &r, out);
+        }
+        Rel::Aggregate { input, group, aggregates } => {
+            let mut inner = vec![false; width(input)];
+            group.iter().for_each(|g| g.visit_columns(&mut |c| inner[c] = true));
+            aggregates.iter().for_each(|a| a.arg.visit_columns(&mut |c| inner[c] = true));
+            demand(input, &inner, out);
+        }
+        // Whole rows are compared (and kept in state): every column counts.
+        Rel::Distinct { input } | Rel::TopK { input, .. } => demand(input, &all(width(input)), out),
+        Rel::UnionAll { inputs } => inputs.iter().for_each(|i| demand(i, needed, out)),
+        Rel::Window { input, time_column, .. } => {
+            let mut inner = needed[..needed.len() - 2].to_vec();
+            inner[*time_column] = true;
+            demand(input, &inner, out);
+        }
+        Rel::Unit => {}
+    }
+}
+
+fn input_topic(input: &Input) -> &str {
+    match input {
+        Input::Source { topic } | Input::Upsert { topic } => topic,
+    }
+}
+
+/// The number of columns of a relation's rows.
+pub(crate) fn width(rel: &Rel) -> usize {
+    match rel {
+        Rel::Get { columns, .. } => columns.len(),
+        Rel::Project { exprs, .. } => exprs.len(),
+        Rel::Filter { input, .. } | Rel::Distinct { input } => width(input),
+        Rel::Join { left_width, right_width, .. } => left_width + right_width,
+        Rel::Aggregate { group, aggregates, .. } => group.len() + aggregates.len(),
+        Rel::UnionAll { inputs } => inputs.first().map_or(0, width),
+        Rel::TopK { input_width, row_number, .. } => input_width + usize::from(*row_number),
+        Rel::Window { input, .. } => width(input) + 2,
+        Rel::Unit => 0,
+    }
+}
+
+fn eval_all(exprs: &[Expr], row: &[Value]) -> Row {
+    exprs.iter().map(|e| eval(e, row)).collect()
+}
+
+impl<'s> Renderer<'s, '_> {
+    fn operator_name(prefix: &str, counter: &mut usize) -> String {
+        *counter += 1;
+        format!("{prefix}.{counter}")
+    }
+
+    fn source(&mut self, input: &Input, columns: &[(String, Type)]) -> Collection<'s, Row> {
+        let topic = input_topic(input).to_owned();
+        if let Some(collection) = self.sources.get(&topic) {
+            return collection.clone();
+        }
+        let wanted: Rc<[bool]> = self.demanded.get(&topic).cloned().unwrap_or_default().into();
+        let columns: Rc<[(String, Type)]> = columns.to_vec().into();
+        let collection = match input {
+            Input::Source { .. } => {
+                let decode = move |record: &RecordView<'_>| match record.value {
+                    Some(value) => decode_row(value, &columns, &wanted),
+                    None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
+                };
+                self.job.source(&topic, decode)
+            }
+            Input::Upsert { .. } => {
+                let decode_value = move |value: &[u8]| decode_row(value, &columns, &wanted);
+                self.job
+                    .upsert_source(&format!("upsert.{topic}"), &topic, |key: &[u8]| Ok(key.to_vec()), decode_value)
+                    .map(|(_key, row): (Vec<u8>, Row)| row)
+            }
+        };
+        self.sources.insert(topic, collection.clone());
+        collection
+    }
+
+    fn unit(&mut self) -> Collection<'s, Row> {
+        if self.unit.is_none() {
+            let unit = self.job.source(UNIT_TOPIC, raw()).map(|_| Row::new());
+            self.unit = Some(unit);
+        }
+        self.unit.clone().expect("set above")
+    }
+
+    fn render(
+        &mut self,
+        rel: &Rel,
+        prefix: &str,
+        counter: &mut usize,
+        mine: &BTreeMap<String, Vec<bool>>,
+    ) -> Collection<'s, Row> {
+        match rel {
+            Rel::Get { input, columns, .. } => {
+                let shared = self.source(input, columns);
+                let topic = input_topic(input);
+                let union = self.demanded.get(topic).cloned().unwrap_or_default();
+                let own = mine.get(topic).cloned().unwrap_or_default();
+                if union == own {
+                    shared
+                } else {
+                    // Hide what other views decode, so this view's state depends on its own definition.
+                    shared.map(move |mut row: Row| {
+                        for (value, keep) in row.iter_mut().zip(&own) {
+                            if !keep {
+                                *value = Value::Null;
+                            }
+                        }
+                        row
+                    })
+                }
+            }
+            Rel::Project { input, exprs } => {
+                let exprs = exprs.clone();
+                self.render(input, prefix, counter, mine).map(move |row| eval_all(&exprs, &row))
+            }
+            Rel::Filter { input, predicate } => {
+                let predicate = predicate.clone();
+                self.render(input, prefix, counter, mine).filter(move |row| holds(&predicate, row))
+            }
+            Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
+                let l = self.render(left, prefix, counter, mine);
+                let r = self.render(right, prefix, counter, mine);
+                self.join(
+                    *kind,
+                    l,
+                    r,
+                    left_keys.clone(),
+                    right_keys.clone(),
+                    *left_width,
+                    *right_width,
+                    prefix,
+                    counter,
+                )
+            }
+            Rel::Aggregate { input, group, aggregates } => {
+                let input = self.render(input, prefix, counter, mine);
+                let (group, args) = (group.clone(), aggregates.iter().map(|a| a.arg.clone()).collect::<Vec<_>>());
+                let keyed = input.map(move |row| (eval_all(&group, &row), eval_all(&args, &row)));
+                let name = Self::operator_name(prefix, counter);
+                let result = keyed.aggregate(&name, SqlAggregates { calls: aggregates.clone() }).map(
+                    |(mut key, values): (Row, Row)| {
+                        key.extend(values);
+                        key
+                    },
+                );
+                if let Rel::Aggregate { group, .. } = rel
+                    && group.is_empty()
+                {
+                    // SQL's global aggregate has a row even over no input:
+                    // result + default - (default once the result has a row).
+                    let default = default_row(aggregates);
+                    let fallback = default.clone();
+                    let once = self.unit().map(move |_| default.clone());
+                    let covered = result.clone().map(move |_| fallback.clone()).negate();
+                    return result.concat(once).concat(covered);
+                }
+                result
+            }
+            Rel::Distinct { input } => {
+                let name = Self::operator_name(prefix, counter);
+                self.render(input, prefix, counter, mine).distinct(&name)
+            }
+            Rel::UnionAll { inputs } => {
+                let mut rendered = inputs.iter().map(|i| self.render(i, prefix, counter, mine));
+                let first = rendered.next().expect("a union has inputs");
+                rendered.fold(first, |acc, c| acc.concat(c))
+            }
+            Rel::TopK { input, partition, order, limit, row_number, .. } => {
+                let input = self.render(input, prefix, counter, mine);
+                let name = Self::operator_name(prefix, counter);
+                let partition = partition.clone();
+                let keyed = input.map(move |row| (eval_all(&partition, &row), row));
+                let order = order.clone();
+                let limit = limit.expect("checked when bound: every ROW_NUMBER has a limit");
+                let row_number = *row_number;
+                keyed
+                    .reduce(&name, move |_key, rows: &[(Row, Diff)], out: &mut Vec<(Row, Diff)>| {
+                        top_k(rows, &order, limit, row_number, out)
+                    })
+                    .map(|(_key, row): (Row, Row)| row)
+            }
+            Rel::Window { input, time_column, slide_micros, size_micros } => {
+                let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
+                self.render(input, prefix, counter, mine).flat_map(move |row: Row| {
+                    let starts: Vec<i64> = match row[column] {
+                        Value::Timestamp(t) => {
+                            let last = t.div_euclid(slide) * slide;
+                            (0..size / slide).map(|i| last - i * slide).rev().collect()
+                        }
+                        _ => Vec::new(),
+                    };
+                    starts.into_iter().map(move |start| {
+                        let mut out = row.clone();
+                        out.push(Value::Timestamp(start));
+                        out.push(Value::Timestamp(start.saturating_add(size)));
+                        out
+                    })
+                })
+            }
+            Rel::Unit => self.unit(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn join(
+        &mut self,
+        kind: JoinKind,
+        left: Collection<'s, Row>,
+        right: Collection<'s, Row>,
+        left_keys: Vec<Expr>,
+        right_keys: Vec<Expr>,
+        left_width: usize,
+        right_width: usize,
+        prefix: &str,
+        counter: &mut usize,
+    ) -> Collection<'s, Row> {
+        let keyed = |c: Collection<'s, Row>, keys: Vec<Expr>| c.map(move |row| (eval_all(&keys, &row), row));
+        let has_null = |(key, _): &(Row, Row)| key.iter().any(Value::is_null);
+        let l = keyed(left, left_keys);
+        let r = keyed(right, right_keys);
+        let r_matchable = r.clone().filter(move |kr| !has_null(kr));
+        let concat_rows = |(_, (mut l, r)): (Row, (Row, Row))| {
+            l.extend(r);
+            l
+        };
+        let pad_right = move |mut l: Row| {
+            l.extend(std::iter::repeat_n(Value::Null, right_width));
+            l
+        };
+        let pad_left = move |r: Row| {
+            let mut row: Row = std::iter::repeat_n(Value::Null, left_width).collect();
+            row.extend(r);
+            row
+        };
+        match kind {
+            JoinKind::Inner => {
+                let name = Self::operator_name(prefix, counter);
+                l.filter(move |kl| !has_null(kl)).join(&name, r_matchable).map(concat_rows)
+            }
+            JoinKind::Left | JoinKind::Full => {
+                let l_null = l.clone().filter(has_null).map(move |(_, row)| pad_right(row));
+                let l_matchable = l.filter(move |kl| !has_null(kl));
+                let name = Self::operator_name(prefix, counter);
+                let left_side = l_matchable
+                    .clone()
+                    .left_join(&name, r_matchable.clone())
+                    .map(move |(_, (mut l, r)): (Row, (Row, Option<Row>))| match r {
+                        Some(r) => {
+                            l.extend(r);
+                            l
+                        }
+                        None => pad_right(l),
+                    })
+                    .concat(l_null);
+                if kind == JoinKind::Left {
+                    return left_side;
+                }
+                // FULL: also the right rows whose key no left row has.
+                let distinct_name = Self::operator_name(prefix, counter);
+                let left_keys = l_matchable.map(|(key, _)| key).distinct(&distinct_name).map(|key| (key, ()));
+                let semi_name = Self::operator_name(prefix, counter);
+                let matched =
+                    r_matchable.clone().join(&semi_name, left_keys).map(|(_, (row, ())): (Row, (Row, ()))| row);
+                let unmatched = r.map(|(_, row)| row).concat(matched.negate()).map(pad_left);
+                left_side.concat(unmatched)
+            }
+        }
+    }
+}
+
+/// The first `limit` rows by `order` (ties broken by the whole row), with
+/// their rank appended when `row_number`.
+fn top_k(rows: &[(Row, Diff)], order: &[SortKey], limit: usize, row_number: bool, out: &mut Vec<(Row, Diff)>) {
+    let mut sorted: Vec<(Vec<Value>, &Row, Diff)> = rows
+        .iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(row, count)| (order.iter().map(|k| eval(&k.expr, row)).collect(), row, *count))
+        .collect();
+    sorted.sort_by(|(a, ra, _), (b, rb, _)| {
+        for ((x, y), key) in a.iter().zip(b).zip(order) {
+            let ordering = match (x.is_null(), y.is_null()) {
+                (true, true) => std::cmp::Ordering::Equal,
+                (true, false) => {
+                    if key.nulls_first {
+                        std::cmp::Ordering::Less
+                    } else {
+                        std::cmp::Ordering::Greater
+                    }
+                }
+                (false, true) => {
+                    if key.nulls_first {
+                        std::cmp::Ordering::Greater
+                    } else {
+                        std::cmp::Ordering::Less
+                    }
+                }
+                (false, false) => {
+                    let o = compare(x, y).unwrap_or(std::cmp::Ordering::Equal);
+                    if key.descending { o.reverse() } else { o }
+                }
+            };
+            if ordering.is_ne() {
+                return ordering;
+            }
+        }
+        ra.cmp(rb)
+    });
+    let mut rank = 0usize;
+    for (_, row, count) in sorted {
+        if rank >= limit {
+            break;
+        }
+        if row_number {
+            for _ in 0..count {
+                if rank >= limit {
+                    break;
+                }
+                rank += 1;
+                let mut ranked = row.clone();
+                ranked.push(Value::Int(rank as i64));
+                out.push((ranked, 1));
+            }
+        } else {
+            let take = (count as usize).min(limit - rank);
+            rank += take;
+            out.push((row.clone(), take as Diff));
+        }
+    }
+}
+
+/// What a global aggregate shows over no rows: COUNT 0, the rest NULL.
+fn default_row(aggregates: &[AggregateCall]) -> Row {
+    aggregates
+        .iter()
+        .map(|a| match a.func {
+            AggregateFunction::CountRows | AggregateFunction::Count => Value::Int(0),
+            _ => Value::Null,
+        })
+        .collect()
+}
+
+/// SQL's aggregates over a group, folded under insertions and retractions.
+struct SqlAggregates {
+    calls: Vec<AggregateCall>,
+}
+
+/// Fixed-point scale of DOUBLE sums: exact under retraction (a float sum
+/// is not), to 2^-32.
+const FLOAT_SCALE: f64 = 4_294_967_296.0;
+
+/// One aggregate's state. Invariant: a function of the multiset of values
+/// folded in, so retracting a value undoes adding it exactly.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+enum Accumulator {
+    #[default]
+    Empty,
+    Count(i64),
+    /// Sum of integers or decimal units, and the number of non-NULL values.
+    Sum {
+        sum: i128,
+        count: i64,
+    },
+    /// Sum of doubles in fixed point; NaN, +inf and -inf counted apart.
+    FloatSum {
+        fixed: i128,
+        count: i64,
+        nan: i64,
+        positive_infinity: i64,
+        negative_infinity: i64,
+    },
+    /// The multiset of non-NULL values: MIN, MAX, COUNT(DISTINCT).
+    Values(BTreeMap<Value, i64>),
+}
+
+impl Accumulator {
+    fn is_zero(&self) -> bool {
+        match self {
+            Accumulator::Empty => true,
+            Accumulator::Count(c) => *c == 0,
+            Accumulator::Sum { sum, count } => *sum == 0 && *count == 0,
+            Accumulator::FloatSum { fixed, count, nan, positive_infinity, negative_infinity } => {
+                *fixed == 0 && *count == 0 && *nan == 0 && *positive_infinity == 0 && *negative_infinity == 0
+            }
+            Accumulator::Values(values) => values.is_empty(),
+        }
+    }
+}
+
+impl Aggregate<Row> for SqlAggregates {
+    type State = Vec<Accumulator>;
+    type Output = Row;
+
+    fn update(&self, state: &mut Vec<Accumulator>, args: &Row, diff: Diff) {
+        if state.is_empty() {
+            state.resize(self.calls.len(), Accumulator::Empty);
+        }
+        let diff64 = diff as i64;
+        for ((call, acc), value) in self.calls.iter().zip(state.iter_mut()).zip(args) {
+            let counts_row = call.func == AggregateFunction::CountRows;
+            if value.is_null() && !counts_row {
+                continue;
+            }
+            match call.func {
+                AggregateFunction::CountRows => bump_count(acc, diff64),
+                AggregateFunction::Count if !call.distinct => bump_count(acc, diff64),
+                AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => {
+                    if !matches!(acc, Accumulator::Values(_)) {
+                        *acc = Accumulator::Values(BTreeMap::new());
+                    }
+                    if let Accumulator::Values(values) = acc {
+                        let entry = values.entry(value.clone()).or_insert(0);
+                        *entry += diff64;
+                        if *entry == 0 {
+                            values.remove(value);
+                        }
+                    }
+                }
+                AggregateFunction::Sum | AggregateFunction::Avg => match value {
+                    Value::Double(x) => add_float(acc, x.0, diff64),
+                    other => {
+                        let units = match other {
+                            Value::Int(i) => *i as i128,
+                            Value::Decimal(d) => *d,
+                            _ => continue,
+                        };
+                        if !matches!(acc, Accumulator::Sum { .. }) {
+                            *acc = Accumulator::Sum { sum: 0, count: 0 };
+                        }
+                        if let Accumulator::Sum { sum, count } = acc {
+                            *sum = sum.wrapping_add(units.wrapping_mul(diff as i128));
+                            *count += diff64;
+                        }
+                    }
+                },
+            }
+        }
+        // A state back at zero is the empty state, so the operator can delete it.
+        if state.iter().all(Accumulator::is_zero) {
+            state.clear();
+        }
+    }
+
+    fn output(&self, _count: i64, state: &Vec<Accumulator>) -> Row {
+        self.calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| output(call, state.get(i).unwrap_or(&Accumulator::Empty)))
+            .collect()
+    }
+}
+
+fn bump_count(acc: &mut Accumulator, diff: i64) {
+    match acc {
+        Accumulator::Count(c) => *c += diff,
+        _ => *acc = Accumulator::Count(diff),
+    }
+}
+
+fn add_float(acc: &mut Accumulator, x: f64, diff: i64) {
+    if !matches!(acc, Accumulator::FloatSum { .. }) {
+        *acc = Accumulator::FloatSum { fixed: 0, count: 0, nan: 0, positive_infinity: 0, negative_infinity: 0 };
+    }
+    let Accumulator::FloatSum { fixed, count, nan, positive_infinity, negative_infinity } = acc else {
+        unreachable!("set above")
+    };
+    *count += diff;
+    let scaled = x * FLOAT_SCALE;
+    if x.is_nan() {
+        *nan += diff;
+    } else if scaled >= 1.7e38 {
+        *positive_infinity += diff;
+    } else if scaled <= -1.7e38 {
+        *negative_infinity += diff;
+    } else {
+        *fixed = fixed.wrapping_add((scaled.round() as i128).wrapping_mul(diff as i128));
+    }
+}
+
+fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
+    match (call.func, acc) {
+        (AggregateFunction::CountRows | AggregateFunction::Count, Accumulator::Count(c)) => Value::Int(*c),
+        (AggregateFunction::Count, Accumulator::Values(values)) => Value::Int(values.len() as i64),
+        (AggregateFunction::CountRows | AggregateFunction::Count, _) => Value::Int(0),
+        (AggregateFunction::Min, Accumulator::Values(values)) => {
+            values.iter().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())
+        }
+        (AggregateFunction::Max, Accumulator::Values(values)) => {
+            values.iter().rev().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())
+        }
+        (AggregateFunction::Sum | AggregateFunction::Avg, Accumulator::Sum { sum, count }) if *count > 0 => {
+            let average = call.func == AggregateFunction::Avg;
+            match call.arg_type {
+                Type::Int if !average => i64::try_from(*sum).map_or(Value::Null, Value::Int),
+                Type::Int => Value::Double(OrderedF64(*sum as f64 / *count as f64)),
+                _ if !average => Value::Decimal(*sum),
+                // The mean of decimal units, rounded half away from zero.
+                _ => {
+                    let count = *count as i128;
+                    let (quotient, remainder) = (*sum / count, *sum % count);
+                    Value::Decimal(if remainder.abs() * 2 >= count { quotient + sum.signum() } else { quotient })
+                }
+            }
+        }
+        (
+            AggregateFunction::Sum | AggregateFunction::Avg,
+            Accumulator::FloatSum { fixed, count, nan, positive_infinity, negative_infinity },
+        ) if *count > 0 => {
+            let total = if *nan > 0 || (*positive_infinity > 0 && *negative_infinity > 0) {
+                f64::NAN
+            } else if *positive_infinity > 0 {
+                f64::INFINITY
+            } else if *negative_infinity > 0 {
+                f64::NEG_INFINITY
+            } else {
+                *fixed as f64 / FLOAT_SCALE
+            };
+            let result = if call.func == AggregateFunction::Avg { total / *count as f64 } else { total };
+            Value::Double(OrderedF64(result))
+        }
+        _ => Value::Null,
+    }
+}

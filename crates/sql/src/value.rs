@@ -1,0 +1,311 @@
+//! SQL values and types: what a row holds, how values compare, convert and
+//! print as JSON.
+//!
+//! Invariants:
+//! - A `Value` of a column always has the column's type, or is `Null`.
+//! - `Ord` on values of one type is SQL's order, with `Null` least (as in
+//!   SQLite); it is also the order of top-k and MIN/MAX.
+//! - `Decimal` is fixed point with [`DECIMAL_SCALE`] fractional digits, so
+//!   equal numbers have equal representations (and hash equally).
+use std::fmt;
+
+use millpond_dataflow::OrderedF64;
+use serde::{Deserialize, Serialize};
+
+use crate::time;
+
+/// Fractional digits kept by every DECIMAL value.
+pub(crate) const DECIMAL_SCALE: u32 = 6;
+pub(crate) const DECIMAL_ONE: i128 = 10i128.pow(DECIMAL_SCALE);
+
+/// A SQL type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Type {
+    Bool,
+    Int,
+    Double,
+    /// NUMERIC(precision, scale): values are rounded to `scale` digits when cast.
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
+    Text,
+    Timestamp,
+    Date,
+    Interval,
+    /// The type of a bare NULL literal: converts to any type.
+    Null,
+}
+
+impl Type {
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Type::Int | Type::Double | Type::Decimal { .. })
+    }
+    /// The type that two numeric types meet at (INT < DECIMAL < DOUBLE).
+    pub(crate) fn numeric_join(self, other: Type) -> Option<Type> {
+        use Type::*;
+        Some(match (self, other) {
+            (Null, t) | (t, Null) if t.is_numeric() || t == Null => t,
+            (Int, Int) => Int,
+            (Double, _) | (_, Double) if self.is_numeric() && other.is_numeric() => Double,
+            (Decimal { precision: p1, scale: s1 }, Decimal { precision: p2, scale: s2 }) => {
+                Decimal { precision: p1.max(p2), scale: s1.max(s2) }
+            }
+            (Decimal { .. }, Int) => self,
+            (Int, Decimal { .. }) => other,
+            _ => return None,
+        })
+    }
+    /// The common type of two branches (CASE, COALESCE, UNION, IN lists).
+    pub(crate) fn common(self, other: Type) -> Option<Type> {
+        if self == other {
+            return Some(self);
+        }
+        match (self, other) {
+            (Type::Null, t) | (t, Type::Null) => Some(t),
+            (Type::Timestamp, Type::Date) | (Type::Date, Type::Timestamp) => Some(Type::Timestamp),
+            _ => self.numeric_join(other),
+        }
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Bool => f.write_str("BOOLEAN"),
+            Type::Int => f.write_str("BIGINT"),
+            Type::Double => f.write_str("DOUBLE"),
+            Type::Decimal { precision, scale } => write!(f, "DECIMAL({precision},{scale})"),
+            Type::Text => f.write_str("TEXT"),
+            Type::Timestamp => f.write_str("TIMESTAMP"),
+            Type::Date => f.write_str("DATE"),
+            Type::Interval => f.write_str("INTERVAL"),
+            Type::Null => f.write_str("NULL"),
+        }
+    }
+}
+
+/// One SQL value. Variant order matters: `Null` sorts first.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(OrderedF64),
+    /// Fixed point: the number times 10^DECIMAL_SCALE.
+    Decimal(i128),
+    Text(String),
+    /// Microseconds since 1970-01-01 00:00:00 (no time zone).
+    Timestamp(i64),
+    /// Days since 1970-01-01.
+    Date(i32),
+    /// Microseconds.
+    Interval(i64),
+}
+
+/// A row: one value per column.
+pub type Row = Vec<Value>;
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+    pub(crate) fn double(x: f64) -> Value {
+        Value::Double(OrderedF64(x))
+    }
+    pub(crate) fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Double(d) => Some(d.0),
+            Value::Decimal(d) => Some(*d as f64 / DECIMAL_ONE as f64),
+            _ => None,
+        }
+    }
+    /// The value as a decimal's fixed-point units.
+    pub(crate) fn as_decimal_units(&self) -> Option<i128> {
+        match self {
+            Value::Int(i) => (*i as i128).checked_mul(DECIMAL_ONE),
+            Value::Decimal(d) => Some(*d),
+            Value::Double(d) => {
+                let scaled = (d.0 * DECIMAL_ONE as f64).round();
+                (scaled.is_finite() && scaled.abs() < 1e37).then_some(scaled as i128)
+            }
+            _ => None,
+        }
+    }
+
+    /// The value as JSON, as views and subscriptions show it.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Value::Null => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::Double(d) => serde_json::Number::from_f64(d.0).map_or(J::String(d.0.to_string()), J::Number),
+            Value::Decimal(_) | Value::Timestamp(_) | Value::Date(_) | Value::Interval(_) => {
+                J::String(self.to_string())
+            }
+            Value::Text(s) => J::String(s.clone()),
+        }
+    }
+
+    /// Reads a JSON value without a type (rows read back from a changelog).
+    pub fn from_json_untyped(json: &serde_json::Value) -> Value {
+        use serde_json::Value as J;
+        match json {
+            J::Null => Value::Null,
+            J::Bool(b) => Value::Bool(*b),
+            J::Number(n) => n.as_i64().map_or_else(|| Value::double(n.as_f64().unwrap_or(f64::NAN)), Value::Int),
+            J::String(s) => Value::Text(s.clone()),
+            other => Value::Text(other.to_string()),
+        }
+    }
+}
+
+/// Formats a decimal's units with its fractional digits, trailing zeros dropped.
+pub(crate) fn format_decimal(units: i128) -> String {
+    let sign = if units < 0 { "-" } else { "" };
+    let abs = units.unsigned_abs();
+    let one = DECIMAL_ONE as u128;
+    let (int, frac) = (abs / one, abs % one);
+    if frac == 0 {
+        return format!("{sign}{int}");
+    }
+    let digits = format!("{frac:0width$}", width = DECIMAL_SCALE as usize);
+    format!("{sign}{int}.{}", digits.trim_end_matches('0'))
+}
+
+/// Rounds decimal units to `scale` fractional digits (half away from zero).
+pub(crate) fn round_decimal(units: i128, scale: u8) -> i128 {
+    if scale as u32 >= DECIMAL_SCALE {
+        return units;
+    }
+    let step = 10i128.pow(DECIMAL_SCALE - scale as u32);
+    let rem = units % step;
+    let base = units - rem;
+    if rem.abs() * 2 >= step { base + step * rem.signum() } else { base }
+}
+
+/// Parses a decimal literal ("-12.5") into units.
+pub(crate) fn parse_decimal(text: &str) -> Option<i128> {
+    let text = text.trim();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let int: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let mut frac_units: i128 = 0;
+    for (i, b) in frac.bytes().enumerate() {
+        if i as u32 == DECIMAL_SCALE {
+            // Round on the first dropped digit.
+            if b >= b'5' {
+                frac_units += 1;
+            }
+            break;
+        }
+        frac_units += (b - b'0') as i128 * 10i128.pow(DECIMAL_SCALE - 1 - i as u32);
+    }
+    let units = int.checked_mul(DECIMAL_ONE)?.checked_add(frac_units)?;
+    Some(if negative { -units } else { units })
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("NULL"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Double(d) => write!(f, "{}", d.0),
+            Value::Decimal(d) => f.write_str(&format_decimal(*d)),
+            Value::Text(s) => f.write_str(s),
+            Value::Timestamp(t) => f.write_str(&time::format_timestamp(*t)),
+            Value::Date(d) => f.write_str(&time::format_date(*d)),
+            Value::Interval(i) => f.write_str(&time::format_interval(*i)),
+        }
+    }
+}
+
+/// Converts `value` to `to` (SQL CAST). `None`: the value does not convert
+/// (the caller reports it, or yields NULL where SQL would).
+pub(crate) fn cast(value: &Value, to: Type) -> Option<Value> {
+    use Value as V;
+    if value.is_null() {
+        return Some(V::Null);
+    }
+    Some(match (to, value) {
+        (Type::Null, _) => V::Null,
+        (Type::Bool, V::Bool(b)) => V::Bool(*b),
+        (Type::Bool, V::Int(i)) => V::Bool(*i != 0),
+        (Type::Bool, V::Text(s)) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "t" | "yes" | "y" | "on" | "1" => V::Bool(true),
+            "false" | "f" | "no" | "n" | "off" | "0" => V::Bool(false),
+            _ => return None,
+        },
+        (Type::Int, V::Int(i)) => V::Int(*i),
+        (Type::Int, V::Bool(b)) => V::Int(*b as i64),
+        (Type::Int, V::Double(d)) => {
+            let r = d.0.round();
+            if !r.is_finite() || r.abs() >= 9.2e18 {
+                return None;
+            }
+            V::Int(r as i64)
+        }
+        (Type::Int, V::Decimal(d)) => {
+            let r = round_decimal(*d, 0) / DECIMAL_ONE;
+            V::Int(i64::try_from(r).ok()?)
+        }
+        (Type::Int, V::Text(s)) => V::Int(s.trim().parse().ok()?),
+        (Type::Double, V::Text(s)) => V::double(s.trim().parse().ok()?),
+        (Type::Double, v) => V::double(v.as_f64()?),
+        (Type::Decimal { scale, precision }, v) => {
+            let units = match v {
+                V::Text(s) => parse_decimal(s)?,
+                v => v.as_decimal_units()?,
+            };
+            let units = round_decimal(units, scale);
+            // Digits before the point must fit precision - scale.
+            let limit = 10i128.checked_pow((precision.saturating_sub(scale)) as u32 + DECIMAL_SCALE)?;
+            if units.abs() >= limit {
+                return None;
+            }
+            V::Decimal(units)
+        }
+        (Type::Text, v) => V::Text(v.to_string()),
+        (Type::Timestamp, V::Timestamp(t)) => V::Timestamp(*t),
+        (Type::Timestamp, V::Date(d)) => V::Timestamp(*d as i64 * time::MICROS_PER_DAY),
+        (Type::Timestamp, V::Text(s)) => V::Timestamp(time::parse_timestamp(s)?),
+        (Type::Date, V::Date(d)) => V::Date(*d),
+        (Type::Date, V::Timestamp(t)) => V::Date(t.div_euclid(time::MICROS_PER_DAY) as i32),
+        (Type::Date, V::Text(s)) => V::Date(time::parse_date(s)?),
+        (Type::Interval, V::Interval(i)) => V::Interval(*i),
+        (Type::Interval, V::Text(s)) => V::Interval(time::parse_interval(s)?),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_parse_round_and_print() {
+        assert_eq!(parse_decimal("12.5"), Some(12_500_000));
+        assert_eq!(parse_decimal("-0.0000005"), Some(-1));
+        assert_eq!(format_decimal(12_500_000), "12.5");
+        assert_eq!(format_decimal(-1), "-0.000001");
+        assert_eq!(round_decimal(12_345_000, 2), 12_350_000);
+        assert_eq!(round_decimal(-12_345_000, 2), -12_350_000);
+        assert_eq!(cast(&Value::Text("99.999".into()), Type::Decimal { precision: 4, scale: 2 }), None);
+        assert_eq!(
+            cast(&Value::Text("9.999".into()), Type::Decimal { precision: 4, scale: 2 }),
+            Some(Value::Decimal(10_000_000))
+        );
+    }
+}
