@@ -1,0 +1,10 @@
+-- Nexmark q10 (log to file system), q11 (user sessions) and q12 (processing
+-- time windows) are not expressible, and have no file:
+-- - q10 writes bids to partitioned files: a sink, not a view. Millpond's
+--   views are changelog topics; `millpond subscribe` streams them out.
+-- - q11 needs SESSION windows (a window per gap of inactivity), which the
+--   SQL layer does not have: TUMBLE and HOP only.
+-- - q12 groups by PROCTIME(): processing time makes a view depend on when it
+--   ran, and Millpond's views must be the same function of the log however
+--   often they are replayed (exactly once across crashes).
+-- q13-q22 follow, where the language allows.

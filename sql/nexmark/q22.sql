@@ -1,0 +1,11 @@
+-- Nexmark q22: get URL directories. The first three directories of each bid's url.
+CREATE SOURCE IF NOT EXISTS person (id BIGINT, name TEXT, email_address TEXT, credit_card TEXT, city TEXT, state TEXT, date_time TIMESTAMP, extra TEXT) FROM TOPIC 'person' FORMAT JSON;
+CREATE SOURCE IF NOT EXISTS auction (id BIGINT, item_name TEXT, description TEXT, initial_bid BIGINT, reserve BIGINT, date_time TIMESTAMP, expires TIMESTAMP, seller BIGINT, category BIGINT, extra TEXT) FROM TOPIC 'auction' FORMAT JSON;
+CREATE SOURCE IF NOT EXISTS bid (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT, url TEXT, date_time TIMESTAMP, extra TEXT) FROM TOPIC 'bid' FORMAT JSON;
+
+CREATE MATERIALIZED VIEW nexmark_q22 AS
+SELECT auction, bidder, price, channel,
+    split_part(url, '/', 4) AS dir1,
+    split_part(url, '/', 5) AS dir2,
+    split_part(url, '/', 6) AS dir3
+FROM bid;
