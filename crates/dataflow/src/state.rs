@@ -18,6 +18,8 @@
 //!   keyspace's 4-byte id.
 //! - `commit` is all or nothing, and with `sync` it is on disk when it
 //!   returns.
+//! - A batch applies its operations in order: a put after a
+//!   [`WriteBatch::delete_keyspace`] of the same keyspace survives it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,6 +36,14 @@ impl Keyspace {
     /// Keyspace 0 holds the store's own metadata (the keyspace registry).
     const REGISTRY: Keyspace = Keyspace(0);
 
+    /// The stored keys of this keyspace: `[start, end)`. Ids stay below
+    /// `u32::MAX` (the registry refuses to hand that one out), so `end` is
+    /// the next id's prefix.
+    fn range(self) -> (Vec<u8>, Vec<u8>) {
+        let next = self.0.checked_add(1).expect("keyspace ids are below u32::MAX");
+        (self.0.to_be_bytes().to_vec(), next.to_be_bytes().to_vec())
+    }
+
     fn prefixed(self, key: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(4 + key.len());
         out.extend_from_slice(&self.0.to_be_bytes());
@@ -45,11 +55,20 @@ impl Keyspace {
 /// Longest keyspace name.
 pub const KEYSPACE_NAME_BYTES_MAX: usize = 255;
 
+/// One operation of a [`WriteBatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Op {
+    Put(Keyspace, Vec<u8>, Vec<u8>),
+    Delete(Keyspace, Vec<u8>),
+    /// Every key of the keyspace (one range delete, whatever its size).
+    DeleteKeyspace(Keyspace),
+}
+
 /// A set of puts and deletes applied at once. Later operations on the same
 /// key win.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WriteBatch {
-    ops: Vec<(Keyspace, Vec<u8>, Option<Vec<u8>>)>,
+    ops: Vec<Op>,
 }
 
 impl WriteBatch {
@@ -57,18 +76,24 @@ impl WriteBatch {
         WriteBatch::default()
     }
     pub fn put(&mut self, keyspace: Keyspace, key: &[u8], value: &[u8]) {
-        self.ops.push((keyspace, key.to_vec(), Some(value.to_vec())));
+        self.ops.push(Op::Put(keyspace, key.to_vec(), value.to_vec()));
     }
     pub fn delete(&mut self, keyspace: Keyspace, key: &[u8]) {
-        self.ops.push((keyspace, key.to_vec(), None));
+        self.ops.push(Op::Delete(keyspace, key.to_vec()));
     }
     /// Puts without copying.
     pub fn put_owned(&mut self, keyspace: Keyspace, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push((keyspace, key, Some(value)));
+        self.ops.push(Op::Put(keyspace, key, value));
     }
     /// Deletes without copying.
     pub fn delete_owned(&mut self, keyspace: Keyspace, key: Vec<u8>) {
-        self.ops.push((keyspace, key, None));
+        self.ops.push(Op::Delete(keyspace, key));
+    }
+    /// Deletes every key of `keyspace` (as of this point in the batch; its
+    /// name keeps its id, so a keyspace of that name starts empty).
+    pub fn delete_keyspace(&mut self, keyspace: Keyspace) {
+        assert_ne!(keyspace, Keyspace::REGISTRY, "the keyspace registry is never deleted");
+        self.ops.push(Op::DeleteKeyspace(keyspace));
     }
     /// Moves every operation of `other` after this batch's own.
     pub fn append(&mut self, other: &mut WriteBatch) {
@@ -194,10 +219,14 @@ impl StateStore for RocksStore {
 
     fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         let mut write = rocksdb::WriteBatch::default();
-        for (keyspace, key, value) in &batch.ops {
-            match value {
-                Some(value) => write.put(keyspace.prefixed(key), value),
-                None => write.delete(keyspace.prefixed(key)),
+        for op in &batch.ops {
+            match op {
+                Op::Put(keyspace, key, value) => write.put(keyspace.prefixed(key), value),
+                Op::Delete(keyspace, key) => write.delete(keyspace.prefixed(key)),
+                Op::DeleteKeyspace(keyspace) => {
+                    let (start, end) = keyspace.range();
+                    write.delete_range(start, end);
+                }
             }
         }
         let mut options = rocksdb::WriteOptions::default();
@@ -263,12 +292,21 @@ impl StateStore for MemoryStore {
 
     fn commit(&self, batch: WriteBatch, _sync: bool) -> Result<()> {
         let mut entries = self.entries.write().expect("state lock");
-        for (keyspace, key, value) in batch.ops {
-            let key = keyspace.prefixed(&key);
-            match value {
-                Some(value) => entries.insert(key, value),
-                None => entries.remove(&key),
-            };
+        for op in batch.ops {
+            match op {
+                Op::Put(keyspace, key, value) => {
+                    entries.insert(keyspace.prefixed(&key), value);
+                }
+                Op::Delete(keyspace, key) => {
+                    entries.remove(&keyspace.prefixed(&key));
+                }
+                Op::DeleteKeyspace(keyspace) => {
+                    let (start, end) = keyspace.range();
+                    let mut from_start = entries.split_off(&start);
+                    let mut after_end = from_start.split_off(&end);
+                    entries.append(&mut after_end);
+                }
+            }
         }
         Ok(())
     }

@@ -1,13 +1,21 @@
 //! Both state backends against a `BTreeMap` model: random keyspaces, batches
-//! of puts and deletes, gets, prefix scans and (for RocksDB) reopens.
+//! of puts, deletes and whole-keyspace deletes, gets, prefix scans and (for
+//! RocksDB) reopens.
 
 use std::collections::BTreeMap;
 
 use millpond_dataflow::state::{Keyspace, MemoryStore, RocksStore, StateStore, WriteBatch};
 use proptest::prelude::*;
 
-/// (keyspace index, key, value or delete) per operation of one batch.
-type BatchOps = Vec<(u8, Vec<u8>, Option<Vec<u8>>)>;
+/// One operation of a batch, on the keyspace with that index.
+#[derive(Clone, Debug)]
+enum Write {
+    Put(u8, Vec<u8>, Vec<u8>),
+    Delete(u8, Vec<u8>),
+    DeleteKeyspace(u8),
+}
+
+type BatchOps = Vec<Write>;
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -23,10 +31,17 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(prop_oneof![0u8..4, Just(0xfe), Just(0xff)], 0..4)
 }
 
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        6 => (0u8..3, key(), proptest::collection::vec(any::<u8>(), 0..6)).prop_map(|(k, key, v)| Write::Put(k, key, v)),
+        3 => (0u8..3, key()).prop_map(|(k, key)| Write::Delete(k, key)),
+        1 => (0u8..3).prop_map(Write::DeleteKeyspace),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => proptest::collection::vec((0u8..3, key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6))), 1..8)
-            .prop_map(Op::Batch),
+        4 => proptest::collection::vec(write(), 1..8).prop_map(Op::Batch),
         3 => (0u8..3, key()).prop_map(|(k, key)| Op::Get(k, key)),
         2 => (0u8..3, proptest::collection::vec(prop_oneof![0u8..4, Just(0xff)], 0..3)).prop_map(|(k, p)| Op::Scan(k, p)),
         1 => Just(Op::Reopen),
@@ -64,15 +79,19 @@ fn check(store: &dyn StateStore, spaces: &[Keyspace; 3], model: &Model, op: &Op)
 
 fn apply(store: &dyn StateStore, spaces: &[Keyspace; 3], model: &mut Model, ops: &BatchOps) {
     let mut batch = WriteBatch::new();
-    for (k, key, value) in ops {
-        match value {
-            Some(value) => {
+    for write in ops {
+        match write {
+            Write::Put(k, key, value) => {
                 batch.put(spaces[*k as usize], key, value);
                 model.insert((*k, key.clone()), value.clone());
             }
-            None => {
+            Write::Delete(k, key) => {
                 batch.delete(spaces[*k as usize], key);
                 model.remove(&(*k, key.clone()));
+            }
+            Write::DeleteKeyspace(k) => {
+                batch.delete_keyspace(spaces[*k as usize]);
+                model.retain(|(space, _), _| space != k);
             }
         }
     }
