@@ -13,13 +13,24 @@
 //! 3. publish the meta as `checkpoint.json` (atomic rename) for readers in
 //!    other processes.
 //!
+//! Source offsets are kept per **reader**: a name for one position in one
+//! topic (`Job::source` names its reader after the topic; `source_named`
+//! lets one job read a topic with several readers). A reader with no
+//! committed offsets is **fresh**: it reads each partition from its log
+//! start offset. A state (an operator's or view's keyspace) that the
+//! resumed checkpoint does not list is new; it is accepted only if every
+//! reader in its lineage is fresh: then it sees all the retained input,
+//! like a state built in a new data directory (where every reader is fresh).
+//!
 //! Invariants (asserted):
 //! - committed epochs strictly increase;
 //! - a sink's committed end offset never decreases;
+//! - a reader reads one topic: the meta lists a topic for exactly the
+//!   readers that have offsets, and it never changes;
 //! - `checkpoint.json` never runs ahead of the RocksDB commit (it is written
 //!   after it, and rewritten from RocksDB at startup).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,9 +45,12 @@ use crate::Epoch;
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
 
-/// The version of [`CheckpointMeta`] this build writes and reads.
-pub const CHECKPOINT_VERSION: u32 = 2;
+/// The version of [`CheckpointMeta`] this build writes. It also reads
+/// version 2 (before named readers; every reader was named after its topic).
+pub const CHECKPOINT_VERSION: u32 = 3;
 const META_VERSION: u32 = CHECKPOINT_VERSION;
+/// The version before [`CheckpointMeta::readers`].
+const META_VERSION_WITHOUT_READERS: u32 = 2;
 const META_KEYSPACE: &str = "checkpoint";
 const META_KEY: &[u8] = b"meta";
 /// Name of the readers' copy of the last committed meta, in the data directory.
@@ -49,7 +63,8 @@ pub struct CheckpointMeta {
     pub version: u32,
     /// The last committed epoch (0: nothing committed yet).
     pub epoch: Epoch,
-    /// Next offset to read, per source topic and partition.
+    /// Next offset to read, per reader and partition. A reader declared with
+    /// `Job::source(topic, ..)` is named after its topic.
     pub sources: BTreeMap<String, BTreeMap<u32, u64>>,
     /// End offset of partition 0 of each sink topic (changelogs, dead letters).
     pub sinks: BTreeMap<String, u64>,
@@ -59,10 +74,47 @@ pub struct CheckpointMeta {
     /// log may compact it. Readers refuse to start before that epoch: its
     /// changes may be gone. Trails the committed epoch by the compaction lag.
     pub compactable: BTreeMap<String, (Epoch, u64)>,
-    /// The state of every stateful operator and view (its keyspace name):
-    /// a job that has committed may not grow a new one, whose state would
-    /// miss the input before the resumed offsets.
-    pub states: std::collections::BTreeSet<String>,
+    /// The state of every stateful operator and view (its keyspace name).
+    /// After a commit, a new one is accepted only if all its readers are
+    /// fresh (its state would otherwise miss the input before their
+    /// resumed offsets).
+    pub states: BTreeSet<String>,
+    /// The topic of every reader in `sources` (version 3): its offsets are
+    /// offsets in that topic. Absent in version 2, where each reader is
+    /// named after its topic.
+    #[serde(default)]
+    pub readers: BTreeMap<String, String>,
+}
+
+/// Version 2 of the meta, as stored in the state store (postcard has no
+/// optional fields): read and upgraded, never written.
+#[derive(Deserialize)]
+struct CheckpointMetaV2 {
+    version: u32,
+    epoch: Epoch,
+    sources: BTreeMap<String, BTreeMap<u32, u64>>,
+    sinks: BTreeMap<String, u64>,
+    views: BTreeMap<String, String>,
+    compactable: BTreeMap<String, (Epoch, u64)>,
+    states: BTreeSet<String>,
+}
+
+impl From<CheckpointMetaV2> for CheckpointMeta {
+    /// Before `upgraded`: the readers are not filled in yet.
+    fn from(v2: CheckpointMetaV2) -> CheckpointMeta {
+        let CheckpointMetaV2 { version, epoch, sources, sinks, views, compactable, states } = v2;
+        CheckpointMeta { version, epoch, sources, sinks, views, compactable, states, readers: BTreeMap::new() }
+    }
+}
+
+fn check_version(version: u32, what: &str) -> Result<()> {
+    if (META_VERSION_WITHOUT_READERS..=META_VERSION).contains(&version) {
+        return Ok(());
+    }
+    Err(Error::CorruptState {
+        what: what.to_owned(),
+        reason: format!("version {version} (this build reads {META_VERSION_WITHOUT_READERS} to {META_VERSION})"),
+    })
 }
 
 impl CheckpointMeta {
@@ -76,13 +128,52 @@ impl CheckpointMeta {
         };
         let meta: CheckpointMeta = serde_json::from_slice(&text)
             .map_err(|e| Error::CorruptState { what: path.display().to_string(), reason: e.to_string() })?;
-        if meta.version != META_VERSION {
+        let what = path.display().to_string();
+        check_version(meta.version, &what)?;
+        Ok(Some(meta.upgraded(&what)?))
+    }
+
+    /// Decodes the meta as stored in the state store (version 2 or 3).
+    fn decode(bytes: &[u8]) -> Result<CheckpointMeta> {
+        const WHAT: &str = "checkpoint meta";
+        // Every version starts with the version number.
+        let (version, _) = postcard::take_from_bytes::<u32>(bytes)
+            .map_err(|e| Error::CorruptState { what: WHAT.into(), reason: e.to_string() })?;
+        check_version(version, WHAT)?;
+        let meta: CheckpointMeta = if version == META_VERSION_WITHOUT_READERS {
+            let v2: CheckpointMetaV2 = crate::codec::decode(bytes, WHAT)?;
+            v2.into()
+        } else {
+            crate::codec::decode(bytes, WHAT)?
+        };
+        meta.upgraded(WHAT)
+    }
+
+    /// Brings a meta of an older readable version to this build's, and
+    /// checks what it says about readers.
+    fn upgraded(mut self, what: &str) -> Result<CheckpointMeta> {
+        if self.version == META_VERSION_WITHOUT_READERS {
+            // Version 2 had one reader per topic, named after it.
+            self.readers = self.sources.keys().map(|topic| (topic.clone(), topic.clone())).collect();
+            self.version = META_VERSION;
+        }
+        if !self.readers_match_offsets() {
             return Err(Error::CorruptState {
-                what: path.display().to_string(),
-                reason: format!("version {} (this build reads {META_VERSION})", meta.version),
+                what: what.to_owned(),
+                reason: "the readers with offsets and the readers with a topic differ".into(),
             });
         }
-        Ok(Some(meta))
+        Ok(self)
+    }
+
+    /// Invariant: exactly the readers with offsets have a topic.
+    fn readers_match_offsets(&self) -> bool {
+        self.sources.keys().eq(self.readers.keys())
+    }
+
+    /// Whether `reader` has no committed offsets (it reads from the start).
+    pub(crate) fn is_fresh(&self, reader: &str) -> bool {
+        self.sources.get(reader).is_none_or(BTreeMap::is_empty)
     }
 
     fn publish(&self, data_dir: &Path) -> Result<()> {
@@ -98,7 +189,8 @@ impl CheckpointMeta {
 #[derive(Debug, Default)]
 struct EpochWrites {
     batch: WriteBatch,
-    sources: Vec<(String, u32, u64)>,
+    /// (reader, topic, partition, next offset)
+    sources: Vec<(String, String, u32, u64)>,
     sinks: Vec<(String, u64)>,
 }
 
@@ -116,6 +208,8 @@ pub(crate) struct Checkpoints {
     durable: bool,
     pending: Mutex<BTreeMap<Epoch, EpochWrites>>,
     meta: Mutex<CheckpointMeta>,
+    /// The committed meta this run started from (never changes).
+    resumed: CheckpointMeta,
     committed_epoch: AtomicU64,
     /// Crash tests only: a pause between syncing sinks and committing.
     pub(crate) commit_delay: std::time::Duration,
@@ -140,17 +234,16 @@ impl Checkpoints {
         let meta_keyspace = store.keyspace(META_KEYSPACE)?;
         let meta = match store.get(meta_keyspace, META_KEY)? {
             None => CheckpointMeta { version: META_VERSION, ..CheckpointMeta::default() },
-            Some(bytes) => {
-                let meta: CheckpointMeta = crate::codec::decode(&bytes, "checkpoint meta")?;
-                if meta.version != META_VERSION {
-                    return Err(Error::CorruptState {
-                        what: "checkpoint meta".into(),
-                        reason: format!("version {} (this build reads {META_VERSION})", meta.version),
-                    });
-                }
-                meta
-            }
+            Some(bytes) => CheckpointMeta::decode(&bytes)?,
         };
+        // Nothing but a commit fills the meta, and a commit has an epoch: so
+        // a never-committed directory has only fresh readers and new states.
+        if meta.epoch == 0 && !(meta.sources.is_empty() && meta.sinks.is_empty() && meta.states.is_empty()) {
+            return Err(Error::CorruptState {
+                what: "checkpoint meta".into(),
+                reason: "epoch 0 with offsets, sinks or states".into(),
+            });
+        }
         let published = CheckpointMeta::read_published(&data_dir).ok().flatten().map_or(0, |m| m.epoch);
         let epoch_floor = published.max(meta.epoch);
         if meta.epoch > 0 {
@@ -178,6 +271,7 @@ impl Checkpoints {
             meta_keyspace,
             durable,
             pending: Mutex::new(BTreeMap::new()),
+            resumed: meta.clone(),
             meta: Mutex::new(meta),
             commit_delay: std::time::Duration::ZERO,
         })
@@ -191,9 +285,9 @@ impl Checkpoints {
         &self.log
     }
 
-    /// The last committed checkpoint.
-    pub(crate) fn meta(&self) -> CheckpointMeta {
-        self.meta.lock().expect("meta lock").clone()
+    /// The committed checkpoint this run resumed from.
+    pub(crate) fn resumed(&self) -> &CheckpointMeta {
+        &self.resumed
     }
 
     /// The first epoch of a run must exceed this.
@@ -217,10 +311,12 @@ impl Checkpoints {
         self.pending.lock().expect("pending lock").entry(epoch).or_default().batch.append(batch);
     }
 
-    /// Records that a source's partition reached `next_offset` at the end of `epoch`.
-    pub(crate) fn source_position(&self, epoch: Epoch, topic: &str, partition: u32, next_offset: u64) {
+    /// Records that `reader`'s partition of `topic` reached `next_offset` at
+    /// the end of `epoch`.
+    pub(crate) fn source_position(&self, epoch: Epoch, reader: &str, topic: &str, partition: u32, next_offset: u64) {
         assert!(epoch > self.committed_epoch(), "source position for committed epoch {epoch}");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().sources.push((
+            reader.to_owned(),
             topic.to_owned(),
             partition,
             next_offset,
@@ -233,16 +329,26 @@ impl Checkpoints {
         self.pending.lock().expect("pending lock").entry(epoch).or_default().sinks.push((topic.to_owned(), end_offset));
     }
 
-    /// Registers an operator's or view's state. After a first commit, a new
-    /// one is refused: it would start empty while the sources resume.
-    pub(crate) fn register_state(&self, keyspace: &str) -> Result<()> {
+    /// Registers an operator's or view's state, fed by the readers in
+    /// `lineage`. A state that the last checkpoint does not list is new: it
+    /// starts empty, so it is accepted only if every reader it derives from
+    /// is fresh (reads all the retained input). A data directory that has
+    /// never committed has only fresh readers.
+    pub(crate) fn register_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<()> {
         let mut meta = self.meta.lock().expect("meta lock");
-        if meta.epoch > 0 && !meta.states.contains(keyspace) {
-            return Err(Error::InvalidJob(format!(
-                "'{keyspace}' is new, but this data directory's job has committed epoch {}: its state would \
-                 miss all input before the resumed offsets. Run the changed job in a new data directory",
-                meta.epoch
-            )));
+        if !self.resumed.states.contains(keyspace) {
+            let resuming: Vec<&str> =
+                lineage.iter().filter(|reader| !self.resumed.is_fresh(reader)).map(String::as_str).collect();
+            if !resuming.is_empty() {
+                return Err(Error::InvalidJob(format!(
+                    "'{keyspace}' is new, but this data directory's job has committed epoch {} and it reads from \
+                     reader(s) {} that resume from committed offsets: its state would miss their input before \
+                     those offsets. Feed it from new readers (Job::source_named), which read from the start of the \
+                     log, or run the changed job in a new data directory",
+                    self.resumed.epoch,
+                    resuming.join(", ")
+                )));
+            }
         }
         meta.states.insert(keyspace.to_owned());
         Ok(())
@@ -269,8 +375,13 @@ impl Checkpoints {
         let mut synced = std::collections::BTreeSet::new();
         for (_, mut writes) in ready {
             batch.append(&mut writes.batch);
-            for (topic, partition, offset) in writes.sources {
-                meta.sources.entry(topic).or_default().insert(partition, offset);
+            for (reader, topic, partition, offset) in writes.sources {
+                let previous = meta.readers.insert(reader.clone(), topic.clone());
+                assert!(
+                    previous.as_ref().is_none_or(|p| *p == topic),
+                    "reader {reader} reads {topic}, but its offsets are in {previous:?}"
+                );
+                meta.sources.entry(reader).or_default().insert(partition, offset);
             }
             for (topic, end) in writes.sinks {
                 let previous = meta.sinks.insert(topic.clone(), end);
@@ -278,6 +389,7 @@ impl Checkpoints {
                 synced.insert(topic);
             }
         }
+        assert!(meta.readers_match_offsets(), "every reader with offsets has a topic");
         if self.durable {
             for topic in &synced {
                 self.log.sync(topic, 0)?;

@@ -5,7 +5,20 @@
 //! differential dataflow's own. Stateful operators are built here on
 //! [`keyed`](crate::keyed) so that their state lives in the runtime's state
 //! store and is committed by the barrier checkpoints.
+//!
+//! Every collection carries its **lineage**: the names of the readers it
+//! derives from. One-input transforms and keyed operators keep their
+//! input's; `concat`, `join` and `left_join` take the union of both. The
+//! checkpoint uses it to decide whether a state that is new after a commit
+//! can be built correctly (all its readers fresh).
+//!
+//! Invariant: a collection's lineage contains every reader whose records
+//! can reach it through Millpond's operators (a differential collection
+//! wrapped with [`Collection::from_differential`] gets the lineage of the
+//! collection it is wrapped with, plus any added with
+//! [`Collection::with_lineage_of`]).
 
+use std::collections::BTreeSet;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -30,22 +43,64 @@ impl<T: Clone + Ord + std::fmt::Debug + Serialize + DeserializeOwned + Send + 's
 pub trait Key: Data + Hash {}
 impl<T: Data + Hash> Key for T {}
 
+/// The names of the readers a collection derives from.
+pub(crate) type Lineage = Rc<BTreeSet<String>>;
+
+/// The union of two lineages (shared when one contains the other).
+pub(crate) fn union(a: &Lineage, b: &Lineage) -> Lineage {
+    if a.is_superset(b) {
+        a.clone()
+    } else if b.is_superset(a) {
+        b.clone()
+    } else {
+        Rc::new(a.union(b).cloned().collect())
+    }
+}
+
 /// An evolving multiset of `D`, defined on one worker of a running job.
 #[derive(Clone)]
 pub struct Collection<'s, D: 'static> {
     pub(crate) inner: VecCollection<'s, Epoch, D, Diff>,
     pub(crate) ctx: Rc<WorkerContext>,
+    pub(crate) lineage: Lineage,
 }
 
 impl<D: 'static> std::fmt::Debug for Collection<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Collection").finish_non_exhaustive()
+        f.debug_struct("Collection").field("lineage", &self.lineage).finish_non_exhaustive()
     }
 }
 
 impl<'s, D: Clone + 'static> Collection<'s, D> {
-    pub(crate) fn from_stream(stream: Stream<'s, Epoch, Vec<(D, Epoch, Diff)>>, ctx: Rc<WorkerContext>) -> Self {
-        Collection { inner: stream.as_collection(), ctx }
+    pub(crate) fn from_stream(
+        stream: Stream<'s, Epoch, Vec<(D, Epoch, Diff)>>,
+        ctx: Rc<WorkerContext>,
+        lineage: Lineage,
+    ) -> Self {
+        Collection { inner: stream.as_collection(), ctx, lineage }
+    }
+
+    /// Applies a one-input differential operator: the result keeps this
+    /// collection's context and lineage.
+    fn then<D2: 'static>(
+        self,
+        operator: impl FnOnce(VecCollection<'s, Epoch, D, Diff>) -> VecCollection<'s, Epoch, D2, Diff>,
+    ) -> Collection<'s, D2> {
+        Collection { inner: operator(self.inner), ctx: self.ctx, lineage: self.lineage }
+    }
+
+    /// The names of the readers this collection derives from (a reader of
+    /// `Job::source(topic, ..)` is named after its topic).
+    pub fn lineage(&self) -> &BTreeSet<String> {
+        &self.lineage
+    }
+
+    /// Adds `other`'s readers to this collection's lineage: for a
+    /// collection built with differential operators from several of this
+    /// job's collections (see [`from_differential`](Self::from_differential)).
+    pub fn with_lineage_of<D2>(mut self, other: &Collection<'s, D2>) -> Self {
+        self.lineage = union(&self.lineage, &other.lineage);
+        self
     }
 
     /// The differential dataflow collection underneath, for operators that
@@ -57,23 +112,25 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
     }
 
     /// Wraps a differential collection built from this job's collections.
+    /// It gets this collection's lineage; add the lineage of any other
+    /// collection it derives from with [`with_lineage_of`](Self::with_lineage_of).
     pub fn from_differential(&self, inner: VecCollection<'s, Epoch, D, Diff>) -> Self {
-        Collection { inner, ctx: self.ctx.clone() }
+        Collection { inner, ctx: self.ctx.clone(), lineage: self.lineage.clone() }
     }
 
     pub fn map<D2: Clone + 'static>(self, logic: impl FnMut(D) -> D2 + 'static) -> Collection<'s, D2> {
-        Collection { inner: self.inner.map(logic), ctx: self.ctx }
+        self.then(|inner| inner.map(logic))
     }
 
     pub fn filter(self, logic: impl FnMut(&D) -> bool + 'static) -> Collection<'s, D> {
-        Collection { inner: self.inner.filter(logic), ctx: self.ctx }
+        self.then(|inner| inner.filter(logic))
     }
 
     pub fn flat_map<I>(self, logic: impl FnMut(D) -> I + 'static) -> Collection<'s, I::Item>
     where
         I: IntoIterator<Item: Clone + 'static>,
     {
-        Collection { inner: self.inner.flat_map(logic), ctx: self.ctx }
+        self.then(|inner| inner.flat_map(logic))
     }
 
     /// Replaces each element by elements with multiplicities: `(d2, n)`
@@ -84,22 +141,23 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
         D2: Clone + 'static,
         I: IntoIterator<Item = (D2, Diff)>,
     {
-        Collection { inner: self.inner.explode(logic), ctx: self.ctx }
+        self.then(|inner| inner.explode(logic))
     }
 
-    /// The sum of both collections.
+    /// The sum of both collections; it derives from the readers of both.
     pub fn concat(self, other: Collection<'s, D>) -> Collection<'s, D> {
-        Collection { inner: self.inner.concat(other.inner), ctx: self.ctx }
+        let lineage = union(&self.lineage, &other.lineage);
+        Collection { inner: self.inner.concat(other.inner), ctx: self.ctx, lineage }
     }
 
     /// Every update with its multiplicity negated.
     pub fn negate(self) -> Collection<'s, D> {
-        Collection { inner: self.inner.negate(), ctx: self.ctx }
+        self.then(|inner| inner.negate())
     }
 
     /// Calls `logic` on each update as it passes: `(data, epoch, diff)`.
     pub fn inspect(self, logic: impl FnMut(&(D, Epoch, Diff)) + 'static) -> Collection<'s, D> {
-        Collection { inner: self.inner.inspect(logic), ctx: self.ctx }
+        self.then(|inner| inner.inspect(logic))
     }
 }
 
@@ -114,8 +172,11 @@ impl<'s, T: Clone + 'static> Collection<'s, Result<T, Box<DeadLetter>>> {
                 Err(letter) => Err((letter, epoch, diff)),
             },
         );
-        crate::sink::dead_letters(Collection::from_stream(err, self.ctx.clone()), dead_letter_topic);
-        Collection::from_stream(ok, self.ctx)
+        crate::sink::dead_letters(
+            Collection::from_stream(err, self.ctx.clone(), self.lineage.clone()),
+            dead_letter_topic,
+        );
+        Collection::from_stream(ok, self.ctx, self.lineage)
     }
 }
 
@@ -123,22 +184,60 @@ impl<'s> Job<'s> {
     /// Tails `topic`, decoding each record's value with `decode` (e.g.
     /// [`json`](crate::json)). Records that fail to decode go to the topic's
     /// dead-letter topic ([`dead_letter_topic`](crate::dead_letter_topic)).
+    /// The reader is named after the topic: `source_named(topic, topic, ..)`.
     pub fn source<T, F>(&mut self, topic: &str, decode: F) -> Collection<'s, T>
     where
         T: Clone + 'static,
         F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
     {
-        self.ctx.claim("source", topic);
-        source::tail(self.scope, &self.ctx, topic, decode).split_dead_letters(&source::dead_letter_topic(topic))
+        self.source_named(topic, topic, decode)
+    }
+
+    /// Tails `topic` with the reader `reader`: its offsets are checkpointed
+    /// under that name, so one job may read a topic with several readers.
+    /// A reader without committed offsets (fresh) starts at the beginning
+    /// of the log, so a view that is new to a data directory can be fed by
+    /// a new reader. Reader names are unique per job (1..=200 ASCII letters,
+    /// digits, '_', '-', '.'), and a reader keeps its topic for the life of
+    /// the data directory. Records that fail to decode go to the reader's
+    /// dead-letter topic, `READER.dead-letter`.
+    pub fn source_named<T, F>(&mut self, reader: &str, topic: &str, decode: F) -> Collection<'s, T>
+    where
+        T: Clone + 'static,
+        F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
+    {
+        self.ctx.claim("reader", reader);
+        source::tail(self.scope, &self.ctx, reader, topic, decode)
+            .split_dead_letters(&source::dead_letter_topic(reader))
     }
 
     /// Reads a keyed topic as a table (the upsert envelope): the latest value
     /// per key is the row; a new value retracts the previous one; a record
     /// without a value (a tombstone) deletes the key. `decode_key` reads the
     /// record key; `decode_value` the value when there is one. The current
-    /// value per key is state named `name`.
+    /// value per key is state named `name`. The reader is named after the
+    /// topic: `upsert_source_named(topic, name, topic, ..)`.
     pub fn upsert_source<K, V, FK, FV>(
         &mut self,
+        name: &str,
+        topic: &str,
+        decode_key: FK,
+        decode_value: FV,
+    ) -> Collection<'s, (K, V)>
+    where
+        K: Key,
+        V: Data,
+        FK: Fn(&[u8]) -> Result<K, String> + 'static,
+        FV: Fn(&[u8]) -> Result<V, String> + 'static,
+    {
+        self.upsert_source_named(topic, name, topic, decode_key, decode_value)
+    }
+
+    /// [`upsert_source`](Self::upsert_source) with the reader `reader` (see
+    /// [`source_named`](Self::source_named)).
+    pub fn upsert_source_named<K, V, FK, FV>(
+        &mut self,
+        reader: &str,
         name: &str,
         topic: &str,
         decode_key: FK,
@@ -155,17 +254,16 @@ impl<'s> Job<'s> {
             let value = record.value.map(&decode_value).transpose()?;
             Ok((key, (record.offset, value)))
         };
-        // One reader per topic: offsets are checkpointed per topic and partition.
-        self.ctx.claim("source", topic);
-        let changes =
-            source::tail(self.scope, &self.ctx, topic, decode).split_dead_letters(&source::dead_letter_topic(topic));
+        let changes = self.source_named(reader, topic, decode);
         crate::keyed::upsert(changes, name)
     }
 
     /// Materializes `collection` as the view `name`: its changes per epoch
     /// go to the changelog topic `view.NAME`, committed with each checkpoint,
     /// where `millpond view read` and `millpond subscribe` find them. Rows
-    /// are stored as JSON.
+    /// are stored as JSON. A view that is new to a data directory that has
+    /// committed must derive only from fresh readers (see
+    /// [`source_named`](Self::source_named)).
     pub fn materialize<D: Data>(&mut self, name: &str, collection: Collection<'s, D>) {
         if self.ctx.claim("view", name) {
             crate::sink::materialize(collection, name);

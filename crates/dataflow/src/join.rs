@@ -49,7 +49,9 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
     if !ctx.claim("operator", name) {
         return empty(left);
     }
-    let mut state = match OperatorState::new(shared.checkpoints.clone(), &format!("op.{name}")) {
+    // Both inputs feed the state: it derives from the readers of both.
+    let lineage = crate::collection::union(&left.lineage, &right.lineage);
+    let mut state = match ctx.operator_state(&format!("op.{name}"), &lineage) {
         Ok(state) => state,
         Err(e) => {
             ctx.build_error(format!("join '{name}': {e}"));
@@ -97,7 +99,7 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
                 }
             },
         );
-    Collection::from_stream(stream.probe_with(&ctx.probe), ctx)
+    Collection::from_stream(stream.probe_with(&ctx.probe), ctx, lineage)
 }
 
 type Output<K, V, W> = Vec<((K, (V, Option<W>)), Diff)>;

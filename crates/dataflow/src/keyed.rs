@@ -16,6 +16,8 @@
 //!   current inputs: each epoch emits `new output - old output`.
 //! - State keys are `postcard(key)`: independent of the worker count, so a
 //!   job may restart with a different number of workers.
+//! - An operator's output derives from the same readers as its input (its
+//!   lineage), and its state is registered with that lineage.
 
 use std::hash::{Hash, Hasher};
 
@@ -55,7 +57,7 @@ where
     if !ctx.claim("operator", name) {
         return empty(input);
     }
-    let mut state = match OperatorState::new(shared.checkpoints.clone(), &format!("op.{name}")) {
+    let mut state = match ctx.operator_state(&format!("op.{name}"), &input.lineage) {
         Ok(state) => state,
         Err(e) => {
             ctx.build_error(format!("operator '{name}': {e}"));
@@ -63,6 +65,7 @@ where
         }
     };
     let operator_name = name.to_owned();
+    let lineage = input.lineage.clone();
     let stream = input.inner.inner.unary_frontier::<CapacityContainerBuilder<Vec<(O, Epoch, Diff)>>, _, _, _>(
         Exchange::new(|update: &((K, V), Epoch, Diff)| key_hash(&(update.0).0)),
         name,
@@ -89,7 +92,7 @@ where
             }
         },
     );
-    Collection::from_stream(stream.probe_with(&ctx.probe), ctx)
+    Collection::from_stream(stream.probe_with(&ctx.probe), ctx, lineage)
 }
 
 /// Calls `f(key, values)` for each run of equal keys in sorted updates.

@@ -11,7 +11,7 @@
 //! committed or not; the overlay only holds entries of uncommitted epochs
 //! (after [`OperatorState::finish_epoch`] prunes).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::Epoch;
@@ -28,8 +28,14 @@ pub(crate) struct OperatorState {
 }
 
 impl OperatorState {
-    pub(crate) fn new(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
-        checkpoints.register_state(keyspace_name)?;
+    /// The state in keyspace `keyspace_name` of an operator or view fed by
+    /// the readers in `lineage` (refused if it is new and they resume).
+    pub(crate) fn new(
+        checkpoints: Arc<Checkpoints>,
+        keyspace_name: &str,
+        lineage: &BTreeSet<String>,
+    ) -> Result<OperatorState> {
+        checkpoints.register_state(keyspace_name, lineage)?;
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
         Ok(OperatorState { checkpoints, keyspace, overlay: HashMap::new(), batch: WriteBatch::new() })
     }

@@ -24,8 +24,9 @@ use millpond_log::{Log, LogOptions};
 use timely::dataflow::{ProbeHandle, Scope};
 
 use crate::Epoch;
-use crate::checkpoint::{CheckpointMeta, Checkpoints};
+use crate::checkpoint::Checkpoints;
 use crate::error::{Error, Result};
+use crate::opstate::OperatorState;
 use crate::state::{MemoryStore, RocksStore, StateStore};
 
 /// The longest first epoch of a run.
@@ -130,7 +131,8 @@ pub struct RunStats {
     pub records: u64,
     /// Records that failed to decode and went to a dead-letter topic.
     pub dead_letters: u64,
-    /// Offsets that retention deleted before a source read them.
+    /// Offsets that retention deleted before a resuming reader read them (a
+    /// fresh reader starts at the log start offset and skips nothing).
     pub skipped_offsets: u64,
     /// The first epoch of this run and the last committed one at its end.
     pub first_epoch: Epoch,
@@ -142,8 +144,6 @@ pub struct RunStats {
 pub(crate) struct Shared {
     pub(crate) config: RuntimeConfig,
     pub(crate) checkpoints: Arc<Checkpoints>,
-    /// The meta of the checkpoint this run resumed from.
-    pub(crate) resumed: CheckpointMeta,
     start: Instant,
     first_epoch: Epoch,
     failure: Mutex<Option<String>>,
@@ -204,8 +204,14 @@ pub(crate) struct WorkerContext {
 }
 
 impl WorkerContext {
-    /// Claims a name of a kind ("operator", "view", "source"): each stateful
-    /// operator, view and source topic may appear once per job.
+    /// Opens the state in `keyspace` of an operator or view fed by the
+    /// readers in `lineage`.
+    pub(crate) fn operator_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<OperatorState> {
+        OperatorState::new(self.shared.checkpoints.clone(), keyspace, lineage)
+    }
+
+    /// Claims a name of a kind ("operator", "view", "reader"): each stateful
+    /// operator, view and reader may appear once per job.
     pub(crate) fn claim(&self, kind: &str, name: &str) -> bool {
         let ok = !name.is_empty()
             && name.len() <= 200
@@ -268,12 +274,10 @@ impl Runtime {
         checkpoints.commit_delay = Duration::from_millis(config.commit_delay_ms);
         checkpoints.compaction_lag = Duration::from_millis(config.changelog_compaction_lag_ms);
         let checkpoints = Arc::new(checkpoints);
-        let resumed = checkpoints.meta();
         let first_epoch = checkpoints.epoch_floor() + 1;
         let shared = Arc::new(Shared {
             config: config.clone(),
             checkpoints: checkpoints.clone(),
-            resumed,
             start: Instant::now(),
             first_epoch,
             failure: Mutex::new(None),

@@ -28,7 +28,6 @@ use timely::dataflow::operators::generic::Operator;
 use crate::codec::{decode, encode};
 use crate::collection::Data;
 use crate::error::Result;
-use crate::opstate::OperatorState;
 use crate::runtime::Shared;
 use crate::source::DeadLetter;
 use crate::stash::EpochStash;
@@ -39,9 +38,11 @@ const APPEND_BYTES_MAX: usize = 1 << 20;
 pub(crate) const EPOCH_HEADER: &str = "epoch";
 pub(crate) const DIFF_HEADER: &str = "diff";
 
+const CHANGELOG_TOPIC_PREFIX: &str = "view.";
+
 /// The changelog topic of view `name`.
 pub fn changelog_topic(name: &str) -> String {
-    format!("view.{name}")
+    format!("{CHANGELOG_TOPIC_PREFIX}{name}")
 }
 
 fn sink_topic_config(cleanup_policy: CleanupPolicy, segment_bytes: u64) -> TopicConfig {
@@ -63,7 +64,7 @@ fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) ->
         Ok(()) | Err(LogError::TopicExists(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    let committed = shared.resumed.sinks.get(topic).copied().unwrap_or(0);
+    let committed = shared.checkpoints.resumed().sinks.get(topic).copied().unwrap_or(0);
     let high = log.high_watermark(topic, 0)?;
     if high < committed {
         return Err(crate::Error::CorruptChangelog {
@@ -145,7 +146,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
     let mut state = None;
     if rows.inner.scope().index() == 0 {
         match prepare_topic(&shared, &topic, CleanupPolicy::Compact)
-            .and_then(|()| OperatorState::new(shared.checkpoints.clone(), &format!("view.{name}")))
+            .and_then(|()| ctx.operator_state(&format!("view.{name}"), &rows.lineage))
         {
             Ok(opstate) => {
                 shared.checkpoints.register_view(name, &topic);

@@ -7,12 +7,24 @@
 //! capability. So a checkpoint of epoch e holds exactly the offsets after
 //! the records emitted at epochs up to e.
 //!
+//! Offsets are kept per reader (a name; `Job::source` names its reader
+//! after the topic), so one job may read a topic with several readers,
+//! each at its own position.
+//!
 //! Invariants:
-//! - A record is emitted once per run, at one epoch, in partition order.
-//! - Resuming seeks every partition to the committed offset (or 0).
+//! - A record is emitted once per run and reader, at one epoch, in
+//!   partition order.
+//! - Resuming seeks every partition to the reader's committed offset. A
+//!   fresh reader (no committed offsets) starts at each partition's log
+//!   start offset, and its first checkpoint records a position for every
+//!   partition it owns; a resuming reader's partition without an offset (a
+//!   version 2 checkpoint) starts at 0 and counts what retention deleted
+//!   as skipped.
+//! - A reader reads one topic for the life of the data directory.
 //! - A record that fails to decode is emitted as a [`DeadLetter`] instead;
 //!   it never stops the job.
 
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -44,9 +56,14 @@ pub struct DeadLetter {
     pub value: Option<String>,
 }
 
-/// Name of the dead-letter topic of a source topic.
-pub fn dead_letter_topic(topic: &str) -> String {
-    format!("{topic}.dead-letter")
+pub(crate) const DEAD_LETTER_TOPIC_SUFFIX: &str = ".dead-letter";
+
+/// Name of the dead-letter topic of a reader: `READER.dead-letter`. A
+/// reader declared with `Job::source(topic, ..)` is named after its topic,
+/// so its dead letters go to `TOPIC.dead-letter`. Each reader has its own:
+/// two readers of one topic each dead-letter a bad record once.
+pub fn dead_letter_topic(reader: &str) -> String {
+    format!("{reader}{DEAD_LETTER_TOPIC_SUFFIX}")
 }
 
 /// A decoder from a JSON value into `T`.
@@ -80,9 +97,11 @@ struct Position {
     recorded: Option<u64>,
 }
 
+/// Tails `topic` as the reader `reader`.
 pub(crate) fn tail<'s, T, F>(
     scope: timely::dataflow::Scope<'s, Epoch>,
     ctx: &Rc<WorkerContext>,
+    reader: &str,
     topic: &str,
     decode: F,
 ) -> Collection<'s, Result<T, Box<DeadLetter>>>
@@ -92,6 +111,15 @@ where
 {
     let shared = ctx.shared.clone();
     let log = shared.log().clone();
+    let resumed = shared.checkpoints.resumed();
+    if let Some(read) = resumed.readers.get(reader)
+        && read != topic
+    {
+        ctx.build_error(format!(
+            "reader '{reader}' has committed offsets in topic '{read}', so it cannot read '{topic}': a reader reads \
+             one topic; give the reader of '{topic}' another name"
+        ));
+    }
     let config = match log.topic_config(topic) {
         Ok(config) => Some(config),
         Err(LogError::UnknownTopic(_)) => match log.create_topic(topic, TopicConfig::default()) {
@@ -108,24 +136,36 @@ where
     };
     let partitions = config.map_or(0, |c| c.partitions);
     let topic = topic.to_owned();
-    let committed = shared.resumed.sources.get(&topic).cloned().unwrap_or_default();
+    let fresh = resumed.is_fresh(reader);
+    let committed = resumed.sources.get(reader).cloned().unwrap_or_default();
     let (index, peers) = (scope.index(), scope.peers());
     let mut positions: Vec<Position> = (0..partitions)
         .filter(|p| *p as usize % peers == index)
         .map(|partition| {
-            let next_offset = committed.get(&partition).copied().unwrap_or(0);
+            // A fresh reader reads all that is retained, and records where
+            // it started on every partition at its first epoch boundary (it
+            // is not fresh once that is committed); a resuming one notices
+            // (as skipped) what retention took before it read it.
+            let start = if fresh { log.low_watermark(&topic, partition).unwrap_or(0) } else { 0 };
+            let next_offset = committed.get(&partition).copied().unwrap_or(start);
             let target = log.high_watermark(&topic, partition).unwrap_or(0);
-            Position { partition, next_offset, target, recorded: Some(next_offset) }
+            Position { partition, next_offset, target, recorded: (!fresh).then_some(next_offset) }
         })
         .collect();
-    let stream = source(scope, &format!("source:{topic}"), move |capability: Capability<Epoch>, info| {
+    let lineage = Rc::new(BTreeSet::from([reader.to_owned()]));
+    let reader = reader.to_owned();
+    let stream = source(scope, &format!("source:{reader}"), move |capability: Capability<Epoch>, info| {
         let activator = scope.activator_for(info.address);
         let mut cap = Some(capability);
         move |output| {
             let Some(current) = cap.as_mut() else { return };
             let now = shared.epoch_now().max(shared.first_epoch());
             if *current.time() < now {
-                record_positions(&shared, &topic, *current.time(), &mut positions);
+                // The initial capability (epoch 0) precedes the run: nothing
+                // was emitted at it, so it has no positions to record.
+                if *current.time() >= shared.first_epoch() {
+                    record_positions(&shared, &reader, &topic, *current.time(), &mut positions);
+                }
                 current.downgrade(&now);
             }
             let epoch = *current.time();
@@ -147,7 +187,7 @@ where
                             continue;
                         }
                         Err(e) => {
-                            shared.fail(format!("source {topic}/{}: {e}", position.partition));
+                            shared.fail(format!("reader {reader} of {topic}/{}: {e}", position.partition));
                             return;
                         }
                     };
@@ -181,7 +221,7 @@ where
             }
             let caught_up = shared.config.stop_when_caught_up && positions.iter().all(|p| p.next_offset >= p.target);
             if shared.stopping() || caught_up {
-                record_positions(&shared, &topic, epoch, &mut positions);
+                record_positions(&shared, &reader, &topic, epoch, &mut positions);
                 cap = None;
             } else if read_any {
                 activator.activate();
@@ -191,13 +231,19 @@ where
             }
         }
     });
-    Collection::from_stream(stream, ctx.clone())
+    Collection::from_stream(stream, ctx.clone(), lineage)
 }
 
-fn record_positions(shared: &crate::runtime::Shared, topic: &str, epoch: Epoch, positions: &mut [Position]) {
+fn record_positions(
+    shared: &crate::runtime::Shared,
+    reader: &str,
+    topic: &str,
+    epoch: Epoch,
+    positions: &mut [Position],
+) {
     for position in positions.iter_mut() {
         if position.recorded != Some(position.next_offset) {
-            shared.checkpoints.source_position(epoch, topic, position.partition, position.next_offset);
+            shared.checkpoints.source_position(epoch, reader, topic, position.partition, position.next_offset);
             position.recorded = Some(position.next_offset);
         }
     }

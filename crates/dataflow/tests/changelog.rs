@@ -84,6 +84,7 @@ fn meta(epoch: u64, end_offset: u64) -> CheckpointMeta {
         views: BTreeMap::from([(VIEW.to_owned(), TOPIC.to_owned())]),
         compactable: BTreeMap::new(),
         states: Default::default(),
+        readers: Default::default(),
     }
 }
 

@@ -1,0 +1,390 @@
+//! A job that changes over the life of a data directory: views added with
+//! new (fresh) readers, and views refused when their state would miss
+//! input. Every view is checked against a recomputation over the whole
+//! input.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use common::{produce, read_topic, rows_of, view_rows};
+use millpond_dataflow::state::{RocksStore, StateStore};
+use millpond_dataflow::{
+    CheckpointMeta, Count, Error, Job, Max, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json, list_views,
+};
+use millpond_log::{Log, LogOptions, TopicConfig};
+use serde::Deserialize;
+
+type Input = Vec<(Option<String>, Option<String>)>;
+
+#[derive(Clone, Debug, Deserialize)]
+struct Bid {
+    auction: u64,
+    price: i64,
+}
+
+fn bids(range: std::ops::Range<u64>) -> Input {
+    range
+        .map(|i| {
+            let auction = (i * 7919) % 11;
+            let price = ((i * 104_729) % 1000) as i64;
+            (Some(auction.to_string()), Some(format!(r#"{{"auction":{auction},"price":{price}}}"#)))
+        })
+        .collect()
+}
+
+fn valid_bids(input: &[(Option<String>, Option<String>)]) -> Vec<Bid> {
+    input.iter().filter_map(|(_, v)| serde_json::from_str(v.as_deref()?).ok()).collect()
+}
+
+/// `bid_stats`: (auction, (count, sum)).
+fn expected_stats(input: &[(Option<String>, Option<String>)]) -> BTreeMap<String, i64> {
+    let mut per_auction: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+    for bid in valid_bids(input) {
+        let entry = per_auction.entry(bid.auction).or_default();
+        *entry = (entry.0 + 1, entry.1 + bid.price);
+    }
+    rows_of(per_auction.into_iter().map(|row| (row, 1)))
+}
+
+/// `bid_max`: (auction, max price).
+fn expected_max(input: &[(Option<String>, Option<String>)]) -> BTreeMap<String, i64> {
+    let mut per_auction: BTreeMap<u64, i64> = BTreeMap::new();
+    for bid in valid_bids(input) {
+        let entry = per_auction.entry(bid.auction).or_insert(i64::MIN);
+        *entry = (*entry).max(bid.price);
+    }
+    rows_of(per_auction.into_iter().map(|(auction, max)| ((auction, Some(max)), 1)))
+}
+
+/// Which views a run declares, and how.
+#[derive(Clone, Copy, Debug)]
+struct Views {
+    /// `bid_stats` from the reader named after the topic.
+    stats: bool,
+    /// `bid_max` from this reader, if any.
+    max_reader: Option<&'static str>,
+}
+
+const STATS_ONLY: Views = Views { stats: true, max_reader: None };
+const BOTH: Views = Views { stats: true, max_reader: Some("bid_max") };
+
+fn build(job: &mut Job<'_>, views: Views) {
+    if views.stats {
+        let bids = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("bid_stats", bids.aggregate("stats", (Count, Sum(|p: &i64| *p))));
+    }
+    if let Some(reader) = views.max_reader {
+        let bids = job.source_named(reader, "bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("bid_max", bids.aggregate("maxes", Max(|p: &i64| *p)));
+    }
+}
+
+fn config(dir: &Path, state: StateBackend) -> RuntimeConfig {
+    RuntimeConfig::new(dir).epoch_interval_ms(2).fetch_bytes_max(2048).state(state).stop_when_caught_up(true)
+}
+
+fn run(dir: &Path, state: StateBackend, views: Views) -> RunStats {
+    Runtime::run(config(dir, state), move |job| build(job, views)).unwrap()
+}
+
+fn view_names(dir: &Path) -> Vec<String> {
+    list_views(dir).unwrap().into_iter().map(|v| v.name).collect()
+}
+
+fn published(dir: &Path) -> CheckpointMeta {
+    CheckpointMeta::read_published(dir).unwrap().expect("a checkpoint is published")
+}
+
+fn refusal(result: millpond_dataflow::Result<RunStats>) -> String {
+    match result {
+        Err(Error::Worker(message)) => message,
+        other => panic!("expected the job to be refused, got {other:?}"),
+    }
+}
+
+/// A bad record among the bids: every reader dead-letters it once.
+fn with_a_bad_record(mut input: Input) -> Input {
+    input.insert(7, (Some("x".into()), Some("{not json".into())));
+    input
+}
+
+#[test]
+fn a_new_view_fed_by_a_new_reader_of_a_read_topic_is_built_from_the_whole_input() {
+    for state in [StateBackend::RocksDb, StateBackend::Memory] {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let first = with_a_bad_record(bids(0..2000));
+        produce(dir, "bid", 2, &first);
+        let one = run(dir, state, STATS_ONLY);
+        assert_eq!(one.records, 2001, "{state:?}");
+        assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&first), "{state:?}");
+
+        // The second run adds `bid_max`, fed by a new reader of the same topic.
+        let second = bids(2000..3000);
+        produce(dir, "bid", 2, &second);
+        let two = run(dir, state, BOTH);
+        let all: Input = first.iter().chain(&second).cloned().collect();
+        let old_reader_reads = if state == StateBackend::RocksDb { second.len() } else { all.len() };
+        assert_eq!(two.records as usize, old_reader_reads + all.len(), "{state:?}: the new reader reads everything");
+        assert_eq!(view_rows(dir, "bid_max"), expected_max(&all), "{state:?}");
+        assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "{state:?}: the old view continues");
+        assert_eq!(view_names(dir), ["bid_max", "bid_stats"], "{state:?}");
+        // Each reader dead-letters the bad record once, in its own topic.
+        assert_eq!(read_topic(dir, "bid.dead-letter").len(), 1, "{state:?}");
+        assert_eq!(read_topic(dir, "bid_max.dead-letter").len(), 1, "{state:?}");
+
+        // From now on both readers resume.
+        let third = bids(3000..3500);
+        produce(dir, "bid", 2, &third);
+        let three = run(dir, state, BOTH);
+        let all: Input = all.into_iter().chain(third.iter().cloned()).collect();
+        if state == StateBackend::RocksDb {
+            assert_eq!(three.records as usize, 2 * third.len(), "both readers resume from their own offsets");
+            let meta = published(dir);
+            assert_eq!(meta.sources.keys().collect::<Vec<_>>(), ["bid", "bid_max"]);
+            assert_eq!(meta.readers, BTreeMap::from([("bid".into(), "bid".into()), ("bid_max".into(), "bid".into())]));
+            assert_eq!(meta.version, millpond_dataflow::CHECKPOINT_VERSION);
+        }
+        assert_eq!(view_rows(dir, "bid_max"), expected_max(&all), "{state:?}");
+        assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "{state:?}");
+    }
+}
+
+#[test]
+fn a_fresh_reader_starts_at_the_log_start_offset_after_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let small_segments =
+        TopicConfig { partitions: 1, segment_bytes: 1024, retention_bytes: Some(4096), ..TopicConfig::default() };
+    log.create_topic("bid", small_segments).unwrap();
+    log.close().unwrap();
+    let input = bids(0..1000);
+    common::produce_batches(dir, "bid", 1, &input.chunks(20).map(<[_]>::to_vec).collect::<Vec<_>>());
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    assert!(log.enforce_retention().unwrap() > 0, "retention deletes old segments");
+    let log_start = log.low_watermark("bid", 0).unwrap() as usize;
+    log.close().unwrap();
+    assert!(log_start > 0);
+
+    let two = run(dir, StateBackend::RocksDb, BOTH);
+    assert_eq!(two.skipped_offsets, 0, "a fresh reader has nothing to skip");
+    assert_eq!(two.records as usize, input.len() - log_start, "it reads what is retained");
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&input[log_start..]));
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&input), "the old view had read everything");
+}
+
+#[test]
+fn a_reader_that_read_nothing_is_no_longer_fresh_once_its_start_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    // `bid` exists but is empty: the reader records where it started.
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert_eq!(published(dir).sources["bid"], BTreeMap::from([(0, 0)]));
+    produce(dir, "bid", 1, &bids(0..100));
+    let message = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        let bids = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("bid_stats", bids.clone().aggregate("stats", (Count, Sum(|p: &i64| *p))));
+        job.materialize("bid_max", bids.aggregate("maxes", Max(|p: &i64| *p)));
+    }));
+    assert!(message.contains("'op.maxes' is new"), "{message}");
+}
+
+#[test]
+fn a_new_view_fed_by_a_resuming_reader_is_refused_with_its_name_and_the_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let input = bids(0..500);
+    produce(dir, "bid", 2, &input);
+    // The first run reads `bid` with two readers: `bid` and `bid_old`.
+    let one = Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        build(job, STATS_ONLY);
+        old_reader(job);
+    })
+    .unwrap();
+
+    // `bid_max` fed by the reader `bid`, which resumes after the first run's input.
+    let message = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        let bids = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("bid_stats", bids.clone().aggregate("stats", (Count, Sum(|p: &i64| *p))));
+        job.materialize("bid_max", bids.aggregate("maxes", Max(|p: &i64| *p)));
+        old_reader(job);
+    }));
+    assert!(message.contains("'op.maxes' is new") && message.contains("reader(s) bid that resume"), "{message}");
+    // A view with no operator in between is refused by its own name.
+    let message = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        build(job, STATS_ONLY);
+        let prices = old_reader(job);
+        job.materialize("prices", prices);
+    }));
+    assert!(message.contains("'view.prices' is new") && message.contains("reader(s) bid_old that"), "{message}");
+
+    // Nothing was committed by the refused runs.
+    assert_eq!(published(dir).epoch, one.committed_epoch);
+    assert_eq!(view_names(dir), ["bid_stats"]);
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&input));
+}
+
+/// Reads `bid` with the reader `bid_old` (prices only).
+fn old_reader<'s>(job: &mut Job<'s>) -> millpond_dataflow::Collection<'s, i64> {
+    job.source_named("bid_old", "bid", json::<Bid>()).map(|b| b.price)
+}
+
+#[test]
+fn a_view_joining_a_fresh_reader_with_a_resuming_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    produce(dir, "bid", 2, &bids(0..500));
+    Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        build(job, STATS_ONLY);
+        old_reader(job);
+    })
+    .unwrap();
+    let message = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        build(job, STATS_ONLY);
+        let old = old_reader(job).map(|price| (price % 7, price));
+        let fresh = job.source_named("bid_fresh", "bid", json::<Bid>()).map(|b| (b.price % 7, b.auction));
+        job.materialize("pairs", old.join("pairs", fresh).map(|(k, (price, auction))| (k, price, auction)));
+    }));
+    assert!(message.contains("'op.pairs' is new") && message.contains("reader(s) bid_old that"), "{message}");
+    assert!(!message.contains("bid_fresh"), "a fresh reader is not blamed: {message}");
+
+    // The same join of two fresh readers is accepted and correct.
+    Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        build(job, STATS_ONLY);
+        old_reader(job);
+        let left = job.source_named("left_fresh", "bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        let right = job.source_named("right_fresh", "bid", json::<Bid>()).map(|b| (b.auction, ()));
+        let counts = left
+            .join("pairs", right.distinct("auctions"))
+            .map(|(auction, _)| (auction, ()))
+            .aggregate("pair_counts", Count);
+        job.materialize("pair_counts", counts);
+    })
+    .unwrap();
+    let mut per_auction: BTreeMap<u64, i64> = BTreeMap::new();
+    for bid in valid_bids(&bids(0..500)) {
+        *per_auction.entry(bid.auction).or_default() += 1;
+    }
+    assert_eq!(view_rows(dir, "pair_counts"), rows_of(per_auction.into_iter().map(|(a, n)| ((a, n), 1))));
+}
+
+#[test]
+fn a_reader_keeps_its_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    produce(dir, "bid", 1, &bids(0..100));
+    produce(dir, "other", 1, &bids(0..100));
+    run(dir, StateBackend::RocksDb, BOTH);
+    let message = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        build(job, STATS_ONLY);
+        let bids = job.source_named("bid_max", "other", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("bid_max", bids.aggregate("maxes", Max(|p: &i64| *p)));
+    }));
+    assert!(message.contains("reader 'bid_max' has committed offsets in topic 'bid'"), "{message}");
+}
+
+#[test]
+fn lineage_follows_every_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Arc<Mutex<BTreeMap<&'static str, BTreeSet<String>>>> = Arc::default();
+    let record = seen.clone();
+    Runtime::run(config(dir.path(), StateBackend::Memory), move |job| {
+        let record = |name: &'static str, lineage: &BTreeSet<String>| {
+            record.lock().unwrap().insert(name, lineage.clone());
+        };
+        let a = job.source("a", json::<Bid>()).map(|b| (b.auction, b.price));
+        let b = job.source_named("b_reader", "b", json::<Bid>()).map(|b| (b.auction, b.price));
+        let c = job.source_named("c_reader", "c", json::<Bid>()).map(|b| (b.auction, b.price));
+        record("map", a.lineage());
+        let filtered = a.clone().filter(|_| true).negate().inspect(|_| ()).flat_map(Some).explode(|x| Some((x, 1)));
+        record("filter/negate/inspect/flat_map/explode", filtered.lineage());
+        record("concat", a.clone().concat(b.clone()).lineage());
+        record("aggregate", b.clone().aggregate("sum", Count).lineage());
+        record("top_k", c.clone().top_k("top", 2).lineage());
+        record("distinct", c.clone().distinct("distinct").lineage());
+        record("join", a.clone().join("join", c.clone()).lineage());
+        record("left_join", b.clone().left_join("left_join", c.clone()).lineage());
+        record("from_differential", c.from_differential(a.clone().into_differential()).lineage());
+        record("with_lineage_of", c.from_differential(a.clone().into_differential()).with_lineage_of(&b).lineage());
+        let table =
+            job.upsert_source_named("t_reader", "table", "t", |k: &[u8]| Ok(k.to_vec()), |v: &[u8]| Ok(v.len()));
+        record("upsert", table.lineage());
+    })
+    .unwrap();
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    let seen = seen.lock().unwrap();
+    let expected = BTreeMap::from([
+        ("map", set(&["a"])),
+        ("filter/negate/inspect/flat_map/explode", set(&["a"])),
+        ("concat", set(&["a", "b_reader"])),
+        ("aggregate", set(&["b_reader"])),
+        ("top_k", set(&["c_reader"])),
+        ("distinct", set(&["c_reader"])),
+        ("join", set(&["a", "c_reader"])),
+        ("left_join", set(&["b_reader", "c_reader"])),
+        ("from_differential", set(&["c_reader"])),
+        ("with_lineage_of", set(&["b_reader", "c_reader"])),
+        ("upsert", set(&["t_reader"])),
+    ]);
+    assert_eq!(*seen, expected);
+}
+
+/// Version 2 of the checkpoint meta (before named readers), as the
+/// previous build wrote it.
+#[derive(serde::Serialize)]
+struct CheckpointMetaV2 {
+    version: u32,
+    epoch: u64,
+    sources: BTreeMap<String, BTreeMap<u32, u64>>,
+    sinks: BTreeMap<String, u64>,
+    views: BTreeMap<String, String>,
+    compactable: BTreeMap<String, (u64, u64)>,
+    states: BTreeSet<String>,
+}
+
+impl From<CheckpointMeta> for CheckpointMetaV2 {
+    fn from(meta: CheckpointMeta) -> Self {
+        let CheckpointMeta { epoch, sources, sinks, views, compactable, states, .. } = meta;
+        CheckpointMetaV2 { version: 2, epoch, sources, sinks, views, compactable, states }
+    }
+}
+
+#[test]
+fn a_version_2_checkpoint_resumes_with_every_reader_named_after_its_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let first = bids(0..1000);
+    produce(dir, "bid", 2, &first);
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+
+    // Rewrite the checkpoint as the previous build would have left it.
+    let v2 = CheckpointMetaV2::from(published(dir));
+    assert_eq!(v2.sources.keys().collect::<Vec<_>>(), ["bid"]);
+    {
+        let store = RocksStore::open(dir.join("state")).unwrap();
+        let mut batch = millpond_dataflow::state::WriteBatch::new();
+        batch.put(store.keyspace("checkpoint").unwrap(), b"meta", &postcard::to_stdvec(&v2).unwrap());
+        store.commit(batch, true).unwrap();
+    }
+    std::fs::write(dir.join("checkpoint.json"), serde_json::to_vec(&v2).unwrap()).unwrap();
+    // Readers take a version 2 checkpoint.json.
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&first));
+    assert_eq!(published(dir).readers, BTreeMap::from([("bid".to_owned(), "bid".to_owned())]));
+
+    let second = bids(1000..1400);
+    produce(dir, "bid", 2, &second);
+    let two = run(dir, StateBackend::RocksDb, BOTH);
+    assert_eq!(two.records as usize, second.len() + first.len() + second.len(), "`bid` resumed, `bid_max` is new");
+    let all: Input = first.into_iter().chain(second).collect();
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all));
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&all));
+    let meta = published(dir);
+    assert_eq!(meta.version, millpond_dataflow::CHECKPOINT_VERSION);
+    assert_eq!(meta.readers, BTreeMap::from([("bid".into(), "bid".into()), ("bid_max".into(), "bid".into())]));
+}
