@@ -22,11 +22,21 @@
 //! reader in its lineage is fresh: then it sees all the retained input,
 //! like a state built in a new data directory (where every reader is fresh).
 //!
+//! With `RuntimeConfig::drop_undeclared`, whatever the meta lists that this
+//! run's job does not declare (readers, states, views, sink topics) is
+//! removed from the meta and its keyspace deleted by the first commit of
+//! the run (the same write batch); its sink topics are deleted from the log
+//! after that commit returns. Sink topics left behind by a crash in between
+//! are deleted at the next such startup.
+//!
 //! Invariants (asserted):
 //! - committed epochs strictly increase;
 //! - a sink's committed end offset never decreases;
 //! - a reader reads one topic: the meta lists a topic for exactly the
 //!   readers that have offsets, and it never changes;
+//! - drops are committed by the first commit of a run (its write batch
+//!   deletes the dropped keyspaces before anything else), and their topics
+//!   are deleted only after it;
 //! - `checkpoint.json` never runs ahead of the RocksDB commit (it is written
 //!   after it, and rewritten from RocksDB at startup).
 
@@ -197,6 +207,27 @@ struct EpochWrites {
 /// One past commit: when, which epoch, and the sink ends it recorded.
 type Commit = (std::time::Instant, Epoch, BTreeMap<String, u64>);
 
+/// What a job declares while it is built (on worker 0, which builds every
+/// part of it): everything else in the meta is undeclared.
+#[derive(Debug, Default)]
+pub(crate) struct Declarations {
+    /// Reader name to topic.
+    pub(crate) readers: BTreeMap<String, String>,
+    /// Keyspaces of stateful operators and views.
+    pub(crate) states: BTreeSet<String>,
+    pub(crate) views: BTreeSet<String>,
+    /// Changelog and dead-letter topics.
+    pub(crate) sinks: BTreeSet<String>,
+}
+
+/// What the first commit of a run drops: keyspace deletions (committed with
+/// it) and sink topics (deleted from the log once it is durable).
+#[derive(Debug, Default)]
+struct Drops {
+    keyspaces: WriteBatch,
+    topics: Vec<String>,
+}
+
 /// The checkpoint coordinator shared by all workers of a runtime.
 #[derive(Debug)]
 pub(crate) struct Checkpoints {
@@ -211,6 +242,8 @@ pub(crate) struct Checkpoints {
     /// The committed meta this run started from (never changes).
     resumed: CheckpointMeta,
     committed_epoch: AtomicU64,
+    /// Planned by `drop_undeclared`, taken by the first commit.
+    drops: Mutex<Option<Drops>>,
     /// Crash tests only: a pause between syncing sinks and committing.
     pub(crate) commit_delay: std::time::Duration,
     /// How long a committed epoch stays safe from compaction.
@@ -273,6 +306,7 @@ impl Checkpoints {
             pending: Mutex::new(BTreeMap::new()),
             resumed: meta.clone(),
             meta: Mutex::new(meta),
+            drops: Mutex::new(None),
             commit_delay: std::time::Duration::ZERO,
         })
     }
@@ -360,6 +394,91 @@ impl Checkpoints {
         meta.views.insert(name.to_owned(), topic.to_owned());
     }
 
+    /// Drops everything the last checkpoint lists and `declared` does not:
+    /// readers' offsets, states, views and sink topics leave the meta now
+    /// (it is persisted only by a commit); keyspace deletions and topic
+    /// deletions wait for the first commit of the run, which this forces
+    /// at `first_epoch` even if nothing else changes. Returns what it drops,
+    /// as `kind name` strings.
+    pub(crate) fn drop_undeclared(&self, declared: &Declarations, first_epoch: Epoch) -> Result<Vec<String>> {
+        let mut meta = self.meta.lock().expect("meta lock");
+        assert_eq!(meta.epoch, self.resumed.epoch, "drops are planned before the run's first commit");
+        let mut dropped = Vec::new();
+        let mut drops = Drops::default();
+        // A topic this job reads (a changelog used as input) stays in the
+        // log even if the view that wrote it is dropped.
+        let mut delete_later = |topic: String| {
+            if !declared.readers.values().any(|read| *read == topic) {
+                drops.topics.push(topic);
+            }
+        };
+        let undeclared_readers: Vec<String> =
+            meta.sources.keys().filter(|reader| !declared.readers.contains_key(*reader)).cloned().collect();
+        for reader in undeclared_readers {
+            meta.sources.remove(&reader);
+            meta.readers.remove(&reader);
+            dropped.push(format!("reader {reader}"));
+        }
+        let undeclared_views: Vec<String> =
+            meta.views.keys().filter(|view| !declared.views.contains(*view)).cloned().collect();
+        for view in undeclared_views {
+            let topic = meta.views.remove(&view).expect("listed above");
+            // A topic with an end offset goes with the sinks below; this one
+            // never had a row committed.
+            if !meta.sinks.contains_key(&topic) {
+                delete_later(topic);
+            }
+            dropped.push(format!("view {view}"));
+        }
+        let undeclared_sinks: Vec<String> =
+            meta.sinks.keys().filter(|topic| !declared.sinks.contains(*topic)).cloned().collect();
+        for topic in undeclared_sinks {
+            meta.sinks.remove(&topic);
+            dropped.push(format!("topic {topic}"));
+            delete_later(topic);
+        }
+        // A dropped changelog's compaction bound goes with it.
+        meta.compactable.retain(|topic, _| declared.sinks.contains(topic));
+        let undeclared_states: Vec<String> =
+            meta.states.iter().filter(|keyspace| !declared.states.contains(*keyspace)).cloned().collect();
+        for keyspace in undeclared_states {
+            meta.states.remove(&keyspace);
+            drops.keyspaces.delete_keyspace(self.store.keyspace(&keyspace)?);
+            dropped.push(format!("state {keyspace}"));
+        }
+        assert!(meta.readers_match_offsets(), "dropping keeps a topic for every reader with offsets");
+        if !dropped.is_empty() {
+            assert!(first_epoch > meta.epoch, "the first epoch {first_epoch} follows the committed {}", meta.epoch);
+            self.pending.lock().expect("pending lock").entry(first_epoch).or_default();
+            *self.drops.lock().expect("drops lock") = Some(drops);
+        }
+        Ok(dropped)
+    }
+
+    /// Deletes sink topics (changelogs, dead letters) that the last
+    /// checkpoint does not list and `declared` does not use: left behind by
+    /// a crash between a commit that dropped them and their deletion, or
+    /// created by a run that never committed them. Nothing in them is
+    /// committed (a sink's committed end is 0 unless the meta says more).
+    /// Returns the deleted topics.
+    pub(crate) fn delete_orphan_sink_topics(&self, declared: &Declarations) -> Result<Vec<String>> {
+        let listed = |topic: &String| {
+            self.resumed.sinks.contains_key(topic)
+                || self.resumed.views.values().any(|t| t == topic)
+                || declared.sinks.contains(topic)
+                || declared.readers.values().any(|t| t == topic)
+        };
+        let mut deleted = Vec::new();
+        for topic in self.log.topics().into_iter().filter(|t| crate::sink::is_sink_topic_name(t) && !listed(t)) {
+            // Sink topics have one partition; anything else is not ours.
+            if self.log.topic_config(&topic).is_ok_and(|config| config.partitions == 1) {
+                delete_topic(&self.log, &topic)?;
+                deleted.push(topic);
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Commits every pending epoch below `frontier` (the least epoch that
     /// may still change). Returns the newly committed epoch, if any.
     pub(crate) fn commit_below(&self, frontier: Epoch) -> Result<Option<Epoch>> {
@@ -371,7 +490,15 @@ impl Checkpoints {
         let Some(&epoch) = ready.keys().next_back() else { return Ok(None) };
         let mut meta = self.meta.lock().expect("meta lock");
         assert!(epoch > meta.epoch, "committed epochs increase: {epoch} after {}", meta.epoch);
-        let mut batch = WriteBatch::new();
+        // Keyspace deletions go first: a batch applies in order (though
+        // nothing of this run writes to a dropped keyspace: it is undeclared).
+        let (mut batch, dropped_topics) = match self.drops.lock().expect("drops lock").take() {
+            Some(drops) => {
+                assert_eq!(meta.epoch, self.resumed.epoch, "drops are committed by the first commit of a run");
+                (drops.keyspaces, drops.topics)
+            }
+            None => (WriteBatch::new(), Vec::new()),
+        };
         let mut synced = std::collections::BTreeSet::new();
         for (_, mut writes) in ready {
             batch.append(&mut writes.batch);
@@ -422,11 +549,25 @@ impl Checkpoints {
         self.store.commit(batch, self.durable)?;
         self.committed_epoch.store(epoch, Ordering::Release);
         meta.publish(&self.data_dir)?;
+        // The dropped topics go only now: a crash before this point leaves
+        // them listed by the old checkpoint (and whole) or orphaned by the
+        // new one (deleted at the next startup that drops undeclared parts).
+        for topic in &dropped_topics {
+            delete_topic(&self.log, topic)?;
+        }
         if compactable.is_some() {
             for (topic, (_, offset)) in &meta.compactable {
                 self.log.set_cleanable_below(topic, 0, *offset)?;
             }
         }
         Ok(Some(epoch))
+    }
+}
+
+/// Deletes `topic` if it exists.
+fn delete_topic(log: &Log, topic: &str) -> Result<()> {
+    match log.delete_topic(topic) {
+        Ok(()) | Err(millpond_log::Error::UnknownTopic(_)) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }

@@ -206,7 +206,7 @@ impl<'s> Job<'s> {
         T: Clone + 'static,
         F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
     {
-        self.ctx.claim("reader", reader);
+        self.ctx.declare_reader(reader, topic);
         source::tail(self.scope, &self.ctx, reader, topic, decode)
             .split_dead_letters(&source::dead_letter_topic(reader))
     }

@@ -11,6 +11,11 @@
 //! - Only worker 0 decides what to commit: epochs below the frontier of the
 //!   probe that every stateful operator and sink reports to. The commit
 //!   thread commits them in frontier order.
+//! - Every worker builds the same dataflow, and worker 0 builds all of it
+//!   (views and sinks only have state there): its declarations are the
+//!   job's. With `drop_undeclared`, worker 0 plans the drops right after
+//!   its build, before it hands the committer any frontier, so the first
+//!   commit of the run carries them.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -24,7 +29,7 @@ use millpond_log::{Log, LogOptions};
 use timely::dataflow::{ProbeHandle, Scope};
 
 use crate::Epoch;
-use crate::checkpoint::Checkpoints;
+use crate::checkpoint::{Checkpoints, Declarations};
 use crate::error::{Error, Result};
 use crate::opstate::OperatorState;
 use crate::state::{MemoryStore, RocksStore, StateStore};
@@ -72,6 +77,11 @@ pub struct RuntimeConfig {
     /// sink output and committing its checkpoint, so that kills land in
     /// that window often.
     pub commit_delay_ms: u64,
+    /// Drop what the checkpoint lists but this run's job does not declare:
+    /// readers' offsets, operator and view state, views and their sink
+    /// topics (see docs/checkpoints.md). Off by default: a job that stops
+    /// declaring something keeps it, so declaring it again resumes it.
+    pub drop_undeclared: bool,
 }
 
 impl RuntimeConfig {
@@ -88,7 +98,12 @@ impl RuntimeConfig {
             commit_delay_ms: 0,
             sink_segment_bytes: 64 << 20,
             changelog_compaction_lag_ms: 600_000,
+            drop_undeclared: false,
         }
+    }
+    pub fn drop_undeclared(mut self, on: bool) -> Self {
+        self.drop_undeclared = on;
+        self
     }
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
@@ -137,6 +152,10 @@ pub struct RunStats {
     /// The first epoch of this run and the last committed one at its end.
     pub first_epoch: Epoch,
     pub committed_epoch: Epoch,
+    /// With `drop_undeclared`: what this run dropped, as `reader NAME`,
+    /// `view NAME`, `state KEYSPACE` and `topic NAME` (sink topics, orphans
+    /// included), sorted.
+    pub dropped: Vec<String>,
 }
 
 /// What all workers of a runtime share.
@@ -147,6 +166,7 @@ pub(crate) struct Shared {
     start: Instant,
     first_epoch: Epoch,
     failure: Mutex<Option<String>>,
+    dropped: Mutex<Vec<String>>,
     pub(crate) records: AtomicU64,
     pub(crate) dead_letters: AtomicU64,
     pub(crate) skipped: AtomicU64,
@@ -201,12 +221,34 @@ pub(crate) struct WorkerContext {
     pub(crate) probe: ProbeHandle<Epoch>,
     names: RefCell<BTreeSet<String>>,
     build_errors: RefCell<Vec<String>>,
+    /// What this worker's part of the job declares.
+    declared: RefCell<Declarations>,
 }
 
 impl WorkerContext {
-    /// Opens the state in `keyspace` of an operator or view fed by the
-    /// readers in `lineage`.
+    /// Declares the reader `reader` of `topic` (each reader name once per job).
+    pub(crate) fn declare_reader(&self, reader: &str, topic: &str) {
+        if self.claim("reader", reader) {
+            self.declared.borrow_mut().readers.insert(reader.to_owned(), topic.to_owned());
+        }
+    }
+
+    /// Declares the view `name` with its changelog `topic` (worker 0).
+    pub(crate) fn declare_view(&self, name: &str, topic: &str) {
+        let mut declared = self.declared.borrow_mut();
+        declared.views.insert(name.to_owned());
+        declared.sinks.insert(topic.to_owned());
+    }
+
+    /// Declares a sink topic (worker 0).
+    pub(crate) fn declare_sink(&self, topic: &str) {
+        self.declared.borrow_mut().sinks.insert(topic.to_owned());
+    }
+
+    /// Declares and opens the state in `keyspace` of an operator or view fed
+    /// by the readers in `lineage`.
     pub(crate) fn operator_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<OperatorState> {
+        self.declared.borrow_mut().states.insert(keyspace.to_owned());
         OperatorState::new(self.shared.checkpoints.clone(), keyspace, lineage)
     }
 
@@ -281,6 +323,7 @@ impl Runtime {
             start: Instant::now(),
             first_epoch,
             failure: Mutex::new(None),
+            dropped: Mutex::new(Vec::new()),
             records: AtomicU64::new(0),
             dead_letters: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
@@ -312,6 +355,7 @@ impl Runtime {
                 probe: ProbeHandle::new(),
                 names: RefCell::new(BTreeSet::new()),
                 build_errors: RefCell::new(Vec::new()),
+                declared: RefCell::new(Declarations::default()),
             });
             let dataflow = worker.next_dataflow_index();
             worker.dataflow::<Epoch, _, _>(|scope| {
@@ -320,6 +364,21 @@ impl Runtime {
             });
             if let Some(error) = ctx.build_errors.borrow().first() {
                 shared.fail(format!("invalid job: {error}"));
+            }
+            if worker.index() == 0 && shared.config.drop_undeclared && !shared.failed() {
+                let declared = ctx.declared.borrow();
+                let checkpoints = &shared.checkpoints;
+                let dropped = checkpoints.delete_orphan_sink_topics(&declared).and_then(|orphans| {
+                    let planned = checkpoints.drop_undeclared(&declared, shared.first_epoch())?;
+                    Ok(orphans.into_iter().map(|topic| format!("topic {topic}")).chain(planned).collect::<Vec<_>>())
+                });
+                match dropped {
+                    Ok(mut dropped) => {
+                        dropped.sort();
+                        *shared.dropped.lock().expect("dropped lock") = dropped;
+                    }
+                    Err(e) => shared.fail(format!("dropping what the job no longer declares: {e}")),
+                }
             }
             let frontiers = (worker.index() == 0).then(|| worker_frontiers.lock().expect("frontier sender").clone());
             let mut last_sent = 0;
@@ -357,6 +416,7 @@ impl Runtime {
             skipped_offsets: shared.skipped.load(Ordering::Relaxed),
             first_epoch,
             committed_epoch: checkpoints.committed_epoch(),
+            dropped: std::mem::take(&mut *shared.dropped.lock().expect("dropped lock")),
         })
     }
 }

@@ -45,6 +45,12 @@ pub fn changelog_topic(name: &str) -> String {
     format!("{CHANGELOG_TOPIC_PREFIX}{name}")
 }
 
+/// Whether `topic` is named like a topic a sink writes: a changelog or a
+/// dead-letter topic.
+pub(crate) fn is_sink_topic_name(topic: &str) -> bool {
+    topic.starts_with(CHANGELOG_TOPIC_PREFIX) || topic.ends_with(crate::source::DEAD_LETTER_TOPIC_SUFFIX)
+}
+
 fn sink_topic_config(cleanup_policy: CleanupPolicy, segment_bytes: u64) -> TopicConfig {
     TopicConfig {
         partitions: 1,
@@ -145,6 +151,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
     let rows = collection.map(|row| serde_json::to_vec(&row).map_err(|e| e.to_string()));
     let mut state = None;
     if rows.inner.scope().index() == 0 {
+        ctx.declare_view(name, &topic);
         match prepare_topic(&shared, &topic, CleanupPolicy::Compact)
             .and_then(|()| ctx.operator_state(&format!("view.{name}"), &rows.lineage))
         {
@@ -189,12 +196,13 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
 pub(crate) fn dead_letters(letters: Collection<'_, Box<DeadLetter>>, topic: &str) {
     let ctx = letters.ctx.clone();
     let shared = ctx.shared.clone();
-    if letters.inner.scope().index() == 0
-        && let Err(e) = prepare_topic(&shared, topic, CleanupPolicy::Delete)
-    {
-        // Built anyway (every worker builds the same dataflow); the build
-        // error stops the job before any data flows.
-        ctx.build_error(format!("dead-letter topic '{topic}': {e}"));
+    if letters.inner.scope().index() == 0 {
+        ctx.declare_sink(topic);
+        if let Err(e) = prepare_topic(&shared, topic, CleanupPolicy::Delete) {
+            // Built anyway (every worker builds the same dataflow); the build
+            // error stops the job before any data flows.
+            ctx.build_error(format!("dead-letter topic '{topic}': {e}"));
+        }
     }
     let topic = topic.to_owned();
     epoch_sink(letters, &format!("dead-letters:{topic}"), move |epoch, updates| {

@@ -14,6 +14,10 @@
 //! an older E, or a reader that falls behind the cleaner, the reader checks
 //! every change against the multiplicity it holds (`value - diff` must equal
 //! it) and reports [`Error::EpochUnavailable`] instead of a wrong stream.
+//!
+//! A view that the job drops (`RuntimeConfig::drop_undeclared`) leaves
+//! `checkpoint.json` before its changelog is deleted: readers then report
+//! [`Error::UnknownView`], and a live subscription does so on its next poll.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -289,6 +293,11 @@ impl Subscription {
     /// Reads whatever has been committed since the last call; queues events.
     pub fn poll(&mut self) -> Result<()> {
         let Some(meta) = CheckpointMeta::read_published(&self.data_dir)? else { return Ok(()) };
+        if meta.views.get(&self.view) != Some(&self.topic) {
+            // The job dropped the view (RuntimeConfig::drop_undeclared);
+            // its changelog is being deleted.
+            return Err(Error::UnknownView(self.view.clone()));
+        }
         if let Some(&(compacted, _)) = meta.compactable.get(&self.topic)
             && compacted > self.last_progress
         {

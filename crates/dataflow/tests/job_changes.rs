@@ -1,7 +1,7 @@
 //! A job that changes over the life of a data directory: views added with
-//! new (fresh) readers, and views refused when their state would miss
-//! input. Every view is checked against a recomputation over the whole
-//! input.
+//! new (fresh) readers, views refused when their state would miss input,
+//! and views dropped with `RuntimeConfig::drop_undeclared`. Every view is
+//! checked against a recomputation over the whole input.
 
 mod common;
 
@@ -12,9 +12,10 @@ use std::sync::{Arc, Mutex};
 use common::{produce, read_topic, rows_of, view_rows};
 use millpond_dataflow::state::{RocksStore, StateStore};
 use millpond_dataflow::{
-    CheckpointMeta, Count, Error, Job, Max, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json, list_views,
+    CheckpointMeta, Count, Error, Job, Max, RunStats, Runtime, RuntimeConfig, StateBackend, Subscription, Sum, json,
+    list_views, read_view,
 };
-use millpond_log::{Log, LogOptions, TopicConfig};
+use millpond_log::{CleanupPolicy, Log, LogOptions, Record, TopicConfig};
 use serde::Deserialize;
 
 type Input = Vec<(Option<String>, Option<String>)>;
@@ -90,8 +91,33 @@ fn run(dir: &Path, state: StateBackend, views: Views) -> RunStats {
     Runtime::run(config(dir, state), move |job| build(job, views)).unwrap()
 }
 
+fn run_dropping(dir: &Path, state: StateBackend, views: Views) -> RunStats {
+    Runtime::run(config(dir, state).drop_undeclared(true), move |job| build(job, views)).unwrap()
+}
+
 fn view_names(dir: &Path) -> Vec<String> {
     list_views(dir).unwrap().into_iter().map(|v| v.name).collect()
+}
+
+fn topics(dir: &Path) -> Vec<String> {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let topics = log.topics();
+    log.close().unwrap();
+    topics
+}
+
+/// The number of entries in a keyspace of the RocksDB state store.
+fn state_entries(dir: &Path, keyspace: &str) -> usize {
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let space = store.keyspace(keyspace).unwrap();
+    let mut count = 0;
+    store
+        .scan_prefix(space, b"", &mut |_, _| {
+            count += 1;
+            true
+        })
+        .unwrap();
+    count
 }
 
 fn published(dir: &Path) -> CheckpointMeta {
@@ -333,6 +359,176 @@ fn lineage_follows_every_operator() {
         ("upsert", set(&["t_reader"])),
     ]);
     assert_eq!(*seen, expected);
+}
+
+#[test]
+fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_starts_over_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let first = with_a_bad_record(bids(0..1500));
+    produce(dir, "bid", 2, &first);
+    run(dir, StateBackend::RocksDb, BOTH);
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
+    assert!(state_entries(dir, "op.maxes") > 0 && state_entries(dir, "view.bid_max") > 0);
+    let mut subscription = Subscription::open(dir, "bid_max", None, true).unwrap();
+    while let Some(event) = subscription.next_timeout(std::time::Duration::ZERO).unwrap() {
+        assert!(matches!(event, millpond_dataflow::Event::Change { .. } | millpond_dataflow::Event::Progress { .. }));
+    }
+
+    // The second run no longer declares `bid_max` (nor its reader).
+    let second = bids(1500..2000);
+    produce(dir, "bid", 2, &second);
+    let two = run_dropping(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert_eq!(
+        two.dropped,
+        [
+            "reader bid_max",
+            "state op.maxes",
+            "state view.bid_max",
+            "topic bid_max.dead-letter",
+            "topic view.bid_max",
+            "view bid_max"
+        ]
+    );
+    assert_eq!(view_names(dir), ["bid_stats"]);
+    assert!(matches!(read_view(dir, "bid_max"), Err(Error::UnknownView(name)) if name == "bid_max"));
+    assert!(matches!(Subscription::open(dir, "bid_max", None, true), Err(Error::UnknownView(_))));
+    assert!(
+        matches!(subscription.next_timeout(std::time::Duration::ZERO), Err(Error::UnknownView(_))),
+        "a live subscription learns that its view is gone"
+    );
+    let left = topics(dir);
+    assert!(!left.iter().any(|t| t == "view.bid_max" || t == "bid_max.dead-letter"), "{left:?}");
+    assert!(left.iter().any(|t| t == "view.bid_stats") && left.iter().any(|t| t == "bid.dead-letter"), "{left:?}");
+    assert_eq!(state_entries(dir, "op.maxes"), 0);
+    assert_eq!(state_entries(dir, "view.bid_max"), 0);
+    assert!(state_entries(dir, "op.stats") > 0, "declared state stays");
+    let meta = published(dir);
+    assert_eq!(meta.sources.keys().collect::<Vec<_>>(), ["bid"]);
+    assert_eq!(meta.readers.keys().collect::<Vec<_>>(), ["bid"]);
+    assert_eq!(meta.states, BTreeSet::from(["op.stats".to_owned(), "view.bid_stats".to_owned()]));
+    assert!(!meta.sinks.contains_key("view.bid_max") && !meta.compactable.contains_key("view.bid_max"));
+    let all: Input = first.iter().chain(&second).cloned().collect();
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all));
+
+    // Nothing is left to drop.
+    assert!(run_dropping(dir, StateBackend::RocksDb, STATS_ONLY).dropped.is_empty());
+
+    // A later `bid_max` is a new view with a fresh reader: rebuilt from scratch.
+    let third = bids(2000..2300);
+    produce(dir, "bid", 2, &third);
+    let four = run_dropping(dir, StateBackend::RocksDb, BOTH);
+    assert!(four.dropped.is_empty(), "{:?}", four.dropped);
+    let all: Input = all.into_iter().chain(third).collect();
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&all));
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all));
+    assert_eq!(read_topic(dir, "bid_max.dead-letter").len(), 1, "the bad record is dead-lettered once again");
+}
+
+#[test]
+fn a_drop_is_committed_even_by_a_run_with_no_new_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    produce(dir, "bid", 2, &bids(0..300));
+    let one = run(dir, StateBackend::RocksDb, BOTH);
+    let two = run_dropping(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert_eq!(two.records, 0);
+    assert!(two.committed_epoch > one.committed_epoch, "the drop is a commit of its own: {one:?} then {two:?}");
+    assert_eq!(view_names(dir), ["bid_stats"]);
+    assert!(!topics(dir).iter().any(|t| t == "view.bid_max"));
+    // It is durable: a run that does not drop still does not see it.
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert_eq!(view_names(dir), ["bid_stats"]);
+    assert!(!published(dir).sources.contains_key("bid_max"));
+}
+
+#[test]
+fn drop_undeclared_with_in_memory_state_deletes_the_topics_of_views_no_longer_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let first = bids(0..1000);
+    produce(dir, "bid", 2, &first);
+    run(dir, StateBackend::Memory, BOTH);
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
+
+    // In memory nothing is in the checkpoint at startup: the undeclared
+    // view's topics are orphans, deleted at startup.
+    let two = run_dropping(dir, StateBackend::Memory, STATS_ONLY);
+    assert_eq!(two.dropped, ["topic bid_max.dead-letter", "topic view.bid_max"]);
+    assert_eq!(view_names(dir), ["bid_stats"]);
+    assert!(matches!(read_view(dir, "bid_max"), Err(Error::UnknownView(_))));
+    assert!(!topics(dir).iter().any(|t| t == "view.bid_max"));
+
+    let second = bids(1000..1200);
+    produce(dir, "bid", 2, &second);
+    run_dropping(dir, StateBackend::Memory, BOTH);
+    let all: Input = first.into_iter().chain(second).collect();
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&all));
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all));
+}
+
+#[test]
+fn without_drop_undeclared_nothing_is_dropped_and_a_view_declared_again_resumes() {
+    for state in [StateBackend::RocksDb, StateBackend::Memory] {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let first = bids(0..1000);
+        produce(dir, "bid", 2, &first);
+        run(dir, state, BOTH);
+
+        let second = bids(1000..1500);
+        produce(dir, "bid", 2, &second);
+        let two = run(dir, state, STATS_ONLY);
+        assert!(two.dropped.is_empty(), "{state:?}");
+        assert!(topics(dir).iter().any(|t| t == "view.bid_max"), "{state:?}");
+        let all: Input = first.iter().chain(&second).cloned().collect();
+        if state == StateBackend::RocksDb {
+            // Still listed, with the contents of its last commit.
+            assert_eq!(view_names(dir), ["bid_max", "bid_stats"]);
+            assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
+            assert!(state_entries(dir, "op.maxes") > 0);
+            let meta = published(dir);
+            assert!(meta.sources.contains_key("bid_max") && meta.states.contains("op.maxes"));
+        }
+        assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "{state:?}");
+
+        // Declared again, with its reader: it resumes where both stopped.
+        run(dir, state, BOTH);
+        assert_eq!(view_rows(dir, "bid_max"), expected_max(&all), "{state:?}");
+        assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "{state:?}");
+    }
+}
+
+#[test]
+fn drop_undeclared_deletes_orphan_sink_topics_but_not_topics_it_reads_or_does_not_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    produce(dir, "bid", 1, &bids(0..200));
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    // What a crash between a dropping commit and the deletion leaves: a
+    // changelog no checkpoint lists. Next to it, look-alikes that are not
+    // orphans: a topic the job reads, and one with several partitions.
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let changelog = TopicConfig { partitions: 1, cleanup_policy: CleanupPolicy::Compact, ..TopicConfig::default() };
+    for topic in ["view.ghost", "view.input"] {
+        log.create_topic(topic, changelog.clone()).unwrap();
+        log.append(topic, 0, &[Record::new(Some(&b"{}"[..]), Some(&1i64.to_be_bytes()[..]), 0)]).unwrap();
+    }
+    log.create_topic("view.wide", TopicConfig { partitions: 2, ..TopicConfig::default() }).unwrap();
+    log.close().unwrap();
+
+    let stats = Runtime::run(config(dir, StateBackend::RocksDb).drop_undeclared(true), |job| {
+        build(job, STATS_ONLY);
+        job.source_named("changelog_reader", "view.input", millpond_dataflow::raw());
+    })
+    .unwrap();
+    assert_eq!(stats.dropped, ["topic view.ghost"]);
+    let left = topics(dir);
+    for topic in ["view.input", "view.wide", "view.bid_stats", "bid", "bid.dead-letter"] {
+        assert!(left.iter().any(|t| t == topic), "{topic} is kept: {left:?}");
+    }
+    assert!(!left.iter().any(|t| t == "view.ghost"), "{left:?}");
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&bids(0..200)));
 }
 
 /// Version 2 of the checkpoint meta (before named readers), as the
