@@ -20,6 +20,8 @@ pub(crate) enum BenchCommand {
     /// Benchmark the dataflow runtime: bid_stats with RocksDB and in-memory
     /// state, checkpoints on and off, and recovery after kill -9.
     Dataflow(crate::bench_dataflow::DataflowBenchArgs),
+    /// Benchmark the Nexmark SQL queries, and bid_stats in SQL against the Rust job.
+    Sql(crate::bench_sql::SqlBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +332,7 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
     let args = match command {
         BenchCommand::Log(args) => args,
         BenchCommand::Dataflow(args) => return crate::bench_dataflow::run(data_dir, &args),
+        BenchCommand::Sql(args) => return crate::bench_sql::run(data_dir, &args),
     };
     let sizes = if args.quick {
         Sizes {
