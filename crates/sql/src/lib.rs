@@ -43,6 +43,10 @@ pub use value::{Row, Type, Value};
 
 /// Runs the compiled views as one job until it stops (see
 /// [`RuntimeConfig`]): each view is materialized under its own name.
+///
+/// The catalog is the whole job: whatever the data directory's earlier runs
+/// maintained and the catalog no longer has (a dropped or replaced view) is
+/// dropped, state and changelog (`drop_undeclared`).
 pub fn run(config: RuntimeConfig, views: Vec<CompiledView>) -> Result<RunStats> {
-    Ok(Runtime::run(config, move |job| render::build(job, &views))?)
+    Ok(Runtime::run(config.drop_undeclared(true), move |job| render::build(job, &views))?)
 }

@@ -6,8 +6,9 @@
 //!   same plan gets the same names on every run (so it resumes its state),
 //!   and a changed definition gets new ones (so it never reads state built
 //!   by another definition).
-//! - A view sees only the source columns it reads (others are NULL), so the
-//!   rows it keeps in state depend on its own definition only.
+//! - A view reads its topics with readers of its own and decodes only the
+//!   columns it reads (others are NULL): its rows and state depend on its own
+//!   definition only.
 //! - SQL's NULL never equals anything: rows whose join key has a NULL never
 //!   match (they survive outer joins unmatched).
 use std::collections::BTreeMap;
@@ -77,38 +78,33 @@ impl<'de> Deserialize<'de> for ViewRow {
     }
 }
 
-/// Per-job rendering state: the shared source collections, one per topic,
-/// decoded with the columns any view reads.
+/// Per-view rendering state: the view's own source readers, one per topic,
+/// decoding the columns the view reads.
 struct Renderer<'s, 'j> {
     job: &'j mut Job<'s>,
+    /// Names the view's readers and operators: `VIEW.FINGERPRINT`.
+    prefix: String,
     sources: BTreeMap<String, Collection<'s, Row>>,
     unit: Option<Collection<'s, Row>>,
-    /// Per source topic: which columns some view reads.
+    /// Per source topic: which columns the view reads.
     demanded: BTreeMap<String, Vec<bool>>,
+    operators: usize,
 }
 
 /// Builds every view of `views` in `job` and materializes it.
+///
+/// Each view reads its topics with readers of its own, named after the view
+/// and its definition: a view created after others have run starts from the
+/// beginning of the log (the runtime accepts its new state because all its
+/// readers are fresh), and never shares state with another definition.
 pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
-    let mut demanded: BTreeMap<String, Vec<bool>> = BTreeMap::new();
-    let per_view: Vec<BTreeMap<String, Vec<bool>>> = views
-        .iter()
-        .map(|view| {
-            let mut mine = BTreeMap::new();
-            let all: Vec<bool> = vec![true; view.columns.len()];
-            demand(&view.rel, &all, &mut mine);
-            for (topic, columns) in &mine {
-                let entry = demanded.entry(topic.clone()).or_insert_with(|| vec![false; columns.len()]);
-                entry.iter_mut().zip(columns).for_each(|(a, b)| *a |= *b);
-            }
-            mine
-        })
-        .collect();
-    let mut renderer = Renderer { job, sources: BTreeMap::new(), unit: None, demanded };
-    for (view, mine) in views.iter().zip(per_view) {
-        let mut counter = 0usize;
-        let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
+    for view in views {
+        let mut demanded = BTreeMap::new();
+        demand(&view.rel, &vec![true; view.columns.len()], &mut demanded);
         let prefix = format!("{}.{:016x}", view.name, view.fingerprint);
-        let rows = renderer.render(&view.rel, &prefix, &mut counter, &mine);
+        let mut renderer = Renderer { job, prefix, sources: BTreeMap::new(), unit: None, demanded, operators: 0 };
+        let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
+        let rows = renderer.render(&view.rel);
         let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
         renderer.job.materialize(&view.name, rows);
     }
@@ -192,9 +188,20 @@ fn eval_all(exprs: &[Expr], row: &[Value]) -> Row {
 }
 
 impl<'s> Renderer<'s, '_> {
-    fn operator_name(prefix: &str, counter: &mut usize) -> String {
-        *counter += 1;
-        format!("{prefix}.{counter}")
+    fn operator_name(&mut self) -> String {
+        self.operators += 1;
+        format!("{}.{}", self.prefix, self.operators)
+    }
+
+    /// The view's reader of `topic`: `VIEW.FINGERPRINT.TOPIC` (or a numbered
+    /// name when that would be too long for a reader name).
+    fn reader_name(&self, topic: &str) -> String {
+        let name = format!("{}.{topic}", self.prefix);
+        if name.len() <= 150 {
+            return name;
+        }
+        let index = self.demanded.keys().position(|t| t == topic).unwrap_or(usize::MAX);
+        format!("{}.r{index}", self.prefix)
     }
 
     fn source(&mut self, input: &Input, columns: &[(String, Type)]) -> Collection<'s, Row> {
@@ -202,6 +209,7 @@ impl<'s> Renderer<'s, '_> {
         if let Some(collection) = self.sources.get(&topic) {
             return collection.clone();
         }
+        let reader = self.reader_name(&topic);
         let wanted: Rc<[bool]> = self.demanded.get(&topic).cloned().unwrap_or_default().into();
         let columns: Rc<[(String, Type)]> = columns.to_vec().into();
         let collection = match input {
@@ -210,12 +218,18 @@ impl<'s> Renderer<'s, '_> {
                     Some(value) => decode_row(value, &columns, &wanted),
                     None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
                 };
-                self.job.source(&topic, decode)
+                self.job.source_named(&reader, &topic, decode)
             }
             Input::Upsert { .. } => {
                 let decode_value = move |value: &[u8]| decode_row(value, &columns, &wanted);
                 self.job
-                    .upsert_source(&format!("upsert.{topic}"), &topic, |key: &[u8]| Ok(key.to_vec()), decode_value)
+                    .upsert_source_named(
+                        &reader,
+                        &format!("{reader}.upsert"),
+                        &topic,
+                        |key: &[u8]| Ok(key.to_vec()),
+                        decode_value,
+                    )
                     .map(|(_key, row): (Vec<u8>, Row)| row)
             }
         };
@@ -225,50 +239,27 @@ impl<'s> Renderer<'s, '_> {
 
     fn unit(&mut self) -> Collection<'s, Row> {
         if self.unit.is_none() {
-            let unit = self.job.source(UNIT_TOPIC, raw()).map(|_| Row::new());
+            let reader = format!("{}.unit", self.prefix);
+            let unit = self.job.source_named(&reader, UNIT_TOPIC, raw()).map(|_| Row::new());
             self.unit = Some(unit);
         }
         self.unit.clone().expect("set above")
     }
 
-    fn render(
-        &mut self,
-        rel: &Rel,
-        prefix: &str,
-        counter: &mut usize,
-        mine: &BTreeMap<String, Vec<bool>>,
-    ) -> Collection<'s, Row> {
+    fn render(&mut self, rel: &Rel) -> Collection<'s, Row> {
         match rel {
-            Rel::Get { input, columns, .. } => {
-                let shared = self.source(input, columns);
-                let topic = input_topic(input);
-                let union = self.demanded.get(topic).cloned().unwrap_or_default();
-                let own = mine.get(topic).cloned().unwrap_or_default();
-                if union == own {
-                    shared
-                } else {
-                    // Hide what other views decode, so this view's state depends on its own definition.
-                    shared.map(move |mut row: Row| {
-                        for (value, keep) in row.iter_mut().zip(&own) {
-                            if !keep {
-                                *value = Value::Null;
-                            }
-                        }
-                        row
-                    })
-                }
-            }
+            Rel::Get { input, columns, .. } => self.source(input, columns),
             Rel::Project { input, exprs } => {
                 let exprs = exprs.clone();
-                self.render(input, prefix, counter, mine).map(move |row| eval_all(&exprs, &row))
+                self.render(input).map(move |row| eval_all(&exprs, &row))
             }
             Rel::Filter { input, predicate } => {
                 let predicate = predicate.clone();
-                self.render(input, prefix, counter, mine).filter(move |row| holds(&predicate, row))
+                self.render(input).filter(move |row| holds(&predicate, row))
             }
             Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
-                let l = self.render(left, prefix, counter, mine);
-                let r = self.render(right, prefix, counter, mine);
+                let l = self.render(left);
+                let r = self.render(right);
                 self.join(
                     *kind,
                     l,
@@ -277,15 +268,13 @@ impl<'s> Renderer<'s, '_> {
                     right_keys.clone(),
                     *left_width,
                     *right_width,
-                    prefix,
-                    counter,
                 )
             }
             Rel::Aggregate { input, group, aggregates } => {
-                let input = self.render(input, prefix, counter, mine);
+                let input = self.render(input);
                 let (group, args) = (group.clone(), aggregates.iter().map(|a| a.arg.clone()).collect::<Vec<_>>());
                 let keyed = input.map(move |row| (eval_all(&group, &row), eval_all(&args, &row)));
-                let name = Self::operator_name(prefix, counter);
+                let name = self.operator_name();
                 let result = keyed.aggregate(&name, SqlAggregates { calls: aggregates.clone() }).map(
                     |(mut key, values): (Row, Row)| {
                         key.extend(values);
@@ -306,17 +295,17 @@ impl<'s> Renderer<'s, '_> {
                 result
             }
             Rel::Distinct { input } => {
-                let name = Self::operator_name(prefix, counter);
-                self.render(input, prefix, counter, mine).distinct(&name)
+                let name = self.operator_name();
+                self.render(input).distinct(&name)
             }
             Rel::UnionAll { inputs } => {
-                let mut rendered = inputs.iter().map(|i| self.render(i, prefix, counter, mine));
+                let mut rendered = inputs.iter().map(|i| self.render(i));
                 let first = rendered.next().expect("a union has inputs");
                 rendered.fold(first, |acc, c| acc.concat(c))
             }
             Rel::TopK { input, partition, order, limit, row_number, .. } => {
-                let input = self.render(input, prefix, counter, mine);
-                let name = Self::operator_name(prefix, counter);
+                let input = self.render(input);
+                let name = self.operator_name();
                 let partition = partition.clone();
                 let keyed = input.map(move |row| (eval_all(&partition, &row), row));
                 let order = order.clone();
@@ -330,7 +319,7 @@ impl<'s> Renderer<'s, '_> {
             }
             Rel::Window { input, time_column, slide_micros, size_micros } => {
                 let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
-                self.render(input, prefix, counter, mine).flat_map(move |row: Row| {
+                self.render(input).flat_map(move |row: Row| {
                     let starts: Vec<i64> = match row[column] {
                         Value::Timestamp(t) => {
                             let last = t.div_euclid(slide) * slide;
@@ -360,8 +349,6 @@ impl<'s> Renderer<'s, '_> {
         right_keys: Vec<Expr>,
         left_width: usize,
         right_width: usize,
-        prefix: &str,
-        counter: &mut usize,
     ) -> Collection<'s, Row> {
         let keyed = |c: Collection<'s, Row>, keys: Vec<Expr>| c.map(move |row| (eval_all(&keys, &row), row));
         let has_null = |(key, _): &(Row, Row)| key.iter().any(Value::is_null);
@@ -383,13 +370,13 @@ impl<'s> Renderer<'s, '_> {
         };
         match kind {
             JoinKind::Inner => {
-                let name = Self::operator_name(prefix, counter);
+                let name = self.operator_name();
                 l.filter(move |kl| !has_null(kl)).join(&name, r_matchable).map(concat_rows)
             }
             JoinKind::Left | JoinKind::Full => {
                 let l_null = l.clone().filter(has_null).map(move |(_, row)| pad_right(row));
                 let l_matchable = l.filter(move |kl| !has_null(kl));
-                let name = Self::operator_name(prefix, counter);
+                let name = self.operator_name();
                 let left_side = l_matchable
                     .clone()
                     .left_join(&name, r_matchable.clone())
@@ -405,9 +392,9 @@ impl<'s> Renderer<'s, '_> {
                     return left_side;
                 }
                 // FULL: also the right rows whose key no left row has.
-                let distinct_name = Self::operator_name(prefix, counter);
+                let distinct_name = self.operator_name();
                 let left_keys = l_matchable.map(|(key, _)| key).distinct(&distinct_name).map(|key| (key, ()));
-                let semi_name = Self::operator_name(prefix, counter);
+                let semi_name = self.operator_name();
                 let matched =
                     r_matchable.clone().join(&semi_name, left_keys).map(|(_, (row, ())): (Row, (Row, ()))| row);
                 let unmatched = r.map(|(_, row)| row).concat(matched.negate()).map(pad_left);
