@@ -44,8 +44,9 @@ impl Error {
     pub fn render(&self, source: &str) -> String {
         match self {
             Error::Sql { location, message } if location.line > 0 => {
+                // Past the last line (an unexpected end of input): no snippet.
                 let Some(line) = source.lines().nth(location.line as usize - 1) else {
-                    return self.to_string();
+                    return format!("error: {self}");
                 };
                 let gutter = location.line.to_string();
                 let pad = " ".repeat(gutter.len());
