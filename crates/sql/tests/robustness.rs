@@ -54,7 +54,11 @@ fn a_failing_batch_applies_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut session = Session::open(dir.path()).unwrap();
     let error = session
-        .execute("CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nCREATE VIEW v AS SELECT nope FROM t;", None, false)
+        .execute(
+            "CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nCREATE VIEW v AS SELECT nope FROM t;",
+            None,
+            false,
+        )
         .unwrap_err();
     assert!(error.to_string().starts_with("3:25: unknown column \"nope\""), "{error}");
     assert!(session.objects().is_empty(), "nothing of a failed batch is applied");
