@@ -1110,7 +1110,9 @@ impl<'a> Binder<'a> {
             "tumble" => 3,
             "hop" => 4,
             _ => {
-                return Err(self.unsupported(function.span, format!("the table function {name}() (TUMBLE and HOP are)")));
+                return Err(
+                    self.unsupported(function.span, format!("the table function {name}() (TUMBLE and HOP are)"))
+                );
             }
         };
         let exprs: Vec<&ast::Expr> = args

@@ -260,15 +260,7 @@ impl<'s> Renderer<'s, '_> {
             Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
                 let l = self.render(left);
                 let r = self.render(right);
-                self.join(
-                    *kind,
-                    l,
-                    r,
-                    left_keys.clone(),
-                    right_keys.clone(),
-                    *left_width,
-                    *right_width,
-                )
+                self.join(*kind, l, r, left_keys.clone(), right_keys.clone(), *left_width, *right_width)
             }
             Rel::Aggregate { input, group, aggregates } => {
                 let input = self.render(input);
