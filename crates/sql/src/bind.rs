@@ -356,7 +356,7 @@ impl<'a> Binder<'a> {
         if query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
             return Err(self.unsupported(query.span(), "FETCH, FOR and locking clauses"));
         }
-        let mut bound = self.bind_set_expr(&query.body)?;
+        let bound = self.bind_set_expr(&query.body)?;
         let limit = match &query.limit_clause {
             None => None,
             Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) => {
@@ -399,19 +399,61 @@ impl<'a> Binder<'a> {
                 ));
             }
             (_, Some((k, _))) => {
-                let keys = self.bind_sort_keys(&order, &bound.scope)?;
-                bound.rel = Rel::TopK {
-                    input: Box::new(bound.rel),
+                let scope = bound.scope.clone();
+                let (input, keys) = self.bind_order(&query.body, &order, bound)?;
+                let input_width = input.scope.columns.len();
+                let mut rel = Rel::TopK {
+                    input: Box::new(input.rel),
                     partition: Vec::new(),
                     order: keys,
                     limit: Some(k),
                     row_number: false,
-                    input_width: bound.scope.columns.len(),
+                    input_width,
                     location: self.location(query.span()),
                 };
+                if input_width > scope.columns.len() {
+                    // Drop the hidden sort columns.
+                    let exprs = (0..scope.columns.len()).map(Expr::Column).collect();
+                    rel = Rel::Project { input: Box::new(rel), exprs };
+                }
+                return Ok(Bound { rel, scope });
             }
         }
         Ok(bound)
+    }
+
+    /// The ORDER BY keys over a query's output. In a SELECT (not DISTINCT), a
+    /// key that is not over the output columns is computed from the input, as
+    /// in `SELECT name FROM t ORDER BY t.price LIMIT 3`: the SELECT is bound
+    /// again with it as a hidden last column (returned in the scope).
+    fn bind_order(
+        &mut self,
+        body: &ast::SetExpr,
+        order: &[ast::OrderByExpr],
+        bound: Bound,
+    ) -> Result<(Bound, Vec<SortKey>)> {
+        let first_error = match self.bind_sort_keys(order, &bound.scope) {
+            Ok(keys) => return Ok((bound, keys)),
+            Err(e) => e,
+        };
+        let ast::SetExpr::Select(select) = body else { return Err(first_error) };
+        if matches!(select.distinct, Some(ast::Distinct::Distinct)) {
+            return Err(first_error);
+        }
+        let mut select = (**select).clone();
+        let mut items = order.to_vec();
+        for item in &mut items {
+            let positional = matches!(&item.expr, ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)));
+            if positional || self.bind_sort_keys(std::slice::from_ref(item), &bound.scope).is_ok() {
+                continue;
+            }
+            let hidden = ast::Ident::new(format!("__order_{}", select.projection.len()));
+            let expr = std::mem::replace(&mut item.expr, ast::Expr::Identifier(hidden.clone()));
+            select.projection.push(ast::SelectItem::ExprWithAlias { expr, alias: hidden });
+        }
+        let extended = self.bind_select(&select)?;
+        let keys = self.bind_sort_keys(&items, &extended.scope)?;
+        Ok((extended, keys))
     }
 
     fn bind_sort_keys(&mut self, order: &[ast::OrderByExpr], scope: &Scope) -> Result<Vec<SortKey>> {
@@ -1414,16 +1456,19 @@ impl<'a> Binder<'a> {
                 Ok((Expr::Call(Function::Substring, args), Type::Text))
             }
             E::Trim { expr: inner, trim_where, trim_what, trim_characters } => {
-                if trim_characters.is_some() {
-                    return Err(self.unsupported(span, "TRIM with a character list"));
-                }
+                // trim(s, 'chars') parses as a character list: one item is btrim's second argument.
+                let what = match (trim_what, trim_characters.as_deref()) {
+                    (what, None) => what.as_deref(),
+                    (None, Some([chars])) => Some(chars),
+                    _ => return Err(self.unsupported(span, "TRIM with a character list")),
+                };
                 let function = match trim_where {
                     None | Some(ast::TrimWhereField::Both) => Function::Trim,
                     Some(ast::TrimWhereField::Leading) => Function::LTrim,
                     Some(ast::TrimWhereField::Trailing) => Function::RTrim,
                 };
                 let mut args = vec![self.bind_text_arg(inner, context)?];
-                if let Some(what) = trim_what {
+                if let Some(what) = what {
                     args.push(self.bind_text_arg(what, context)?);
                 }
                 Ok((Expr::Call(function, args), Type::Text))

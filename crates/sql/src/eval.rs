@@ -300,7 +300,11 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
                 _ => s.trim_end_matches(matches).to_owned(),
             })
         }
-        Replace => Value::Text(text_arg(0)?.replace(&text_arg(1)?, &text_arg(2)?)),
+        Replace => {
+            // Replacing '' changes nothing (as PostgreSQL and SQLite; str::replace would insert everywhere).
+            let (s, from) = (text_arg(0)?, text_arg(1)?);
+            Value::Text(if from.is_empty() { s } else { s.replace(&from, &text_arg(2)?) })
+        }
         Position => {
             // position(needle IN haystack): args are (needle, haystack).
             let (needle, haystack) = (text_arg(0)?, text_arg(1)?);

@@ -1,0 +1,492 @@
+# Queries compared with SQLite by tests/sqlite.rs.
+#
+#   name: QUERY            a materialized view, compared after every phase
+#   view name: QUERY       a plain view (CREATE VIEW), for later entries
+#   sqlite: QUERY          what SQLite runs instead, where the two dialects
+#                          or semantics legitimately differ (said why)
+# Indented lines continue a query. Every entry is also a view in SQLite, so
+# later entries may read earlier ones. SQLite stores timestamps as TEXT in
+# the format views print; e_s and t1_s add their epoch seconds (es, ts_s).
+#
+# Schema (ours):
+#   t1 (id INT PRIMARY KEY, a INT, b INT, c DOUBLE, d DECIMAL(10,2), s TEXT, ts TIMESTAMP)
+#   t2 (k INT, x INT, y TEXT, c DOUBLE)             no key, duplicate rows
+#   t3 (k INT PRIMARY KEY, name TEXT, w INT)         a small dimension
+#   t0 (a INT, b DOUBLE)                             always empty
+#   t4 (a INT, b TEXT)                               4 rows, then none, then 1
+#   u  (k INT, v INT, w TEXT)                        upsert source, tombstones
+#   e  (id INT, k INT, amount INT, price DOUBLE, cat TEXT, ts TIMESTAMP)   append-only
+
+# --- Inputs as they are ----------------------------------------------------
+
+all_t1: SELECT id, a, b, c, d, s, ts FROM t1
+all_t2: SELECT * FROM t2
+all_t3: SELECT * FROM t3
+all_t4: SELECT * FROM t4
+all_u: SELECT * FROM u
+all_e: SELECT * FROM e
+cols_reordered: SELECT s, id, ts, a FROM t1
+
+# --- Arithmetic --------------------------------------------------------------
+
+arith_int: SELECT id, a + b AS p, a - b AS m, a * b AS t, a / b AS q, a % b AS r FROM t1
+arith_neg: SELECT id, -a AS n, a - -b AS mm, -(a + 1) * 2 AS x, +b AS pb FROM t1
+arith_double: SELECT id, a + c AS p, c - b AS m, c * c AS sq, c / 2 AS h, c / b AS q FROM t1
+arith_decimal: SELECT id, d + 1 AS p, d - a AS m, d * 2 AS t, d + c AS dc, -d AS n FROM t1
+arith_decimal_literal: SELECT id, a + 1.5 AS p, a * 0.25 AS t, 2.5 - a AS m, b * 1.1 AS q FROM t1
+# ours: DECIMAL division keeps 6 fractional digits (rounded half away from zero); SQLite divides floats.
+arith_decimal_div: SELECT id, a / 3.0 AS q, d / 4 AS r, d / 3 AS s FROM t1
+sqlite: SELECT id, ROUND(a / 3.0, 6), ROUND(d / 4, 6), ROUND(d / 3, 6) FROM t1
+arith_div_zero: SELECT id, a / 0 AS q, a % 0 AS r, c / 0 AS cq, d / 0 AS dq, b / (a - a) AS z FROM t1
+arith_precedence: SELECT id, a + b * 2 - a % 7 AS x, (a + b) * 2 AS y, a - b - 1 AS z, a / 2 * 2 AS w FROM t1
+arith_literals: SELECT 1 + 2 AS three, 7 / 2 AS q, 7 % 3 AS r, -7 / 2 AS nq, -7 % 3 AS nr, 1.5 * 2 AS d, 2 * 3.5e0 AS f
+arith_e: SELECT id, amount * price AS total, amount - k AS diff, price / amount AS unit FROM e
+arith_u: SELECT k, v * 2 + k AS x, v % 7 AS r FROM u
+arith_mod_neg: SELECT id, a % 7 AS r, (a - 50) % 7 AS s, (a - 50) / 7 AS q FROM t1
+
+# --- Comparison and logic -------------------------------------------------
+
+cmp_int: SELECT id, a < b AS lt, a <= b AS le, a = b AS eq, a <> b AS ne, a > b AS gt, a >= b AS ge, a != b AS ne2 FROM t1
+cmp_mixed: SELECT id, a < c AS x, c = d AS y, d > 0.5 AS z, a = 5.0 AS w, c >= a AS v FROM t1
+cmp_text: SELECT id, s < 'b' AS x, s = 'apple' AS y, s >= 'Apple' AS z, s > '' AS w FROM t1
+cmp_ts: SELECT id, ts < '2024-03-11 00:00:00' AS x, ts >= TIMESTAMP '2024-03-12 12:00:00' AS y FROM t1
+sqlite: SELECT id, ts < '2024-03-11 00:00:00', ts >= '2024-03-12 12:00:00' FROM t1
+logic_and_or: SELECT id, a > 50 AND b < 30 AS x, a > 50 OR b < 30 AS y, NOT (a > 50) AS z FROM t1
+logic_null: SELECT id, (a > 50 AND NULL) AS x, (a > 50 OR NULL) AS y, NOT (b IS NULL) AS z, (NULL AND FALSE) AS w FROM t1
+logic_where: SELECT id FROM t1 WHERE NOT (a > 10 AND b > 10) OR s = 'fig'
+logic_where_eq_bool: SELECT id, a, b FROM t1 WHERE (a > 20) = (b > 20)
+logic_is_true: SELECT id, (a > b) IS TRUE AS t, (a > b) IS NOT FALSE AS nf, (a > b) IS FALSE AS f, (a > b) IS NOT TRUE AS nt FROM t1
+logic_distinct_from: SELECT id, a IS DISTINCT FROM b AS d, a IS NOT DISTINCT FROM b AS nd, s IS DISTINCT FROM 'apple' AS sd FROM t1
+logic_not_not: SELECT id FROM t1 WHERE NOT NOT (a > 30) AND NOT (s IS NULL)
+logic_or_chain: SELECT id FROM e WHERE k = 1 OR k = 3 OR amount > 45 OR cat = 'date'
+
+# --- NULL, BETWEEN, IN -----------------------------------------------------
+
+null_tests: SELECT id, a IS NULL AS an, b IS NOT NULL AS bn, s IS NULL AS sn, ts IS NULL AS tn, d IS NULL AS dn FROM t1
+null_where: SELECT id, a FROM t1 WHERE a IS NULL OR b IS NULL
+null_arith: SELECT id, a + NULL AS x, NULL * c AS y, COALESCE(a, 0) + COALESCE(b, 0) AS z FROM t1
+null_where_e: SELECT id, k, amount FROM e WHERE price IS NULL OR cat IS NULL OR ts IS NULL
+between_const: SELECT id, a FROM t1 WHERE a BETWEEN 10 AND 50
+not_between: SELECT id, a FROM t1 WHERE a NOT BETWEEN 10 AND 50
+between_expr: SELECT id, a BETWEEN b AND b + 20 AS x, c BETWEEN -10 AND 10.5 AS y, s BETWEEN 'a' AND 'c' AS z FROM t1
+between_ts: SELECT id FROM e WHERE ts BETWEEN '2024-03-10 12:00:00' AND '2024-03-11 12:00:00'
+in_list: SELECT id, a IN (1, 2, 3, 50) AS x, a NOT IN (1, 2, 3) AS y, a IN (1, NULL) AS z, a NOT IN (5, NULL) AS w FROM t1
+in_where: SELECT id, s FROM t1 WHERE s IN ('apple', 'banana', 'fig')
+not_in_where: SELECT id, s FROM t1 WHERE s NOT IN ('apple', 'banana')
+in_mixed: SELECT id FROM t1 WHERE c IN (1, 2.5, -3, 0) OR d IN (1.25, 0, 10)
+in_expr: SELECT id, a % 4 IN (0, 1) AS x, upper(s) IN ('APPLE', 'FIG') AS y FROM t1
+in_e: SELECT id, k FROM e WHERE k IN (2, 4, 6) AND cat NOT IN ('fig', 'date')
+
+# --- CASE, COALESCE, NULLIF, CAST ---------------------------------------------
+
+case_searched: SELECT id, CASE WHEN a < 10 THEN 'low' WHEN a < 50 THEN 'mid' ELSE 'high' END AS band FROM t1
+case_no_else: SELECT id, CASE WHEN a > b THEN a WHEN b > a THEN b END AS m FROM t1
+case_operand: SELECT id, CASE s WHEN 'apple' THEN 1 WHEN 'banana' THEN 2 WHEN NULL THEN 3 ELSE 0 END AS code FROM t1
+case_operand_int: SELECT id, CASE a % 3 WHEN 0 THEN 'zero' WHEN 1 THEN 'one' END AS r FROM t1
+case_types: SELECT id, CASE WHEN a > 10 THEN c WHEN a > 0 THEN a ELSE d END AS v FROM t1
+case_null_cond: SELECT id, CASE WHEN NULL THEN 1 WHEN a IS NULL THEN 2 ELSE 3 END AS v FROM t1
+case_nested: SELECT id, CASE WHEN s IS NULL THEN 'none' ELSE CASE WHEN length(s) > 4 THEN upper(s) ELSE lower(s) END END AS v FROM t1
+case_where: SELECT id FROM t1 WHERE CASE WHEN a > 20 THEN b > 10 ELSE c > 0 END
+case_e: SELECT id, CASE WHEN price > 200 THEN amount * 2 WHEN price > 100 THEN amount ELSE 0 END AS score FROM e
+coalesce: SELECT id, COALESCE(a, b, -1) AS x, COALESCE(s, 'none') AS y, COALESCE(c, d, 0) AS z FROM t1
+nullif: SELECT id, NULLIF(a, b) AS x, NULLIF(s, 'apple') AS y, NULLIF(a, 5) AS z FROM t1
+coalesce_null: SELECT id, COALESCE(NULL, a) AS x, COALESCE(NULLIF(a, a), b) AS y, NULLIF(NULL, a) AS z FROM t1
+coalesce_e: SELECT id, COALESCE(cat, 'none') || ':' || COALESCE(k, -1) AS label FROM e
+cast_num: SELECT id, CAST(a AS DOUBLE) AS x, CAST(b AS DECIMAL(10,2)) AS y, CAST(a AS TEXT) AS z, CAST(d AS DOUBLE) AS w FROM t1
+# ours: like PostgreSQL, a cast of a fractional number to an integer rounds (half away from zero); SQLite truncates.
+cast_round: SELECT id, CAST(c AS INT) AS x, CAST(d AS INT) AS y, CAST(c AS BIGINT) + 1 AS z FROM t1
+sqlite: SELECT id, CAST(ROUND(c) AS INTEGER), CAST(ROUND(d) AS INTEGER), CAST(ROUND(c) AS INTEGER) + 1 FROM t1
+# ours: a cast to DECIMAL(p,s) rounds to s digits; SQLite's REAL has no scale. d is an exact DECIMAL
+# in ours, a REAL in SQLite (22.65 is 22.6499...): SQLite's side is nudged away from zero to round it
+# half away from zero as a decimal does.
+cast_decimal_scale: SELECT id, CAST(c AS DECIMAL(10,1)) AS x, CAST(d AS DECIMAL(8,1)) AS y FROM t1
+sqlite: SELECT id, ROUND(c, 1), ROUND(d + CASE WHEN d < 0 THEN -1e-9 ELSE 1e-9 END, 1) FROM t1
+cast_text_num: SELECT id, CAST('12' AS INT) + a AS x, CAST('2.5' AS DOUBLE) * a AS y, CAST(' 7 ' AS INT) AS z FROM t1
+cast_ts: SELECT id, CAST(ts AS TEXT) AS x, CAST(ts AS DATE) AS y FROM t1
+sqlite: SELECT id, ts, date(ts) FROM t1
+# SQLite has no TIMESTAMP type (its CAST makes a number); its timestamps are text.
+cast_ts_literal: SELECT id FROM e WHERE ts > CAST('2024-03-11 12:00:00' AS TIMESTAMP)
+sqlite: SELECT id FROM e WHERE ts > '2024-03-11 12:00:00'
+cast_concat: SELECT id, CAST(a AS TEXT) || '/' || CAST(b AS TEXT) AS x FROM t1
+cast_bool: SELECT id, CAST(a > b AS INT) AS x, CAST(a > b AS INT) + CAST(b > 5 AS INT) AS y FROM t1
+cast_text_to_number_where: SELECT id, s FROM t1 WHERE CAST(a AS TEXT) LIKE '1%'
+
+# --- Text -------------------------------------------------------------------
+
+str_case: SELECT id, lower(s) AS l, upper(s) AS u, length(s) AS n, char_length(s) AS m FROM t1
+sqlite: SELECT id, lower(s), upper(s), length(s), length(s) FROM t1
+str_substring: SELECT id, substring(s, 2, 3) AS a, substring(s, 2) AS b, substring(s FROM 1 FOR 2) AS c, substr(s, 0, 2) AS d, substring(s FROM 3) AS e FROM t1
+sqlite: SELECT id, substr(s, 2, 3), substr(s, 2), substr(s, 1, 2), substr(s, 0, 2), substr(s, 3) FROM t1
+str_substring_cols: SELECT id, substring(s, k, 2) AS x FROM (SELECT t1.id, t1.s, t2.k FROM t1 JOIN t2 ON t1.b = t2.x) q
+sqlite: SELECT id, substr(s, k, 2) FROM (SELECT t1.id, t1.s, t2.k FROM t1 JOIN t2 ON t1.b = t2.x) q
+str_trim: SELECT id, trim(s) AS t, ltrim(s) AS l, rtrim(s) AS r, trim(BOTH 'a' FROM s) AS ta, trim(LEADING ' ' FROM s) AS tl, trim(TRAILING 'e' FROM s) AS tt FROM t1
+sqlite: SELECT id, trim(s), ltrim(s), rtrim(s), trim(s, 'a'), ltrim(s, ' '), rtrim(s, 'e') FROM t1
+str_trim_chars: SELECT id, trim(s, 'ap') AS x, ltrim(s, 'aA') AS y, rtrim(s, 'ey') AS z, btrim(s, 'e') AS w FROM t1
+sqlite: SELECT id, trim(s, 'ap'), ltrim(s, 'aA'), rtrim(s, 'ey'), trim(s, 'e') FROM t1
+str_replace: SELECT id, replace(s, 'a', 'A') AS x, replace(s, 'an', '') AS y, replace(s, 'p', 'pp') AS z FROM t1
+str_replace_empty: SELECT id, replace(s, '', 'x') AS x FROM t1
+str_concat: SELECT id, s || '-' || a AS x, concat(s, '-', a) AS y, concat(s, NULL, b) AS z, s || s AS w FROM t1
+str_concat_e: SELECT id, cat || '#' || id AS tag, concat(cat, amount) AS x FROM e
+str_position: SELECT id, position('a' IN s) AS p, strpos(s, 'an') AS q, position('' IN s) AS r FROM t1
+sqlite: SELECT id, instr(s, 'a'), instr(s, 'an'), instr(s, '') FROM t1
+str_length_expr: SELECT id, length(s || s) AS n, length(trim(s)) AS m, length('') AS z FROM t1
+str_like: SELECT id, s LIKE 'a%' AS a, s LIKE '%an%' AS b, s LIKE '_pple' AS c, s NOT LIKE '%e' AS d, s LIKE '' AS e, s LIKE '%' AS f FROM t1
+str_like_where: SELECT id, s FROM t1 WHERE s LIKE '%a%' AND s NOT LIKE 'b%'
+# ours: '\' escapes the next character in a LIKE pattern; SQLite needs ESCAPE for that.
+str_like_escape: SELECT id, s LIKE 'x\_y' AS a, s LIKE 'a\%b' AS b, s LIKE 'a%b' AS c, s LIKE '%\%%' AS d FROM t1
+sqlite: SELECT id, s LIKE 'x\_y' ESCAPE '\', s LIKE 'a\%b' ESCAPE '\', s LIKE 'a%b', s LIKE '%\%%' ESCAPE '\' FROM t1
+str_ilike: SELECT id, s ILIKE 'apple' AS a, s ILIKE 'b%' AS b, s NOT ILIKE '%A%' AS c FROM t1
+sqlite: SELECT id, lower(s) LIKE 'apple', lower(s) LIKE 'b%', lower(s) NOT LIKE '%a%' FROM t1
+str_like_column: SELECT t1.id, t2.y, t1.s LIKE t2.y AS m, t2.y LIKE '%' || t1.s || '%' AS n FROM t1 JOIN t2 ON t1.a = t2.x
+str_upper_group: SELECT upper(s) AS u, COUNT(*) AS n FROM t1 GROUP BY upper(s)
+str_e: SELECT id, upper(cat) AS c, length(cat) AS n, substring(cat, 1, 1) AS f FROM e WHERE cat LIKE '%a%'
+sqlite: SELECT id, upper(cat), length(cat), substr(cat, 1, 1) FROM e WHERE cat LIKE '%a%'
+str_u: SELECT k, lower(w) || '!' AS x FROM u WHERE w IS NOT NULL
+
+# --- Numbers ------------------------------------------------------------------
+
+num_abs: SELECT id, abs(a) AS x, abs(c) AS y, abs(d) AS z, abs(a - b) AS w FROM t1
+# d is an exact DECIMAL in ours, a REAL in SQLite: nudged as in cast_decimal_scale.
+num_round: SELECT id, round(c) AS x, round(c, 1) AS y, round(d, 1) AS z, round(d) AS w, round(a) AS v FROM t1
+sqlite: SELECT id, round(c), round(c, 1), round(d + CASE WHEN d < 0 THEN -1e-9 ELSE 1e-9 END, 1), round(d), round(a) FROM t1
+num_round_price: SELECT id, round(price, 1) AS p1, round(price) AS p0, round(price * 3, 2) AS p2 FROM e
+# ours: round(x, -1) rounds to tens, as in PostgreSQL; SQLite ignores a negative precision.
+num_round_negative: SELECT id, round(a, -1) AS x, round(d, -1) AS y FROM t1
+sqlite: SELECT id, CAST(ROUND(a / 10.0) * 10 AS INTEGER), ROUND(d / 10.0) * 10 FROM t1
+# SQLite (as built here) has no floor() and ceil().
+num_floor_ceil: SELECT id, floor(c) AS f, ceil(c) AS c2, floor(d) AS fd, ceiling(d) AS cd FROM t1
+sqlite: SELECT id,
+    CASE WHEN c = CAST(c AS INTEGER) OR c >= 0 THEN CAST(c AS INTEGER) ELSE CAST(c AS INTEGER) - 1 END,
+    CASE WHEN c = CAST(c AS INTEGER) OR c < 0 THEN CAST(c AS INTEGER) ELSE CAST(c AS INTEGER) + 1 END,
+    CASE WHEN d = CAST(d AS INTEGER) OR d >= 0 THEN CAST(d AS INTEGER) ELSE CAST(d AS INTEGER) - 1 END,
+    CASE WHEN d = CAST(d AS INTEGER) OR d < 0 THEN CAST(d AS INTEGER) ELSE CAST(d AS INTEGER) + 1 END
+    FROM t1
+# ours: greatest/least skip NULLs (as PostgreSQL); SQLite's max/min of several values are NULL if any is.
+num_greatest_least: SELECT id, greatest(a, b) AS g, least(a, b, 10) AS l FROM t1
+sqlite: SELECT id, max(COALESCE(a, b), COALESCE(b, a)), min(COALESCE(a, 10), COALESCE(b, 10), 10) FROM t1
+
+# --- Timestamps ---------------------------------------------------------------
+
+ts_extract: SELECT id, EXTRACT(YEAR FROM ts) AS y, EXTRACT(MONTH FROM ts) AS mo, EXTRACT(DAY FROM ts) AS d, EXTRACT(HOUR FROM ts) AS h, EXTRACT(MINUTE FROM ts) AS mi, EXTRACT(SECOND FROM ts) AS s FROM t1
+sqlite: SELECT id, CAST(strftime('%Y', ts) AS INTEGER), CAST(strftime('%m', ts) AS INTEGER), CAST(strftime('%d', ts) AS INTEGER),
+    CAST(strftime('%H', ts) AS INTEGER), CAST(strftime('%M', ts) AS INTEGER), CAST(strftime('%S', ts) AS REAL) FROM t1
+ts_extract_more: SELECT id, EXTRACT(DOW FROM ts) AS dow, EXTRACT(DOY FROM ts) AS doy, EXTRACT(EPOCH FROM ts) AS ep, EXTRACT(QUARTER FROM ts) AS q FROM e
+sqlite: SELECT id, CAST(strftime('%w', ts) AS INTEGER), CAST(strftime('%j', ts) AS INTEGER), CAST(strftime('%s', ts) AS REAL),
+    (CAST(strftime('%m', ts) AS INTEGER) + 2) / 3 FROM e
+ts_trunc: SELECT id, date_trunc('hour', ts) AS h, date_trunc('day', ts) AS d, date_trunc('minute', ts) AS mi, date_trunc('month', ts) AS mo, date_trunc('year', ts) AS y FROM t1
+sqlite: SELECT id, strftime('%Y-%m-%d %H:00:00', ts), strftime('%Y-%m-%d 00:00:00', ts), strftime('%Y-%m-%d %H:%M:00', ts),
+    strftime('%Y-%m-01 00:00:00', ts), strftime('%Y-01-01 00:00:00', ts) FROM t1
+ts_trunc_week: SELECT id, date_trunc('week', ts) AS w FROM e
+sqlite: SELECT id, date(ts, '-6 days', 'weekday 1') || ' 00:00:00' FROM e
+ts_interval: SELECT id, ts + INTERVAL '1' HOUR AS a, ts - INTERVAL '30 minutes' AS b, ts + INTERVAL '1 day 2 hours' AS c, INTERVAL '90' SECOND + ts AS d FROM t1
+sqlite: SELECT id, datetime(ts, '+1 hour'), datetime(ts, '-30 minutes'), datetime(ts, '+1 day', '+2 hours'), datetime(ts, '+90 seconds') FROM t1
+ts_diff: SELECT e.id, EXTRACT(EPOCH FROM e.ts - t1.ts) AS secs FROM e JOIN t1 ON e.id = t1.id
+sqlite: SELECT e.id, CAST(strftime('%s', e.ts) AS INTEGER) - CAST(strftime('%s', t1.ts) AS INTEGER) FROM e JOIN t1 ON e.id = t1.id
+ts_group_hour: SELECT date_trunc('hour', ts) AS h, COUNT(*) AS n, SUM(amount) AS total FROM e GROUP BY date_trunc('hour', ts)
+sqlite: SELECT strftime('%Y-%m-%d %H:00:00', ts) AS h, COUNT(*), SUM(amount) FROM e GROUP BY h
+ts_where_range: SELECT id, ts FROM e WHERE ts >= '2024-03-11 00:00:00' AND ts < '2024-03-12 00:00:00'
+ts_minmax: SELECT cat, MIN(ts) AS first, MAX(ts) AS last FROM e GROUP BY cat
+ts_date_group: SELECT CAST(ts AS DATE) AS day, COUNT(*) AS n FROM e GROUP BY CAST(ts AS DATE)
+sqlite: SELECT date(ts) AS day, COUNT(*) FROM e GROUP BY day
+ts_extract_group: SELECT EXTRACT(HOUR FROM ts) AS h, COUNT(*) AS n, AVG(amount) AS a FROM e GROUP BY EXTRACT(HOUR FROM ts)
+sqlite: SELECT CAST(strftime('%H', ts) AS INTEGER) AS h, COUNT(*), AVG(amount) FROM e GROUP BY h
+ts_compare_cols: SELECT e.id, t1.id AS tid FROM e JOIN t1 ON e.k = t1.b WHERE e.ts > t1.ts + INTERVAL '1' DAY
+sqlite: SELECT e.id, t1.id FROM e JOIN t1 ON e.k = t1.b WHERE e.ts > datetime(t1.ts, '+1 day')
+
+# --- WHERE on every input ----------------------------------------------------
+
+where_e: SELECT id, k, amount FROM e WHERE amount > 25 AND k IS NOT NULL
+where_e_price: SELECT id, price FROM e WHERE price * 2 > 100 OR cat = 'fig'
+where_u: SELECT k, v FROM u WHERE v < 0 OR w IS NULL
+where_t2: SELECT k, x, y FROM t2 WHERE x BETWEEN 0 AND 30 AND y <> 'apple'
+where_t3: SELECT k, name FROM t3 WHERE w > 10 OR name IS NULL
+where_const_false: SELECT id FROM t1 WHERE 1 = 0
+where_const_true: SELECT id FROM t1 WHERE 1 = 1 AND TRUE
+where_null_literal: SELECT id FROM t1 WHERE NULL
+where_decimal: SELECT id, d FROM t1 WHERE d > 10.5 AND d < 40
+where_double_eq: SELECT id, c FROM t1 WHERE c = 2.5 OR c = -1 OR c = 0.125
+
+# --- Global aggregates -----------------------------------------------------------
+
+agg_global_t1: SELECT COUNT(*) AS n, COUNT(a) AS na, COUNT(DISTINCT a) AS da, SUM(a) AS s, MIN(a) AS lo, MAX(a) AS hi, AVG(a) AS av FROM t1
+agg_global_double: SELECT COUNT(c) AS n, SUM(c) AS s, MIN(c) AS lo, MAX(c) AS hi, AVG(c) AS av, COUNT(DISTINCT c) AS dc FROM t1
+# ours: AVG of a DECIMAL is a DECIMAL with 6 fractional digits.
+agg_global_decimal: SELECT SUM(d) AS s, MIN(d) AS lo, MAX(d) AS hi, AVG(d) AS av, COUNT(DISTINCT d) AS dd FROM t1
+sqlite: SELECT SUM(d), MIN(d), MAX(d), ROUND(AVG(d), 6), COUNT(DISTINCT d) FROM t1
+agg_global_text: SELECT MIN(s) AS lo, MAX(s) AS hi, COUNT(s) AS n, COUNT(DISTINCT s) AS dn FROM t1
+agg_global_empty: SELECT COUNT(*) AS n, COUNT(a) AS na, SUM(a) AS s, MIN(b) AS lo, MAX(b) AS hi, AVG(a) AS av, COUNT(DISTINCT a) AS da FROM t0
+agg_global_filtered_empty: SELECT COUNT(*) AS n, SUM(a) AS s, MAX(s) AS m FROM t1 WHERE a > 1000
+agg_global_emptied: SELECT COUNT(*) AS n, COUNT(DISTINCT a) AS d, SUM(a) AS s, MIN(b) AS m FROM t4
+agg_global_e: SELECT COUNT(*) AS n, SUM(amount) AS s, AVG(price) AS p, COUNT(DISTINCT cat) AS c, MIN(ts) AS t, MAX(ts) AS t2 FROM e
+agg_global_u: SELECT COUNT(*) AS n, SUM(v) AS s, MAX(w) AS w, MIN(v) AS lo FROM u
+agg_global_expr: SELECT SUM(a * b) AS x, SUM(a) - SUM(b) AS y, MAX(a) - MIN(a) AS r, COUNT(*) * 2 AS n2 FROM t1
+agg_global_case: SELECT SUM(CASE WHEN s = 'apple' THEN 1 ELSE 0 END) AS apples, COUNT(CASE WHEN a > 50 THEN 1 END) AS big FROM t1
+agg_global_only_count: SELECT COUNT(*) AS n FROM e
+agg_global_empty_join: SELECT COUNT(*) AS n, SUM(t2.x) AS s FROM t2 JOIN t0 ON t2.k = t0.a
+agg_global_having: SELECT COUNT(*) AS n FROM t1 HAVING COUNT(*) > 5
+agg_global_having_empty: SELECT COUNT(*) AS n FROM t4 HAVING COUNT(*) > 0
+agg_global_of_literal: SELECT SUM(1) AS s, COUNT(2) AS c, MAX('x') AS m FROM t1
+agg_global_avg_expr: SELECT AVG(amount * 2) AS a, AVG(price - amount) AS b, SUM(price) / COUNT(price) AS c FROM e
+
+# --- GROUP BY ----------------------------------------------------------------------
+
+agg_group_s: SELECT s, COUNT(*) AS n, SUM(a) AS total, MIN(c) AS lo, MAX(c) AS hi FROM t1 GROUP BY s
+agg_group_avg: SELECT s, AVG(a) AS av, AVG(c) AS ac FROM t1 GROUP BY s
+agg_group_expr: SELECT a % 5 AS r, COUNT(*) AS n, SUM(b) AS sb FROM t1 GROUP BY a % 5
+agg_group_position: SELECT a % 3, COUNT(*) AS n FROM t1 GROUP BY 1
+agg_group_alias: SELECT b / 10 AS bucket, COUNT(*) AS n, MAX(a) AS m FROM t1 GROUP BY bucket
+agg_group_two: SELECT k, y, COUNT(*) AS n, SUM(x) AS sx FROM t2 GROUP BY k, y
+agg_group_null_key: SELECT k, COUNT(*) AS n, COUNT(x) AS nx, COUNT(DISTINCT y) AS dy FROM t2 GROUP BY k
+agg_group_e_cat: SELECT cat, COUNT(*) AS n, SUM(amount) AS total, AVG(amount) AS av, MAX(price) AS mp FROM e GROUP BY cat
+agg_group_e_k: SELECT k, COUNT(DISTINCT cat) AS cats, SUM(price) AS sp, MIN(amount) AS lo FROM e GROUP BY k
+agg_group_u: SELECT w, COUNT(*) AS n, SUM(v) AS sv, MIN(k) AS mk FROM u GROUP BY w
+agg_group_hidden_key: SELECT COUNT(*) AS n, SUM(x) AS sx FROM t2 GROUP BY k
+agg_group_expr_of_key: SELECT k + 1 AS k1, k * k AS k2, COUNT(*) AS n FROM t2 GROUP BY k
+agg_group_bool: SELECT a > 50 AS big, COUNT(*) AS n FROM t1 GROUP BY a > 50
+agg_group_text_fn: SELECT lower(s) AS l, COUNT(*) AS n, COUNT(DISTINCT s) AS variants FROM t1 GROUP BY lower(s)
+agg_group_decimal: SELECT s, SUM(d) AS sd, AVG(d) AS ad, MAX(d) AS md FROM t1 GROUP BY s
+sqlite: SELECT s, SUM(d), ROUND(AVG(d), 6), MAX(d) FROM t1 GROUP BY s
+agg_group_multi_distinct: SELECT k, COUNT(DISTINCT x) AS dx, COUNT(DISTINCT y) AS dy, COUNT(DISTINCT c) AS dc FROM t2 GROUP BY k
+agg_group_sum_double: SELECT k, SUM(c) AS sc, AVG(c) AS ac, MIN(c) AS lo FROM t2 GROUP BY k
+agg_group_agg_expr: SELECT k, SUM(x) / COUNT(*) AS mean_int, MAX(x) - MIN(x) AS spread, CAST(SUM(x) AS DOUBLE) / COUNT(x) AS mean FROM t2 GROUP BY k
+sqlite: SELECT k, SUM(x) / COUNT(*), MAX(x) - MIN(x), CAST(SUM(x) AS REAL) / COUNT(x) FROM t2 GROUP BY k
+agg_group_coalesce: SELECT COALESCE(y, '?') AS y, COALESCE(SUM(x), 0) AS sx FROM t2 GROUP BY COALESCE(y, '?')
+agg_group_case: SELECT CASE WHEN amount < 10 THEN 'small' WHEN amount < 30 THEN 'medium' ELSE 'large' END AS size, COUNT(*) AS n, SUM(price) AS p FROM e GROUP BY 1
+agg_count_expr: SELECT cat, COUNT(price) AS np, COUNT(ts) AS nt, COUNT(1) AS n1, COUNT(*) AS n FROM e GROUP BY cat
+agg_sum_null_only: SELECT k, SUM(CASE WHEN x > 1000 THEN x END) AS none, MAX(NULLIF(x, x)) AS m, COUNT(NULLIF(x, x)) AS c FROM t2 GROUP BY k
+agg_minmax_retract: SELECT k, MIN(x) AS lo, MAX(x) AS hi, MIN(y) AS ly, MAX(y) AS hy FROM t2 GROUP BY k
+agg_group_ts_minmax: SELECT s, MIN(ts) AS first, MAX(ts) AS last FROM t1 GROUP BY s
+# ours: AVG of a DECIMAL is a DECIMAL with 6 fractional digits.
+agg_avg_mixed: SELECT k, AVG(x) AS ax, AVG(x + 0.5) AS ay FROM t2 GROUP BY k
+sqlite: SELECT k, AVG(x), ROUND(AVG(x + 0.5), 6) FROM t2 GROUP BY k
+agg_group_u_k_parity: SELECT k % 2 AS parity, COUNT(*) AS n, SUM(v) AS s, COUNT(DISTINCT w) AS dw FROM u GROUP BY k % 2
+agg_group_t3: SELECT name, COUNT(*) AS n, SUM(w) AS sw FROM t3 GROUP BY name
+agg_group_where: SELECT k, SUM(amount) AS s FROM e WHERE price > 50 GROUP BY k
+agg_group_two_e: SELECT k, cat, COUNT(*) AS n, MAX(amount) AS m FROM e GROUP BY k, cat
+agg_group_repeat_key: SELECT k, k AS k2, COUNT(*) AS n FROM t2 GROUP BY k, k
+agg_group_agg_in_case: SELECT k, CASE WHEN COUNT(*) > 5 THEN 'many' ELSE 'few' END AS size, COALESCE(MAX(y), '-') AS my FROM t2 GROUP BY k
+agg_group_id_mod: SELECT id % 10 AS r, COUNT(*) AS n, SUM(amount) AS s, MIN(price) AS p FROM e GROUP BY id % 10
+
+# --- HAVING ----------------------------------------------------------------------
+
+having_count: SELECT k, COUNT(*) AS n FROM t2 GROUP BY k HAVING COUNT(*) > 5
+having_hidden: SELECT k, SUM(x) AS sx FROM t2 GROUP BY k HAVING MIN(x) < 10 AND MAX(x) > 50
+having_group_col: SELECT cat, COUNT(*) AS n FROM e GROUP BY cat HAVING cat <> 'apple' OR cat IS NULL
+having_avg: SELECT s, AVG(a) AS av FROM t1 GROUP BY s HAVING AVG(a) > 40
+having_distinct: SELECT k FROM e GROUP BY k HAVING COUNT(DISTINCT cat) >= 3
+having_sum_null: SELECT k, SUM(x) AS s FROM t2 GROUP BY k HAVING SUM(x) IS NULL OR SUM(x) < 100
+having_alias_expr: SELECT cat, SUM(amount) AS total FROM e GROUP BY cat HAVING SUM(amount) > 2 * COUNT(*)
+having_where: SELECT s, COUNT(*) AS n FROM t1 WHERE s LIKE '%a%' GROUP BY s HAVING SUM(a) IS NOT NULL
+
+# --- Aggregates of subqueries -------------------------------------------------
+
+agg_nested_subquery: SELECT MAX(n) AS most, MIN(n) AS least, SUM(n) AS total FROM (SELECT k, COUNT(*) AS n FROM e GROUP BY k) q
+agg_twice: SELECT n, COUNT(*) AS groups FROM (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k) q GROUP BY n
+agg_of_distinct: SELECT COUNT(*) AS n, SUM(k) AS s FROM (SELECT DISTINCT k FROM t2) q
+agg_of_join_count: SELECT t3.name, COUNT(e.id) AS n FROM t3 LEFT JOIN e ON t3.k = e.k GROUP BY t3.name
+
+# --- Joins -------------------------------------------------------------------------
+
+join_inner: SELECT t2.k, t2.x, t3.name FROM t2 JOIN t3 ON t2.k = t3.k
+join_inner_star: SELECT * FROM t2 INNER JOIN (SELECT k AS k3, name, w FROM t3) t ON t.k3 = t2.k
+join_left: SELECT t2.k, t2.x, t3.name, t3.w FROM t2 LEFT JOIN t3 ON t2.k = t3.k
+join_left_outer: SELECT t3.k, t3.name, t2.x FROM t3 LEFT OUTER JOIN t2 ON t3.k = t2.k
+join_right: SELECT t2.x, t3.k, t3.name FROM t2 RIGHT JOIN t3 ON t2.k = t3.k
+join_right_outer: SELECT t3.name, u.k, u.v FROM t3 RIGHT OUTER JOIN u ON t3.k = u.k
+join_full: SELECT t2.k AS k2, t2.x, t3.k AS k3, t3.name FROM t2 FULL OUTER JOIN t3 ON t2.k = t3.k
+join_full_u: SELECT u.k AS uk, u.v, t3.k AS tk, t3.w FROM u FULL JOIN t3 ON u.k = t3.k
+join_full_e: SELECT e.id, u.k, u.w FROM e FULL JOIN u ON e.k = u.k
+join_e_u: SELECT e.id, e.amount, u.v FROM e JOIN u ON e.k = u.k
+join_e_u_left: SELECT e.id, u.w FROM e LEFT JOIN u ON e.k = u.k
+join_u_e_right: SELECT u.k, e.id FROM u RIGHT JOIN e ON u.k = e.k
+join_three: SELECT e.id, t3.name, u.v FROM e JOIN t3 ON e.k = t3.k JOIN u ON u.k = e.k
+join_three_left: SELECT t3.k, t2.x, u.v FROM t3 LEFT JOIN t2 ON t3.k = t2.k LEFT JOIN u ON t3.k = u.k
+join_three_mixed: SELECT t3.k, e.id, u.w FROM t3 JOIN e ON t3.k = e.k LEFT JOIN u ON e.k = u.k WHERE e.amount > 20
+join_full_left_chain: SELECT t2.x, t3.name, u.v FROM t2 FULL JOIN t3 ON t2.k = t3.k LEFT JOIN u ON t3.k = u.k
+join_four: SELECT e.id, t2.x, t3.name, u.v FROM e JOIN t2 ON e.k = t2.k JOIN t3 ON t2.k = t3.k JOIN u ON t3.k = u.k WHERE e.amount > 40 AND t2.x > 50
+join_where_eq: SELECT t2.x, t3.w FROM t2, t3 WHERE t2.k = t3.k AND t2.x > t3.w
+join_residual: SELECT t2.x, t3.w FROM t2 JOIN t3 ON t2.k = t3.k AND t2.x > t3.w
+join_left_right_filter: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t3.k = t2.k AND t2.x > 20
+join_left_where_right: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t3.k = t2.k WHERE t2.x > 20 OR t2.x IS NULL
+join_self: SELECT p.id AS pid, q.id AS qid FROM t1 p JOIN t1 q ON p.a = q.b WHERE p.id < q.id
+join_expr_key: SELECT t2.x, t3.name FROM t2 JOIN t3 ON t2.k + 1 = t3.k
+join_mixed_types: SELECT t1.id, t2.x FROM t1 JOIN t2 ON t1.a = t2.c
+join_decimal_key: SELECT t1.id, p.id AS pid FROM t1 JOIN t1 p ON t1.d = p.c
+join_text_key: SELECT t1.id, e.id AS eid FROM t1 JOIN e ON t1.s = e.cat WHERE t1.a > 40 AND e.amount > 40
+join_two_keys: SELECT t2.x, e.id FROM t2 JOIN e ON t2.k = e.k AND t2.x = e.amount
+join_group: SELECT t3.name, COUNT(*) AS n, SUM(e.amount) AS total FROM e JOIN t3 ON e.k = t3.k GROUP BY t3.name
+join_left_group: SELECT t3.k, COUNT(t2.x) AS n, SUM(t2.x) AS sx FROM t3 LEFT JOIN t2 ON t3.k = t2.k GROUP BY t3.k
+join_full_group: SELECT COALESCE(t2.k, t3.k) AS k, COUNT(*) AS n FROM t2 FULL JOIN t3 ON t2.k = t3.k GROUP BY COALESCE(t2.k, t3.k)
+join_null_keys: SELECT t2.k, t2.x, e.id FROM t2 LEFT JOIN e ON t2.k = e.k WHERE t2.k IS NULL
+join_null_keys_full: SELECT t2.x, u.v FROM t2 FULL JOIN u ON t2.k = u.v
+join_cross: SELECT t3.k, t4.a FROM t3 CROSS JOIN t4
+join_cross_comma: SELECT t3.k AS k1, x.k AS k2 FROM t3, t3 AS x WHERE t3.w < x.w
+join_cross_empty: SELECT t3.k, t0.a FROM t3 CROSS JOIN t0
+join_using: SELECT t2.x, t3.name FROM t2 JOIN t3 USING (k)
+join_subquery: SELECT q.k, q.n, t3.name FROM (SELECT k, COUNT(*) AS n FROM e GROUP BY k) q JOIN t3 ON q.k = t3.k
+join_subqueries_full: SELECT a.k AS ka, a.n, b.k AS kb, b.m FROM (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k) a FULL JOIN (SELECT k, SUM(amount) AS m FROM e GROUP BY k) b ON a.k = b.k
+join_nested_parens: SELECT t2.x, t3.name, u.v FROM t2 JOIN (t3 JOIN u ON t3.k = u.k) ON t2.k = t3.k
+join_anti: SELECT t3.k FROM t3 LEFT JOIN t2 ON t3.k = t2.k WHERE t2.k IS NULL
+join_alias_star: SELECT a.*, b.name FROM t2 a JOIN t3 b ON a.k = b.k
+join_right_three: SELECT t2.x, u.k, u.v FROM t2 JOIN t3 ON t2.k = t3.k RIGHT JOIN u ON t3.k = u.k
+join_dup_rows: SELECT a.x AS x1, b.x AS x2 FROM t2 a JOIN t2 b ON a.k = b.k AND a.y = b.y
+join_ts_key: SELECT e.id, t1.id AS tid FROM e JOIN t1 ON date_trunc('hour', e.ts) = date_trunc('hour', t1.ts)
+sqlite: SELECT e.id, t1.id FROM e JOIN t1 ON strftime('%Y-%m-%d %H', e.ts) = strftime('%Y-%m-%d %H', t1.ts)
+join_on_or: SELECT t2.x, t3.k FROM t2 JOIN t3 ON t2.k = t3.k OR t2.x = t3.w
+join_left_agg_right: SELECT t3.k, q.n FROM t3 LEFT JOIN (SELECT k, COUNT(*) AS n FROM u GROUP BY k) q ON t3.k = q.k
+join_full_where: SELECT t2.k AS a, t3.k AS b FROM t2 FULL JOIN t3 ON t2.k = t3.k WHERE t2.x IS NULL OR t3.name IS NULL
+join_e_self_window: SELECT a.id, b.id AS bid FROM e a JOIN e b ON a.k = b.k AND a.cat = b.cat WHERE a.id < b.id AND a.amount = b.amount
+
+# --- Subqueries, UNION, DISTINCT -------------------------------------------------
+
+sub_from: SELECT q.a, q.b FROM (SELECT a, b FROM t1 WHERE a > 10) q WHERE q.b < 40
+# SQLite has no column list on a derived table's alias.
+sub_from_alias_cols: SELECT x, y FROM (SELECT a, b FROM t1) AS q (x, y) WHERE x > y
+sqlite: SELECT x, y FROM (SELECT a AS x, b AS y FROM t1) AS q WHERE x > y
+sub_nested: SELECT m FROM (SELECT MAX(a) AS m FROM (SELECT a FROM t1 WHERE b > 5) q1) q2
+sub_expr: SELECT k, total * 2 AS dbl FROM (SELECT k, SUM(x) AS total FROM t2 GROUP BY k) q WHERE total > 20
+sub_no_alias_star: SELECT * FROM (SELECT k, v FROM u WHERE v > 0) z
+union_all: SELECT k FROM t2 UNION ALL SELECT k FROM e
+union_distinct: SELECT k FROM t2 UNION SELECT k FROM u
+union_types: SELECT a AS v FROM t1 UNION ALL SELECT c FROM t2
+union_three: SELECT s AS v FROM t1 UNION SELECT y FROM t2 UNION SELECT cat FROM e
+union_all_agg: SELECT v, COUNT(*) AS n FROM (SELECT k AS v FROM t2 UNION ALL SELECT k FROM e) q GROUP BY v
+union_distinct_rows: SELECT k, y FROM t2 UNION SELECT k, w FROM u
+union_literal: SELECT 'a' AS tag, a AS v FROM t1 WHERE a > 90 UNION ALL SELECT 'b', x FROM t2 WHERE x > 90
+union_all_dups: SELECT k, x FROM t2 UNION ALL SELECT k, x FROM t2
+union_mixed: SELECT k FROM t2 UNION ALL SELECT k FROM t3 UNION SELECT k FROM u
+distinct_s: SELECT DISTINCT s FROM t1
+distinct_two: SELECT DISTINCT k, y FROM t2
+distinct_expr: SELECT DISTINCT a % 3 AS r, s IS NULL AS sn FROM t1
+distinct_join: SELECT DISTINCT t3.name FROM t2 JOIN t3 ON t2.k = t3.k
+distinct_count: SELECT COUNT(*) AS n FROM (SELECT DISTINCT k, cat FROM e) q
+distinct_after_agg: SELECT DISTINCT n FROM (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k) q
+distinct_union_all: SELECT DISTINCT v FROM (SELECT a AS v FROM t1 UNION ALL SELECT b FROM t1) q
+distinct_star: SELECT DISTINCT * FROM t2
+distinct_double: SELECT DISTINCT c FROM t2
+
+# --- WITH ---------------------------------------------------------------------------
+
+cte_simple: WITH big AS (SELECT * FROM e WHERE amount > 30) SELECT k, COUNT(*) AS n FROM big GROUP BY k
+cte_two: WITH a AS (SELECT k, SUM(x) AS sx FROM t2 GROUP BY k), b AS (SELECT k, COUNT(*) AS n FROM e GROUP BY k)
+    SELECT a.k, a.sx, b.n FROM a JOIN b ON a.k = b.k
+cte_chain: WITH a AS (SELECT id, a + b AS ab FROM t1), b AS (SELECT id, ab * 2 AS ab2 FROM a WHERE ab > 20) SELECT * FROM b
+cte_twice: WITH c AS (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k) SELECT x.k AS k1, y.k AS k2 FROM c x JOIN c y ON x.n = y.n
+cte_columns: WITH c (kk, nn) AS (SELECT k, COUNT(*) FROM e GROUP BY k) SELECT kk, nn FROM c WHERE nn > 2
+cte_union: WITH ks AS (SELECT k FROM t2 UNION SELECT k FROM u) SELECT COUNT(*) AS n, SUM(k) AS s FROM ks
+cte_in_subquery: SELECT * FROM (WITH q AS (SELECT k, v FROM u) SELECT k, v FROM q WHERE v > 0) z
+cte_shadows_table: WITH t3 AS (SELECT k, 'shadow' AS name, 0 AS w FROM t2) SELECT DISTINCT name FROM t3
+cte_outer_join: WITH a AS (SELECT DISTINCT k FROM e), b AS (SELECT k, v FROM u) SELECT a.k AS ak, b.v FROM a LEFT JOIN b ON a.k = b.k
+
+# --- Views over views ------------------------------------------------------------
+
+view v_t1_pos: SELECT id, a, b, s FROM t1 WHERE a > 0
+view v_e_big: SELECT id, k, amount, cat, ts FROM e WHERE amount >= 10
+view v_cat_stats: SELECT cat, COUNT(*) AS n, SUM(amount) AS total FROM v_e_big GROUP BY cat
+view v_renamed (x, y): SELECT a, s FROM t1
+view v_t1_pos_b: SELECT id, a FROM v_t1_pos WHERE b > 10
+vv_group: SELECT s, COUNT(*) AS n FROM v_t1_pos GROUP BY s
+vv_filter: SELECT * FROM v_cat_stats WHERE n > 3
+vv_join: SELECT v.cat, v.total, t3.name FROM v_cat_stats v JOIN t3 ON v.n % 9 = t3.k
+vv_two_levels: SELECT COUNT(*) AS n, SUM(a) AS s FROM v_t1_pos_b
+vv_renamed: SELECT x, y FROM v_renamed WHERE x > 0
+vv_self_join: SELECT a.id, b.id AS bid FROM v_t1_pos a JOIN v_t1_pos b ON a.s = b.s AND a.id < b.id WHERE a.a > 80
+vv_union: SELECT id FROM v_t1_pos UNION SELECT id FROM v_e_big
+vv_materialized: SELECT s, n * 2 AS n2 FROM agg_group_s WHERE n > 1
+vv_window: SELECT window_start, COUNT(*) AS n FROM TUMBLE(v_e_big, ts, INTERVAL '4' HOUR) GROUP BY window_start
+sqlite: SELECT datetime(CAST(strftime('%s', ts) AS INTEGER) / 14400 * 14400, 'unixepoch') AS ws, COUNT(*) FROM v_e_big WHERE ts IS NOT NULL GROUP BY ws
+
+# --- TUMBLE and HOP windows ------------------------------------------------------
+
+tumble_hour: SELECT window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM TUMBLE(e, ts, INTERVAL '1' HOUR) GROUP BY window_start, window_end
+sqlite: SELECT datetime(es / 3600 * 3600, 'unixepoch') AS ws, datetime(es / 3600 * 3600 + 3600, 'unixepoch') AS we, COUNT(*), SUM(amount)
+    FROM e_s WHERE es IS NOT NULL GROUP BY ws, we
+tumble_15m_cat: SELECT cat, window_start, COUNT(*) AS n FROM TUMBLE(e, ts, INTERVAL '15' MINUTE) GROUP BY cat, window_start
+sqlite: SELECT cat, datetime(es / 900 * 900, 'unixepoch') AS ws, COUNT(*) FROM e_s WHERE es IS NOT NULL GROUP BY cat, ws
+tumble_day: SELECT window_start, window_end, MAX(price) AS mp, COUNT(DISTINCT k) AS dk FROM TUMBLE(e, ts, INTERVAL '1' DAY) GROUP BY window_start, window_end
+sqlite: SELECT datetime(es / 86400 * 86400, 'unixepoch') AS ws, datetime(es / 86400 * 86400 + 86400, 'unixepoch') AS we, MAX(price), COUNT(DISTINCT k)
+    FROM e_s WHERE es IS NOT NULL GROUP BY ws, we
+tumble_rows: SELECT id, window_start, window_end FROM TUMBLE(e, ts, INTERVAL '6' HOUR) WHERE amount > 40
+sqlite: SELECT id, datetime(es / 21600 * 21600, 'unixepoch'), datetime(es / 21600 * 21600 + 21600, 'unixepoch') FROM e_s WHERE es IS NOT NULL AND amount > 40
+tumble_alias: SELECT w.window_start, COUNT(*) AS n, SUM(w.a) AS sa FROM TUMBLE(t1, ts, INTERVAL '2' HOUR) AS w WHERE w.a > 10 GROUP BY w.window_start
+sqlite: SELECT datetime(ts_s / 7200 * 7200, 'unixepoch') AS ws, COUNT(*), SUM(a) FROM t1_s WHERE ts_s IS NOT NULL AND a > 10 GROUP BY ws
+tumble_having: SELECT window_start, SUM(amount) AS s FROM TUMBLE(e, ts, INTERVAL '1' HOUR) GROUP BY window_start HAVING COUNT(*) >= 3
+sqlite: SELECT datetime(es / 3600 * 3600, 'unixepoch') AS ws, SUM(amount) FROM e_s WHERE es IS NOT NULL GROUP BY ws HAVING COUNT(*) >= 3
+tumble_join: SELECT w.window_start, t3.name, COUNT(*) AS n FROM TUMBLE(e, ts, INTERVAL '1' DAY) w JOIN t3 ON w.k = t3.k GROUP BY w.window_start, t3.name
+sqlite: SELECT datetime(es / 86400 * 86400, 'unixepoch') AS ws, t3.name, COUNT(*) FROM e_s JOIN t3 ON e_s.k = t3.k WHERE es IS NOT NULL GROUP BY ws, t3.name
+tumble_global: SELECT COUNT(*) AS n, COUNT(DISTINCT window_start) AS windows FROM TUMBLE(e, ts, INTERVAL '3' HOUR)
+sqlite: SELECT COUNT(*), COUNT(DISTINCT es / 10800) FROM e_s WHERE es IS NOT NULL
+tumble_minute_end: SELECT window_end, MIN(ts) AS first, MAX(ts) AS last FROM TUMBLE(e, ts, INTERVAL '20' MINUTE) GROUP BY window_end
+sqlite: SELECT datetime(es / 1200 * 1200 + 1200, 'unixepoch') AS we, MIN(ts), MAX(ts) FROM e_s WHERE es IS NOT NULL GROUP BY we
+hop: SELECT window_start, window_end, COUNT(*) AS n FROM HOP(e, ts, INTERVAL '30' MINUTE, INTERVAL '2' HOUR) GROUP BY window_start, window_end
+sqlite: SELECT datetime(es / 1800 * 1800 - i * 1800, 'unixepoch') AS ws, datetime(es / 1800 * 1800 - i * 1800 + 7200, 'unixepoch') AS we, COUNT(*)
+    FROM e_s JOIN nums ON i < 4 WHERE es IS NOT NULL GROUP BY ws, we
+hop_cat: SELECT cat, window_start, SUM(amount) AS s FROM HOP(e, ts, INTERVAL '1' HOUR, INTERVAL '3' HOUR) GROUP BY cat, window_start
+sqlite: SELECT cat, datetime(es / 3600 * 3600 - i * 3600, 'unixepoch') AS ws, SUM(amount) FROM e_s JOIN nums ON i < 3 WHERE es IS NOT NULL GROUP BY cat, ws
+hop_t1: SELECT window_start, COUNT(*) AS n, SUM(a) AS sa, MAX(c) AS mc FROM HOP(t1, ts, INTERVAL '6' HOUR, INTERVAL '1' DAY) GROUP BY window_start
+sqlite: SELECT datetime(ts_s / 21600 * 21600 - i * 21600, 'unixepoch') AS ws, COUNT(*), SUM(a), MAX(c) FROM t1_s JOIN nums ON i < 4 WHERE ts_s IS NOT NULL GROUP BY ws
+hop_rows: SELECT id, window_start FROM HOP(e, ts, INTERVAL '2' HOUR, INTERVAL '4' HOUR) WHERE k = 3
+sqlite: SELECT id, datetime(es / 7200 * 7200 - i * 7200, 'unixepoch') FROM e_s JOIN nums ON i < 2 WHERE es IS NOT NULL AND k = 3
+hop_u_join: SELECT h.window_start, u.w, COUNT(*) AS n FROM HOP(e, ts, INTERVAL '12' HOUR, INTERVAL '1' DAY) h JOIN u ON h.k = u.k GROUP BY h.window_start, u.w
+sqlite: SELECT datetime(es / 43200 * 43200 - i * 43200, 'unixepoch') AS ws, u.w, COUNT(*) FROM e_s JOIN nums ON i < 2 JOIN u ON e_s.k = u.k WHERE es IS NOT NULL GROUP BY ws, u.w
+tumble_topk: SELECT cat, window_start, n FROM (SELECT cat, window_start, n, ROW_NUMBER() OVER (PARTITION BY cat ORDER BY n DESC, window_start) AS rn
+    FROM (SELECT cat, window_start, COUNT(*) AS n FROM TUMBLE(e, ts, INTERVAL '6' HOUR) GROUP BY cat, window_start) q) r WHERE rn <= 2
+sqlite: SELECT cat, ws, n FROM (SELECT cat, ws, n, ROW_NUMBER() OVER (PARTITION BY cat ORDER BY n DESC, ws) AS rn
+    FROM (SELECT cat, datetime(es / 21600 * 21600, 'unixepoch') AS ws, COUNT(*) AS n FROM e_s WHERE es IS NOT NULL GROUP BY cat, ws) q) r WHERE rn <= 2
+
+# --- Top-k: ROW_NUMBER and ORDER BY ... LIMIT ------------------------------------
+
+topk_partition: SELECT id, k, amount, rn FROM (SELECT id, k, amount, ROW_NUMBER() OVER (PARTITION BY k ORDER BY amount DESC, id) AS rn FROM e) q WHERE rn <= 3
+topk_rn1: SELECT id, cat, price FROM (SELECT id, cat, price, ROW_NUMBER() OVER (PARTITION BY cat ORDER BY price, id) AS rn FROM e) q WHERE rn = 1
+topk_lt: SELECT id, k, rn FROM (SELECT id, k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts, id) AS rn FROM e) q WHERE rn < 3
+topk_ge_form: SELECT id, k, rn FROM (SELECT id, k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY id DESC) AS rn FROM e) q WHERE 2 >= rn
+topk_no_partition: SELECT id, a, rn FROM (SELECT id, a, ROW_NUMBER() OVER (ORDER BY a DESC, id) AS rn FROM t1) q WHERE rn <= 5
+topk_nulls_first_asc: SELECT id, a, rn FROM (SELECT id, a, ROW_NUMBER() OVER (ORDER BY a, id) AS rn FROM t1) q WHERE rn <= 5
+topk_nulls_last: SELECT id, a, rn FROM (SELECT id, a, ROW_NUMBER() OVER (ORDER BY a NULLS LAST, id) AS rn FROM t1) q WHERE rn <= 5
+topk_desc_nulls_first: SELECT id, b, rn FROM (SELECT id, b, ROW_NUMBER() OVER (ORDER BY b DESC NULLS FIRST, id) AS rn FROM t1) q WHERE rn <= 5
+topk_t1_s: SELECT id, s, a, rn FROM (SELECT id, s, a, ROW_NUMBER() OVER (PARTITION BY s ORDER BY a DESC, id) AS rn FROM t1) q WHERE rn <= 2
+topk_u: SELECT k, v, rn FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY w ORDER BY v DESC, k) AS rn FROM u) q WHERE rn <= 2
+topk_hidden_rn: SELECT id, k FROM (SELECT id, k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC, id) AS rn FROM e) q WHERE rn <= 2
+topk_extra_filter: SELECT id, k, amount FROM (SELECT id, k, amount, ROW_NUMBER() OVER (PARTITION BY k ORDER BY amount, id) AS rn FROM e) q WHERE rn <= 3 AND amount > 10
+topk_t2_whole_row: SELECT k, x, y, c, rn FROM (SELECT k, x, y, c, ROW_NUMBER() OVER (PARTITION BY k % 3 ORDER BY x DESC, k, y, c) AS rn FROM t2) q WHERE rn <= 3
+topk_join: SELECT * FROM (SELECT t3.name, e.id, e.amount, ROW_NUMBER() OVER (PARTITION BY t3.name ORDER BY e.amount DESC, e.id) AS rn FROM e JOIN t3 ON e.k = t3.k) q WHERE rn <= 2
+topk_agg_sub: SELECT cat, k, n FROM (SELECT cat, k, n, ROW_NUMBER() OVER (PARTITION BY cat ORDER BY n DESC, k) AS rn FROM (SELECT cat, k, COUNT(*) AS n FROM e GROUP BY cat, k) a) b WHERE rn <= 2
+topk_partition_expr: SELECT id, rn FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY id % 4, cat ORDER BY price DESC, id) AS rn FROM e) q WHERE rn <= 1
+topk_then_agg: SELECT k, SUM(amount) AS top3 FROM (SELECT k, amount, ROW_NUMBER() OVER (PARTITION BY k ORDER BY amount DESC, id) AS rn FROM e) q WHERE rn <= 3 GROUP BY k
+topk_order_text: SELECT id, s, rn FROM (SELECT id, s, ROW_NUMBER() OVER (ORDER BY s DESC, id) AS rn FROM t1) q WHERE rn <= 4
+topk_cte: WITH ranked AS (SELECT id, k, price, ROW_NUMBER() OVER (PARTITION BY k ORDER BY price DESC, id) AS rn FROM e) SELECT id, k, price FROM ranked WHERE rn <= 2
+topk_order_decimal: SELECT id, d, rn FROM (SELECT id, d, ROW_NUMBER() OVER (PARTITION BY a % 2 ORDER BY d DESC, id) AS rn FROM t1) q WHERE rn <= 3
+limit_simple: SELECT id, amount FROM e ORDER BY amount DESC, id LIMIT 5
+limit_asc_nulls: SELECT id, a FROM t1 ORDER BY a, id LIMIT 7
+limit_desc_nulls: SELECT id, b FROM t1 ORDER BY b DESC, id DESC LIMIT 7
+limit_nulls_first: SELECT id, c FROM t1 ORDER BY c DESC NULLS FIRST, id LIMIT 4
+limit_expr: SELECT id, a + b AS ab FROM t1 ORDER BY a + b DESC, id LIMIT 4
+limit_position: SELECT id, c FROM t1 ORDER BY 2 DESC, 1 LIMIT 6
+limit_alias: SELECT id, a * 2 AS dbl FROM t1 ORDER BY dbl, id LIMIT 3
+limit_zero: SELECT id FROM t1 ORDER BY id LIMIT 0
+limit_large: SELECT id, k FROM e ORDER BY id LIMIT 100000
+limit_agg: SELECT k, COUNT(*) AS n FROM e GROUP BY k ORDER BY n DESC, k LIMIT 3
+limit_then_agg: SELECT SUM(amount) AS s, COUNT(*) AS n FROM (SELECT id, amount FROM e ORDER BY amount DESC, id LIMIT 10) q
+limit_text: SELECT s, id FROM t1 ORDER BY s DESC, id LIMIT 5
+limit_ts: SELECT id, ts FROM e ORDER BY ts DESC, id LIMIT 5
+limit_join: SELECT t3.name, e.amount, e.id FROM e JOIN t3 ON e.k = t3.k ORDER BY e.amount DESC, e.id LIMIT 5
+limit_union: SELECT v FROM (SELECT a AS v FROM t1 UNION SELECT x FROM t2) q ORDER BY v DESC LIMIT 5
+limit_distinct: SELECT DISTINCT cat FROM e ORDER BY cat LIMIT 3
+limit_u: SELECT k, v FROM u ORDER BY v, k LIMIT 4
+limit_t2_dups: SELECT k, x FROM t2 ORDER BY x DESC, k LIMIT 6
+# ORDER BY keys that are not output columns (computed as hidden columns).
+limit_unselected_order: SELECT amount FROM e ORDER BY amount DESC, id LIMIT 4
+limit_unselected_expr: SELECT id FROM t1 ORDER BY a * b DESC, id LIMIT 5
+limit_unselected_agg: SELECT k FROM e GROUP BY k ORDER BY COUNT(*) DESC, SUM(amount), k LIMIT 3
+limit_unselected_mixed: SELECT cat, id AS i FROM e ORDER BY price DESC, i LIMIT 4
+limit_unselected_star: SELECT * FROM t3 ORDER BY w * -1, k LIMIT 2
+limit_unselected_sub: SELECT SUM(amount) AS s FROM (SELECT amount FROM e ORDER BY price, id LIMIT 10) q
+
+# --- Miscellany ------------------------------------------------------------------------
+
+misc_const_select: SELECT 1 AS one, 'x' AS s, NULL AS n, 2.5 AS d, TRUE AS t
+misc_quoted_names: SELECT "id", "a" AS "A" FROM t1 WHERE "a" > 50
+misc_qualified_star: SELECT t3.* FROM t3 JOIN u ON t3.k = u.k
+misc_case_insensitive_names: SELECT ID, A + B AS SUM_AB FROM T1 WHERE S IS NOT NULL
+misc_many_exprs: SELECT id, a, a + 1 AS a1, a * a AS a2, b - a AS ba, COALESCE(s, '') || '|' || COALESCE(CAST(b AS TEXT), '') AS sb FROM t1
+misc_group_by_all_cols: SELECT k, x, y, c, COUNT(*) AS n FROM t2 GROUP BY k, x, y, c
