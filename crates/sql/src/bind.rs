@@ -49,12 +49,16 @@ enum Context<'a> {
     Groups { input: &'a Scope, group: &'a [(Expr, Type)], aggregates: &'a mut Vec<AggregateCall> },
 }
 
+/// A CTE: its position in its WITH, its query and its alias.
+type Cte = (usize, ast::Query, Option<ast::TableAlias>);
+
 pub(crate) struct Binder<'a> {
     catalog: &'a Catalog,
     file: Option<Arc<str>>,
     /// Where the statement starts, for nodes that carry no span.
     statement: Location,
-    ctes: Vec<BTreeMap<String, (ast::Query, Option<ast::TableAlias>)>>,
+    /// The CTEs in scope, one map per WITH.
+    ctes: Vec<BTreeMap<String, Cte>>,
     view_depth: usize,
     /// Every catalog object the bound query reads, directly or through views.
     pub(crate) dependencies: BTreeSet<String>,
@@ -291,10 +295,10 @@ impl<'a> Binder<'a> {
     pub(crate) fn bind_view_query(&mut self, query: &ast::Query) -> Result<Bound> {
         let bound = self.bind_query(query)?;
         let mut seen = BTreeSet::new();
-        for column in &bound.scope.columns {
+        for (i, column) in bound.scope.columns.iter().enumerate() {
             if !seen.insert(column.name.as_str()) {
                 return Err(self.error(
-                    query.span(),
+                    item_span(&query.body, i).unwrap_or(query.span()),
                     format!("the view has two columns named \"{}\"; give one of them an alias with AS", column.name),
                 ));
             }
@@ -340,8 +344,12 @@ impl<'a> Binder<'a> {
                 return Err(self.unsupported(query.span(), "WITH RECURSIVE"));
             }
             let mut ctes = BTreeMap::new();
-            for cte in &with.cte_tables {
-                ctes.insert(normalize(&cte.alias.name), (*cte.query.clone(), Some(cte.alias.clone())));
+            for (position, cte) in with.cte_tables.iter().enumerate() {
+                let name = normalize(&cte.alias.name);
+                if ctes.contains_key(&name) {
+                    return Err(self.error(cte.alias.name.span, format!("WITH names \"{name}\" twice")));
+                }
+                ctes.insert(name, (position, *cte.query.clone(), Some(cte.alias.clone())));
             }
             self.ctes.push(ctes);
         }
@@ -488,16 +496,16 @@ impl<'a> Binder<'a> {
         match body {
             ast::SetExpr::Select(select) => self.bind_select(select),
             ast::SetExpr::Query(query) => self.bind_query(query),
-            ast::SetExpr::SetOperation { left, op, set_quantifier, right } => {
+            ast::SetExpr::SetOperation { left, op, set_quantifier, right: right_body } => {
                 let op_span = body.span();
                 if *op != ast::SetOperator::Union {
                     return Err(self.unsupported(op_span, format!("{op} (only UNION and UNION ALL)")));
                 }
                 let left = self.bind_set_expr(left)?;
-                let right = self.bind_set_expr(right)?;
+                let right = self.bind_set_expr(right_body)?;
                 if left.scope.columns.len() != right.scope.columns.len() {
                     return Err(self.error(
-                        op_span,
+                        right_body.span(),
                         format!(
                             "each UNION input must have the same number of columns: {} and {}",
                             left.scope.columns.len(),
@@ -506,10 +514,10 @@ impl<'a> Binder<'a> {
                     ));
                 }
                 let mut types = Vec::new();
-                for (l, r) in left.scope.columns.iter().zip(&right.scope.columns) {
+                for (i, (l, r)) in left.scope.columns.iter().zip(&right.scope.columns).enumerate() {
                     let Some(common) = l.ty.common(r.ty) else {
                         return Err(self.error(
-                            op_span,
+                            item_span(right_body, i).unwrap_or(right_body.span()),
                             format!("UNION column \"{}\" is {} on one side and {} on the other", l.name, l.ty, r.ty),
                         ));
                     };
@@ -640,7 +648,9 @@ impl<'a> Binder<'a> {
                     if scope.columns.is_empty() {
                         return Err(self.error(item.span(), "SELECT * with no FROM clause"));
                     }
-                    items.extend(scope.columns.iter().enumerate().map(|(i, c)| (Item::Column(i), c.name.clone())));
+                    let span = item.span();
+                    items
+                        .extend(scope.columns.iter().enumerate().map(|(i, c)| (Item::Column(i, span), c.name.clone())));
                 }
                 ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
                     let table = object_name(name).map(normalize).unwrap_or_default();
@@ -651,7 +661,7 @@ impl<'a> Binder<'a> {
                             .iter()
                             .enumerate()
                             .filter(|(_, c)| c.table.as_deref() == Some(table.as_str()))
-                            .map(|(i, c)| (Item::Column(i), c.name.clone())),
+                            .map(|(i, c)| (Item::Column(i, item.span()), c.name.clone())),
                     );
                     if items.len() == before {
                         return Err(self.unknown_table(&table, item.span(), scope));
@@ -678,7 +688,9 @@ impl<'a> Binder<'a> {
         let mut row_number_seen = false;
         for (item, name) in items {
             let (expr, ty, table) = match item {
-                Item::Column(i) => (Expr::Column(*i), from.scope.columns[*i].ty, from.scope.columns[*i].table.clone()),
+                Item::Column(i, _) => {
+                    (Expr::Column(*i), from.scope.columns[*i].ty, from.scope.columns[*i].table.clone())
+                }
                 Item::Expr(ast::Expr::Function(function)) if function.over.is_some() => {
                     if row_number_seen {
                         return Err(self.unsupported(function.span(), "more than one window function in a SELECT"));
@@ -755,7 +767,7 @@ impl<'a> Binder<'a> {
                         Some((Item::Expr(item), _)) if !contains_aggregate(item) => {
                             self.bind_expr(item, &mut Context::Rows(&from.scope))?
                         }
-                        Some((Item::Column(i), _)) => (Expr::Column(*i), from.scope.columns[*i].ty),
+                        Some((Item::Column(i, _), _)) => (Expr::Column(*i), from.scope.columns[*i].ty),
                         _ => return Err(self.error(e.span(), "GROUP BY position is not a column of the SELECT list")),
                     }
                 }
@@ -782,11 +794,11 @@ impl<'a> Binder<'a> {
         let mut columns = Vec::new();
         for (item, name) in items {
             let (expr, ty) = match item {
-                Item::Column(i) => {
+                Item::Column(i, span) => {
                     let column = Expr::Column(*i);
                     match group.iter().position(|(g, _)| *g == column) {
                         Some(g) => (Expr::Column(g), group[g].1),
-                        None => return Err(self.not_grouped(&from.scope.columns[*i].name, self.statement.clone())),
+                        None => return Err(self.not_grouped(&from.scope.columns[*i].name, self.location(*span))),
                     }
                 }
                 Item::Expr(e) => {
@@ -954,9 +966,13 @@ impl<'a> Binder<'a> {
             }
             "left" | "right" | "full" => {
                 let outer_name = kind.to_uppercase();
+                let on_span = match constraint {
+                    Some(ast::JoinConstraint::On(on)) => on.span(),
+                    _ => span,
+                };
                 if left_keys.is_empty() {
                     return Err(self.unsupported(
-                        span,
+                        on_span,
                         format!("{outer_name} JOIN without an equality between the two sides in ON"),
                     ));
                 }
@@ -967,7 +983,7 @@ impl<'a> Binder<'a> {
                 };
                 if !both.is_empty() || preserved_side_condition {
                     return Err(self.unsupported(
-                        span,
+                        on_span,
                         format!(
                             "{outer_name} JOIN with an ON condition other than equalities between the two sides \
                              and filters of the side whose rows may be missing (move it to WHERE or a subquery)"
@@ -1062,10 +1078,15 @@ impl<'a> Binder<'a> {
     fn bind_relation(&mut self, ident: &ast::Ident) -> Result<Bound> {
         let name = normalize(ident);
         for level in (0..self.ctes.len()).rev() {
-            if let Some((query, alias)) = self.ctes[level].get(&name).cloned() {
-                // A CTE sees only the CTEs defined before its level.
+            if let Some((position, query, alias)) = self.ctes[level].get(&name).cloned() {
+                // A CTE sees the CTEs defined before it: the outer levels' and
+                // the earlier ones of its own WITH.
                 let hidden = self.ctes.split_off(level);
+                let mut earlier = hidden[0].clone();
+                earlier.retain(|_, (p, ..)| *p < position);
+                self.ctes.push(earlier);
                 let bound = self.bind_query(&query);
+                self.ctes.pop();
                 self.ctes.extend(hidden);
                 let bound = bound?;
                 let scope = self.alias_scope(bound.scope, &name, alias.as_ref())?;
@@ -1353,7 +1374,11 @@ impl<'a> Binder<'a> {
                 Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
             }
             E::In { .. } | E::Exists { .. } | E::Subquery(_) => {
-                Err(self.unsupported(span, "subqueries in expressions (use a join or a subquery in FROM)"))
+                let at = match expr {
+                    E::In { target: ast::InTarget::Subquery(query), .. } | E::Subquery(query) => query.span(),
+                    _ => span,
+                };
+                Err(self.unsupported(at, "subqueries in expressions (use a join or a subquery in FROM)"))
             }
             E::Like { negated, any, expr: inner, pattern, escape_char }
             | E::ILike { negated, any, expr: inner, pattern, escape_char } => {
@@ -1979,7 +2004,19 @@ impl<'a> Binder<'a> {
 /// A SELECT item after `*` expansion.
 enum Item<'q> {
     Expr(&'q ast::Expr),
-    Column(usize),
+    /// A column that `*` (or `t.*`, at the span) stands for.
+    Column(usize, sqlparser::tokenizer::Span),
+}
+
+/// Where the `i`th output column of a SELECT is written, when each item
+/// is one column (no `*`).
+fn item_span(body: &ast::SetExpr, i: usize) -> Option<sqlparser::tokenizer::Span> {
+    let ast::SetExpr::Select(select) = body else { return None };
+    let one_each = select
+        .projection
+        .iter()
+        .all(|item| matches!(item, ast::SelectItem::UnnamedExpr(_) | ast::SelectItem::ExprWithAlias { .. }));
+    one_each.then(|| select.projection.get(i).map(|item| item.span())).flatten()
 }
 
 /// The column name SQL gives an unaliased expression.

@@ -324,20 +324,25 @@ impl Session {
                 let ObjectKind::Source { topic, upsert_key } = &object.kind else { unreachable!("a source") };
                 let spec = TopicSpec { partitions: 1, compacted: upsert_key.is_some() };
                 let topic = topic.clone();
-                let outcome = self.create(working, object, source.or_replace, source.if_not_exists, at, effects)?;
+                let name_at = span_location(at, source.name.span);
+                let outcome =
+                    self.create(working, object, source.or_replace, source.if_not_exists, &name_at, effects)?;
                 if !self.topics.exists(&topic) {
                     effects.push(Effect::CreateTopic { topic, spec });
                 }
                 Ok(outcome)
             }
             Stmt::DropSource { name, if_exists, cascade } => {
-                self.drop(working, &normalize(name), "source", *if_exists, *cascade, at, effects)
+                let name_at = span_location(at, name.span);
+                self.drop(working, &normalize(name), "source", *if_exists, *cascade, &name_at, effects)
             }
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => {
                     let object = self.table_object(create, at)?;
                     let topic = table_topic(&object.name);
-                    let outcome = self.create(working, object, create.or_replace, create.if_not_exists, at, effects)?;
+                    let name_at = name_location(at, &create.name);
+                    let outcome =
+                        self.create(working, object, create.or_replace, create.if_not_exists, &name_at, effects)?;
                     if !self.topics.exists(&topic) {
                         effects.push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
                     }
@@ -350,7 +355,8 @@ impl Session {
                     let object = view_object(create, at)?;
                     // The definition must bind now, against the catalog as it is at this point.
                     bind_view(working, &object, Some(at))?;
-                    self.create(working, object, create.or_replace, create.if_not_exists, at, effects)
+                    let name_at = name_location(at, &create.name);
+                    self.create(working, object, create.or_replace, create.if_not_exists, &name_at, effects)
                 }
                 ast::Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                     let kind = match object_type {
@@ -364,8 +370,16 @@ impl Session {
                         let Some(ident) = single_name(name) else {
                             return Err(Error::sql(at.clone(), "not supported: qualified names"));
                         };
-                        outcome =
-                            Some(self.drop(working, &normalize(ident), kind, *if_exists, *cascade, at, effects)?);
+                        let name_at = span_location(at, ident.span);
+                        outcome = Some(self.drop(
+                            working,
+                            &normalize(ident),
+                            kind,
+                            *if_exists,
+                            *cascade,
+                            &name_at,
+                            effects,
+                        )?);
                     }
                     Ok(outcome.unwrap_or(Outcome { tag: format!("DROP {}", kind.to_uppercase()) }))
                 }
@@ -887,6 +901,11 @@ fn span_location(at: &Location, span: sqlparser::tokenizer::Span) -> Location {
     } else {
         Location { file: at.file.clone(), line: span.start.line, column: span.start.column }
     }
+}
+
+/// Where an object's name is written (the statement's start when it has no span).
+fn name_location(at: &Location, name: &ast::ObjectName) -> Location {
+    single_name(name).map_or_else(|| at.clone(), |ident| span_location(at, ident.span))
 }
 
 fn key_indexes(idents: &[ast::Ident], columns: &[Column], at: &Location) -> Result<Vec<usize>> {

@@ -270,9 +270,10 @@ pub(crate) fn cast(value: &Value, to: Type) -> Option<Value> {
                 v => v.as_decimal_units()?,
             };
             let units = round_decimal(units, scale);
-            // Digits before the point must fit precision - scale.
-            let limit = 10i128.checked_pow((precision.saturating_sub(scale)) as u32 + DECIMAL_SCALE)?;
-            if units.abs() >= limit {
+            // Digits before the point must fit precision - scale (past 10^38,
+            // every value the units can hold does).
+            let limit = 10i128.checked_pow((precision.saturating_sub(scale)) as u32 + DECIMAL_SCALE);
+            if limit.is_some_and(|limit| units.abs() >= limit) {
                 return None;
             }
             V::Decimal(units)
@@ -306,6 +307,11 @@ mod tests {
         assert_eq!(
             cast(&Value::Text("9.999".into()), Type::Decimal { precision: 4, scale: 2 }),
             Some(Value::Decimal(10_000_000))
+        );
+        // DECIMAL(38, 2), the type of a literal such as 0.15, holds every value.
+        assert_eq!(
+            cast(&Value::Decimal(150_000), Type::Decimal { precision: 38, scale: 2 }),
+            Some(Value::Decimal(150_000))
         );
     }
 }
