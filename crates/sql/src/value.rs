@@ -6,7 +6,8 @@
 //! - `Ord` on values of one type is SQL's order, with `Null` least (as in
 //!   SQLite); it is also the order of top-k and MIN/MAX.
 //! - `Decimal` is fixed point with [`DECIMAL_SCALE`] fractional digits, so
-//!   equal numbers have equal representations (and hash equally).
+//!   equal numbers have equal representations (and hash equally); for the
+//!   same reason a `Double` is never -0.0 and all NaNs are one (`Value::double`).
 use std::fmt;
 
 use millpond_dataflow::OrderedF64;
@@ -110,7 +111,16 @@ impl Value {
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
+    /// A DOUBLE, with -0.0 made 0.0 and every NaN one NaN: values SQL finds
+    /// equal must be equal here too, as keys of groups, joins and DISTINCT.
     pub(crate) fn double(x: f64) -> Value {
+        let x = if x == 0.0 {
+            0.0
+        } else if x.is_nan() {
+            f64::NAN
+        } else {
+            x
+        };
         Value::Double(OrderedF64(x))
     }
     pub(crate) fn as_f64(&self) -> Option<f64> {

@@ -212,6 +212,9 @@ impl Generator {
     fn t1_row(&mut self) -> String {
         let id = self.next_t1;
         self.next_t1 += 1;
+        self.t1_row_with(id)
+    }
+    fn t1_row_with(&mut self, id: i64) -> String {
         let r = &mut self.rng;
         format!(
             "({id}, {}, {}, {}, {}, {}, {})",
@@ -229,9 +232,13 @@ impl Generator {
             return previous[self.rng.below(previous.len() as u64) as usize].clone();
         }
         let r = &mut self.rng;
-        let row = format!("({}, {}, {}, {})", sql_int(r, 10, 0, 9), sql_int(r, 10, -10, 100), sql_text(r, 10), {
-            sql_double(r, 10)
-        });
+        let day = if r.chance(10) {
+            "NULL".to_owned()
+        } else {
+            format!("'{}'", &timestamp_text(BASE_SECONDS + r.range(-14, 6) * 86_400)[..10])
+        };
+        let (k, x, y, c) = (sql_int(r, 10, 0, 9), sql_int(r, 10, -10, 100), sql_text(r, 10), sql_double(r, 10));
+        let row = format!("({k}, {x}, {y}, {c}, {day})");
         previous.push(row.clone());
         row
     }
@@ -252,42 +259,64 @@ impl Generator {
         let json = format!("{{{}}}", fields.join(","));
         (k, Some((json, format!("INSERT OR REPLACE INTO u VALUES ({k}, {v}, {w})"))))
     }
+    /// An event as JSON (NULLs omitted or explicit; timestamps as text in
+    /// two formats or as epoch milliseconds) and as a SQLite INSERT.
     fn event(&mut self) -> (String, String) {
+        use serde_json::{Value as J, json};
         let id = self.next_event;
         self.next_event += 1;
         let r = &mut self.rng;
-        let (k, amount, cat) = (sql_int(r, 10, 0, 9), sql_int(r, 8, 0, 50), sql_text(r, 8));
-        let price = if r.chance(8) { "NULL".into() } else { format!("{}", r.range(1, 2000) as f64 / 8.0) };
-        let ts = sql_timestamp(r, 5);
-        let mut fields = Vec::new();
-        for (name, value) in
-            [("id", id.to_string()), ("k", k), ("amount", amount), ("price", price), ("cat", cat), ("ts", ts)]
-        {
-            if value == "NULL" && r.chance(50) {
-                fields.push(format!("\"{name}\":null"));
-            } else {
-                json_field(name, &value, &mut fields);
+        let int = |r: &mut Rng, null: u64, low: i64, high: i64| (!r.chance(null)).then(|| r.range(low, high));
+        let (k, amount) = (int(r, 10, 0, 9), int(r, 8, 0, 50));
+        let price = (!r.chance(8)).then(|| r.range(1, 2000) as f64 / 8.0);
+        let cat = (!r.chance(8)).then(|| r.pick(WORDS).to_owned());
+        let ok = (!r.chance(10)).then(|| r.chance(50));
+        let ts = (!r.chance(5)).then(|| {
+            let seconds = timestamp_seconds(r);
+            let millis = if r.chance(10) { [125, 250, 500][r.below(3) as usize] } else { 0 };
+            let fraction =
+                if millis == 0 { String::new() } else { format!(".{millis:03}").trim_end_matches('0').to_owned() };
+            let text = format!("{}{fraction}", timestamp_text(seconds));
+            let json = match r.below(7) {
+                0 => json!(seconds * 1000 + millis),
+                1 => J::String(format!("{}Z", text.replace(' ', "T"))),
+                _ => J::String(text.clone()),
+            };
+            (json, text)
+        });
+        let sql_text = |t: &Option<String>| t.as_ref().map_or("NULL".to_owned(), |t| format!("'{t}'"));
+        let sql_number = |n: Option<String>| n.unwrap_or_else(|| "NULL".to_owned());
+        let insert = format!(
+            "INSERT INTO e VALUES ({id}, {}, {}, {}, {}, {}, {})",
+            sql_number(k.map(|k| k.to_string())),
+            sql_number(amount.map(|a| a.to_string())),
+            sql_number(price.map(|p| p.to_string())),
+            sql_text(&cat),
+            sql_text(&ts.as_ref().map(|(_, text)| text.clone())),
+            sql_number(ok.map(|b| i32::from(b).to_string())),
+        );
+        let mut object = serde_json::Map::new();
+        let fields = [
+            ("id", Some(json!(id))),
+            ("k", k.map(|k| json!(k))),
+            ("amount", amount.map(|a| json!(a))),
+            ("price", price.map(|p| json!(p))),
+            ("cat", cat.map(J::String)),
+            ("ts", ts.map(|(json, _)| json)),
+            ("ok", ok.map(J::Bool)),
+        ];
+        for (name, value) in fields {
+            match value {
+                Some(value) => {
+                    object.insert(name.to_owned(), value);
+                }
+                None if r.chance(50) => {
+                    object.insert(name.to_owned(), J::Null);
+                }
+                None => {}
             }
         }
-        let values: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
-        let json = format!("{{{}}}", values.join(","));
-        // SQLite gets the same values back from the JSON.
-        let parsed: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
-        let sql_of = |name: &str| match &parsed[name] {
-            serde_json::Value::Null => "NULL".to_owned(),
-            serde_json::Value::String(s) => format!("'{s}'"),
-            other => other.to_string(),
-        };
-        let insert = format!(
-            "INSERT INTO e VALUES ({}, {}, {}, {}, {}, {})",
-            sql_of("id"),
-            sql_of("k"),
-            sql_of("amount"),
-            sql_of("price"),
-            sql_of("cat"),
-            sql_of("ts")
-        );
-        (json, insert)
+        (J::Object(object).to_string(), insert)
     }
 
     fn phase(&mut self, number: usize) -> Phase {
@@ -324,6 +353,10 @@ impl Generator {
             _ => {
                 phase.dml.push("INSERT INTO t4 VALUES (7, 'seven')".into());
                 phase.dml.push("INSERT INTO t3 VALUES (4, 'four', 4), (9, NULL, 9)".into());
+                // Keys deleted and inserted again, in the same run's input.
+                phase.dml.push("DELETE FROM t1 WHERE id <= 5".into());
+                let rows: Vec<String> = (1..=5).map(|id| self.t1_row_with(id)).collect();
+                phase.dml.push(format!("INSERT INTO t1 VALUES {}", rows.join(", ")));
                 // Primary key changes: ids above every generated one.
                 phase.dml.push("UPDATE t1 SET id = id + 100000 WHERE a % 4 = 1".into());
             }
@@ -366,27 +399,31 @@ impl Generator {
 
 const OUR_SCHEMA: &str = "
     CREATE TABLE t1 (id INT PRIMARY KEY, a INT, b INT, c DOUBLE, d DECIMAL(10,2), s TEXT, ts TIMESTAMP);
-    CREATE TABLE t2 (k INT, x INT, y TEXT, c DOUBLE);
+    CREATE TABLE t2 (k INT, x INT, y TEXT, c DOUBLE, day DATE);
     CREATE TABLE t3 (k INT PRIMARY KEY, name TEXT, w INT);
     CREATE TABLE t0 (a INT, b DOUBLE);
     CREATE TABLE t4 (a INT, b TEXT);
     CREATE SOURCE u (k INT, v INT, w TEXT) FROM TOPIC 'utopic' FORMAT JSON ENVELOPE UPSERT KEY (k);
-    CREATE SOURCE e (id INT, k INT, amount INT, price DOUBLE, cat TEXT, ts TIMESTAMP) FROM TOPIC 'etopic' FORMAT JSON;
+    CREATE SOURCE e (id INT, k INT, amount INT, price DOUBLE, cat TEXT, ts TIMESTAMP, ok BOOLEAN)
+        FROM TOPIC 'etopic' FORMAT JSON;
 ";
 
-/// Timestamps are TEXT in SQLite, in the format views print them, so that
-/// they compare, sort and show the same; DECIMAL is REAL.
+/// Timestamps and dates are TEXT in SQLite, in the format views print them,
+/// so that they compare, sort and show the same; DECIMAL is REAL, BOOLEAN
+/// INTEGER.
 const SQLITE_SCHEMA: &str = "
     PRAGMA case_sensitive_like = ON;
     CREATE TABLE t1 (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER, c REAL, d REAL, s TEXT, ts TEXT);
-    CREATE TABLE t2 (k INTEGER, x INTEGER, y TEXT, c REAL);
+    CREATE TABLE t2 (k INTEGER, x INTEGER, y TEXT, c REAL, day TEXT);
     CREATE TABLE t3 (k INTEGER PRIMARY KEY, name TEXT, w INTEGER);
     CREATE TABLE t0 (a INTEGER, b REAL);
     CREATE TABLE t4 (a INTEGER, b TEXT);
     CREATE TABLE u (k INTEGER PRIMARY KEY, v INTEGER, w TEXT);
-    CREATE TABLE e (id INTEGER, k INTEGER, amount INTEGER, price REAL, cat TEXT, ts TEXT);
-    -- Epoch seconds of the timestamps, for windows.
-    CREATE VIEW e_s AS SELECT *, CAST(strftime('%s', ts) AS INTEGER) AS es FROM e;
+    CREATE TABLE e (id INTEGER, k INTEGER, amount INTEGER, price REAL, cat TEXT, ts TEXT, ok INTEGER);
+    -- Epoch seconds of the timestamps (whole, for windows, and exact).
+    CREATE VIEW e_s AS SELECT *, CAST(strftime('%s', ts) AS INTEGER) AS es,
+        CAST(strftime('%s', ts) AS INTEGER) + CAST(strftime('%f', ts) AS REAL) - CAST(strftime('%S', ts) AS INTEGER) AS ep
+        FROM e;
     CREATE VIEW t1_s AS SELECT *, CAST(strftime('%s', ts) AS INTEGER) AS ts_s FROM t1;
     -- 0..99, for HOP windows (a row in several windows).
     CREATE TABLE nums (i INTEGER);
@@ -418,6 +455,8 @@ impl Cell {
     }
     fn matches(&self, other: &Cell) -> bool {
         match (self, other) {
+            // Whole numbers (counts, sums of integers, epoch seconds) must be equal.
+            (Cell::Number(a), Cell::Number(b)) if a.fract() == 0.0 && b.fract() == 0.0 => a == b,
             (Cell::Number(a), Cell::Number(b)) => {
                 a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
             }

@@ -6,16 +6,18 @@
 #                          or semantics legitimately differ (said why)
 # Indented lines continue a query. Every entry is also a view in SQLite, so
 # later entries may read earlier ones. SQLite stores timestamps as TEXT in
-# the format views print; e_s and t1_s add their epoch seconds (es, ts_s).
+# the format views print; e_s and t1_s add their epoch seconds (es and ts_s
+# truncated to whole seconds, ep exact).
 #
 # Schema (ours):
 #   t1 (id INT PRIMARY KEY, a INT, b INT, c DOUBLE, d DECIMAL(10,2), s TEXT, ts TIMESTAMP)
-#   t2 (k INT, x INT, y TEXT, c DOUBLE)             no key, duplicate rows
+#   t2 (k INT, x INT, y TEXT, c DOUBLE, day DATE)   no key, duplicate rows
 #   t3 (k INT PRIMARY KEY, name TEXT, w INT)         a small dimension
 #   t0 (a INT, b DOUBLE)                             always empty
 #   t4 (a INT, b TEXT)                               4 rows, then none, then 1
 #   u  (k INT, v INT, w TEXT)                        upsert source, tombstones
-#   e  (id INT, k INT, amount INT, price DOUBLE, cat TEXT, ts TIMESTAMP)   append-only
+#   e  (id INT, k INT, amount INT, price DOUBLE, cat TEXT, ts TIMESTAMP, ok BOOLEAN)   append-only;
+#      some ts have fractional seconds, and arrive as ISO 8601 'T...Z' text or epoch milliseconds
 
 # --- Inputs as they are ----------------------------------------------------
 
@@ -171,8 +173,8 @@ ts_extract: SELECT id, EXTRACT(YEAR FROM ts) AS y, EXTRACT(MONTH FROM ts) AS mo,
 sqlite: SELECT id, CAST(strftime('%Y', ts) AS INTEGER), CAST(strftime('%m', ts) AS INTEGER), CAST(strftime('%d', ts) AS INTEGER),
     CAST(strftime('%H', ts) AS INTEGER), CAST(strftime('%M', ts) AS INTEGER), CAST(strftime('%S', ts) AS REAL) FROM t1
 ts_extract_more: SELECT id, EXTRACT(DOW FROM ts) AS dow, EXTRACT(DOY FROM ts) AS doy, EXTRACT(EPOCH FROM ts) AS ep, EXTRACT(QUARTER FROM ts) AS q FROM e
-sqlite: SELECT id, CAST(strftime('%w', ts) AS INTEGER), CAST(strftime('%j', ts) AS INTEGER), CAST(strftime('%s', ts) AS REAL),
-    (CAST(strftime('%m', ts) AS INTEGER) + 2) / 3 FROM e
+sqlite: SELECT id, CAST(strftime('%w', ts) AS INTEGER), CAST(strftime('%j', ts) AS INTEGER), ep,
+    (CAST(strftime('%m', ts) AS INTEGER) + 2) / 3 FROM e_s
 ts_trunc: SELECT id, date_trunc('hour', ts) AS h, date_trunc('day', ts) AS d, date_trunc('minute', ts) AS mi, date_trunc('month', ts) AS mo, date_trunc('year', ts) AS y FROM t1
 sqlite: SELECT id, strftime('%Y-%m-%d %H:00:00', ts), strftime('%Y-%m-%d 00:00:00', ts), strftime('%Y-%m-%d %H:%M:00', ts),
     strftime('%Y-%m-01 00:00:00', ts), strftime('%Y-01-01 00:00:00', ts) FROM t1
@@ -181,7 +183,7 @@ sqlite: SELECT id, date(ts, '-6 days', 'weekday 1') || ' 00:00:00' FROM e
 ts_interval: SELECT id, ts + INTERVAL '1' HOUR AS a, ts - INTERVAL '30 minutes' AS b, ts + INTERVAL '1 day 2 hours' AS c, INTERVAL '90' SECOND + ts AS d FROM t1
 sqlite: SELECT id, datetime(ts, '+1 hour'), datetime(ts, '-30 minutes'), datetime(ts, '+1 day', '+2 hours'), datetime(ts, '+90 seconds') FROM t1
 ts_diff: SELECT e.id, EXTRACT(EPOCH FROM e.ts - t1.ts) AS secs FROM e JOIN t1 ON e.id = t1.id
-sqlite: SELECT e.id, CAST(strftime('%s', e.ts) AS INTEGER) - CAST(strftime('%s', t1.ts) AS INTEGER) FROM e JOIN t1 ON e.id = t1.id
+sqlite: SELECT e_s.id, e_s.ep - t1_s.ts_s FROM e_s JOIN t1_s ON e_s.id = t1_s.id
 ts_group_hour: SELECT date_trunc('hour', ts) AS h, COUNT(*) AS n, SUM(amount) AS total FROM e GROUP BY date_trunc('hour', ts)
 sqlite: SELECT strftime('%Y-%m-%d %H:00:00', ts) AS h, COUNT(*), SUM(amount) FROM e GROUP BY h
 ts_where_range: SELECT id, ts FROM e WHERE ts >= '2024-03-11 00:00:00' AND ts < '2024-03-12 00:00:00'
@@ -192,6 +194,40 @@ ts_extract_group: SELECT EXTRACT(HOUR FROM ts) AS h, COUNT(*) AS n, AVG(amount) 
 sqlite: SELECT CAST(strftime('%H', ts) AS INTEGER) AS h, COUNT(*), AVG(amount) FROM e GROUP BY h
 ts_compare_cols: SELECT e.id, t1.id AS tid FROM e JOIN t1 ON e.k = t1.b WHERE e.ts > t1.ts + INTERVAL '1' DAY
 sqlite: SELECT e.id, t1.id FROM e JOIN t1 ON e.k = t1.b WHERE e.ts > datetime(t1.ts, '+1 day')
+
+ts_fraction: SELECT id, ts, EXTRACT(SECOND FROM ts) AS s, EXTRACT(MILLISECOND FROM ts) AS ms, date_trunc('second', ts) AS t FROM e
+sqlite: SELECT id, ts, CAST(strftime('%f', ts) AS REAL), CAST(strftime('%f', ts) AS REAL) * 1000, strftime('%Y-%m-%d %H:%M:%S', ts) FROM e
+ts_in_list: SELECT id FROM e WHERE ts IN ('2024-03-10 05:00:00', '2024-03-11 00:00:00', '2024-03-12 10:00:00') OR ts = '2024-03-10 12:00:00'
+
+# --- Dates -------------------------------------------------------------------
+
+date_arith: SELECT k, x, day, day + 1 AS next, day - 7 AS week_before, day - DATE '2024-03-01' AS since FROM t2
+sqlite: SELECT k, x, day, date(day, '+1 day'), date(day, '-7 days'), CAST(julianday(day) - julianday('2024-03-01') AS INTEGER) FROM t2
+date_extract: SELECT day, EXTRACT(DOW FROM day) AS dow, EXTRACT(DAY FROM day) AS d, EXTRACT(MONTH FROM day) AS m FROM t2
+sqlite: SELECT day, CAST(strftime('%w', day) AS INTEGER), CAST(strftime('%d', day) AS INTEGER), CAST(strftime('%m', day) AS INTEGER) FROM t2
+date_cast: SELECT day, CAST(day AS TIMESTAMP) AS t, CAST(day AS TEXT) AS s, day + INTERVAL '36' HOUR AS later FROM t2
+sqlite: SELECT day, day || ' 00:00:00', day, datetime(day, '+36 hours') FROM t2
+date_compare: SELECT k, day FROM t2 WHERE day >= '2024-03-01' AND day < DATE '2024-03-10'
+sqlite: SELECT k, day FROM t2 WHERE day >= '2024-03-01' AND day < '2024-03-10'
+date_vs_timestamp: SELECT t2.day, e.id FROM t2 JOIN e ON t2.k = e.k WHERE e.ts < t2.day AND t2.x > 60
+sqlite: SELECT t2.day, e.id FROM t2 JOIN e ON t2.k = e.k WHERE e.ts < t2.day || ' 00:00:00' AND t2.x > 60
+date_group: SELECT day, COUNT(*) AS n, MIN(x) AS lo, COUNT(DISTINCT k) AS dk FROM t2 GROUP BY day
+date_minmax: SELECT k, MIN(day) AS first, MAX(day) AS last FROM t2 GROUP BY k
+date_trunc_date: SELECT day, date_trunc('month', day) AS m, date_trunc('week', day) AS w FROM t2
+sqlite: SELECT day, strftime('%Y-%m-01 00:00:00', day), date(day, '-6 days', 'weekday 1') || ' 00:00:00' FROM t2
+date_join_ts: SELECT t2.day, COUNT(*) AS n FROM t2 JOIN e ON CAST(e.ts AS DATE) = t2.day GROUP BY t2.day
+sqlite: SELECT t2.day, COUNT(*) FROM t2 JOIN e ON date(e.ts) = t2.day GROUP BY t2.day
+
+# --- Booleans ------------------------------------------------------------------
+
+bool_cols: SELECT id, ok, NOT ok AS nok, ok IS NULL AS unknown, ok AND amount > 10 AS both, ok OR price > 100 AS either FROM e
+bool_where: SELECT id FROM e WHERE ok
+bool_where_not: SELECT id FROM e WHERE NOT ok AND k IS NOT NULL
+bool_group: SELECT ok, COUNT(*) AS n, SUM(amount) AS s, MIN(ok) AS lo, MAX(ok) AS hi FROM e GROUP BY ok
+bool_cast: SELECT id, CAST(ok AS INT) AS i, CASE WHEN ok THEN 'yes' WHEN NOT ok THEN 'no' ELSE '?' END AS t FROM e
+bool_compare: SELECT id, ok = (amount > 25) AS same, ok <> TRUE AS not_true, ok IS NOT DISTINCT FROM FALSE AS is_false FROM e
+bool_count_distinct: SELECT k, COUNT(DISTINCT ok) AS d, COUNT(ok) AS n FROM e GROUP BY k
+bool_join: SELECT a.id, b.id AS bid FROM e a JOIN e b ON a.ok = b.ok AND a.k = b.k WHERE a.id + 50 < b.id AND a.amount > 45
 
 # --- WHERE on every input ----------------------------------------------------
 
@@ -484,7 +520,15 @@ limit_unselected_sub: SELECT SUM(amount) AS s FROM (SELECT amount FROM e ORDER B
 
 # --- Miscellany ------------------------------------------------------------------------
 
+# -0.0 equals 0.0: one group, one distinct value, a join match.
+negzero_distinct: SELECT DISTINCT c * 0 AS z FROM t1 WHERE c IS NOT NULL
+negzero_group: SELECT c * 0 AS z, COUNT(*) AS n FROM t1 WHERE c IS NOT NULL GROUP BY c * 0
+negzero_count_distinct: SELECT COUNT(DISTINCT c * 0) AS n, COUNT(DISTINCT -(c * 0)) AS m FROM t1
+negzero_join: SELECT COUNT(*) AS n FROM t2 p JOIN t2 q ON p.c * 0 = q.c * 0 AND p.k = q.k
+negzero_union: SELECT c * 0 AS z FROM t1 UNION SELECT c * 0 FROM t2
 misc_const_select: SELECT 1 AS one, 'x' AS s, NULL AS n, 2.5 AS d, TRUE AS t
+misc_unicode: SELECT length('naïve') AS n, substring('naïve', 3, 2) AS s, position('v' IN 'naïve') AS p, 'ü' || 'x' AS c
+sqlite: SELECT length('naïve'), substr('naïve', 3, 2), instr('naïve', 'v'), 'ü' || 'x'
 misc_quoted_names: SELECT "id", "a" AS "A" FROM t1 WHERE "a" > 50
 misc_qualified_star: SELECT t3.* FROM t3 JOIN u ON t3.k = u.k
 misc_case_insensitive_names: SELECT ID, A + B AS SUM_AB FROM T1 WHERE S IS NOT NULL
