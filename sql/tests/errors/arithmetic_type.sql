@@ -1,0 +1,3 @@
+-- Arithmetic on TEXT.
+CREATE TABLE t (id INT PRIMARY KEY, name TEXT);
+CREATE MATERIALIZED VIEW v AS SELECT id, name + 1 AS n FROM t;

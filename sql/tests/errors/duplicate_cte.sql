@@ -1,0 +1,3 @@
+-- Two CTEs of one WITH with the same name.
+CREATE TABLE t (id INT PRIMARY KEY);
+CREATE MATERIALIZED VIEW v AS WITH a AS (SELECT id FROM t), a AS (SELECT id FROM t) SELECT id FROM a;

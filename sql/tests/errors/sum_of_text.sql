@@ -1,0 +1,3 @@
+-- SUM needs numbers.
+CREATE TABLE t (id INT PRIMARY KEY, name TEXT);
+CREATE MATERIALIZED VIEW v AS SELECT SUM(name) AS s FROM t;

@@ -1,0 +1,2 @@
+-- A column type Millpond does not have.
+CREATE TABLE t (id INT PRIMARY KEY, tags JSON);

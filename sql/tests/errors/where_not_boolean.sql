@@ -1,0 +1,3 @@
+-- WHERE needs a BOOLEAN condition.
+CREATE TABLE t (id INT PRIMARY KEY, price INT);
+CREATE MATERIALIZED VIEW v AS SELECT id FROM t WHERE price + 1;
