@@ -42,9 +42,26 @@ pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
     hasher.finish()
 }
 
+/// How an epoch's updates reach an operator's logic.
+#[derive(Clone, Copy, Debug)]
+enum Batching {
+    /// Consolidated: sorted by (key, value), each (key, value) once with a non-zero diff.
+    Consolidated,
+    /// Only grouped by key (sorted by key), values in any order and possibly
+    /// repeated or cancelling: for folds where a retraction exactly undoes
+    /// an insertion (aggregates), which then skip comparing values.
+    ByKey,
+}
+
 /// The engine of one-input keyed operators; `logic` gets one epoch's
-/// consolidated updates, sorted by key, and pushes output updates.
-fn keyed_unary<'s, K, V, O, L>(input: Collection<'s, (K, V)>, name: &str, mut logic: L) -> Collection<'s, O>
+/// updates, sorted by key (and consolidated, per `order`), and pushes
+/// output updates.
+fn keyed_unary<'s, K, V, O, L>(
+    input: Collection<'s, (K, V)>,
+    name: &str,
+    order: Batching,
+    mut logic: L,
+) -> Collection<'s, O>
 where
     K: Key,
     V: Data,
@@ -79,7 +96,11 @@ where
                         break;
                     }
                     let (capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
-                    consolidate(&mut updates);
+                    match order {
+                        Batching::Consolidated => consolidate(&mut updates),
+                        // Equal keys adjacent is all a linear fold needs; values need no order.
+                        Batching::ByKey => updates.sort_unstable_by(|a, b| (a.0).0.cmp(&(b.0).0)),
+                    }
                     out.clear();
                     if let Err(e) = logic(epoch, &updates, &mut state, &mut out) {
                         shared.fail(format!("operator '{operator_name}': {e}"));
@@ -123,7 +144,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// values has no output row.
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
-        keyed_unary(self, name, move |epoch, updates, state, out| {
+        keyed_unary(self, name, Batching::ByKey, move |epoch, updates, state, out| {
             for_each_key(updates, |key, values| {
                 let key_bytes = encode(key);
                 let (mut count, mut acc): (i64, A::State) = match state.get(&key_bytes)? {
@@ -163,7 +184,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     {
         let what = format!("reduce '{name}'");
         let mut scratch = Vec::new();
-        keyed_unary(self, name, move |epoch, updates, state, out| {
+        keyed_unary(self, name, Batching::Consolidated, move |epoch, updates, state, out| {
             for_each_key(updates, |key, values| {
                 let key_bytes = encode(key);
                 let mut multiset: Vec<(V, Diff)> = match state.get(&key_bytes)? {
@@ -241,7 +262,7 @@ pub(crate) fn upsert<'s, K: Key, V: Data>(
     name: &str,
 ) -> Collection<'s, (K, V)> {
     let what = format!("upsert '{name}'");
-    keyed_unary(changes, name, move |epoch, updates, state, out| {
+    keyed_unary(changes, name, Batching::Consolidated, move |epoch, updates, state, out| {
         let latest = latest_by_key(
             updates
                 .iter()

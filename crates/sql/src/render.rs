@@ -27,6 +27,11 @@ use crate::value::{Row, Type, Value};
 /// row of global aggregates.
 pub const UNIT_TOPIC: &str = "__millpond_unit";
 
+/// The layout of the state that rendered operators keep. Mixed into every
+/// reader and operator name, so a build that changes it starts views over
+/// instead of misreading their state: bump it with any such change.
+const STATE_LAYOUT_VERSION: u64 = 1;
+
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
 pub struct CompiledView {
@@ -35,6 +40,13 @@ pub struct CompiledView {
     pub(crate) rel: Rel,
     /// Names this definition's operators.
     pub fingerprint: u64,
+}
+
+impl CompiledView {
+    /// Names the view's readers (`PREFIX.TOPIC`, ...) and operators (`PREFIX.N`).
+    pub(crate) fn prefix(&self) -> String {
+        format!("{}.{:016x}", self.name, self.fingerprint.wrapping_add(STATE_LAYOUT_VERSION))
+    }
 }
 
 /// A row of a view, as stored in its changelog: a JSON object keyed by
@@ -101,7 +113,7 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
     for view in views {
         let mut demanded = BTreeMap::new();
         demand(&view.rel, &vec![true; view.columns.len()], &mut demanded);
-        let prefix = format!("{}.{:016x}", view.name, view.fingerprint);
+        let prefix = view.prefix();
         let mut renderer = Renderer { job, prefix, sources: BTreeMap::new(), unit: None, demanded, operators: 0 };
         let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
         let rows = renderer.render(&view.rel);
@@ -180,6 +192,45 @@ pub(crate) fn width(rel: &Rel) -> usize {
         Rel::TopK { input_width, row_number, .. } => input_width + usize::from(*row_number),
         Rel::Window { input, .. } => width(input) + 2,
         Rel::Unit => 0,
+    }
+}
+
+/// A key (of a group, a join or a top-k partition) or the arguments of a
+/// group's aggregates: one value held inline — the common case, with no
+/// allocation and a cheap comparison — or several.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+enum Tuple {
+    One(Value),
+    Many(Row),
+}
+
+const NULL: Value = Value::Null;
+
+impl Tuple {
+    fn eval(exprs: &[Expr], row: &[Value]) -> Tuple {
+        match exprs {
+            [expr] => Tuple::One(eval(expr, row)),
+            exprs => Tuple::Many(eval_all(exprs, row)),
+        }
+    }
+    fn get(&self, index: usize) -> &Value {
+        match self {
+            Tuple::One(value) if index == 0 => value,
+            Tuple::Many(values) => values.get(index).unwrap_or(&NULL),
+            Tuple::One(_) => &NULL,
+        }
+    }
+    fn has_null(&self) -> bool {
+        match self {
+            Tuple::One(value) => value.is_null(),
+            Tuple::Many(values) => values.iter().any(Value::is_null),
+        }
+    }
+    fn into_row(self) -> Row {
+        match self {
+            Tuple::One(value) => vec![value],
+            Tuple::Many(values) => values,
+        }
     }
 }
 
@@ -264,15 +315,28 @@ impl<'s> Renderer<'s, '_> {
             }
             Rel::Aggregate { input, group, aggregates } => {
                 let input = self.render(input);
-                let (group, args) = (group.clone(), aggregates.iter().map(|a| a.arg.clone()).collect::<Vec<_>>());
-                let keyed = input.map(move |row| (eval_all(&group, &row), eval_all(&args, &row)));
+                // Each distinct argument is evaluated once (SUM(x) and MAX(x) share x; COUNT(*) has none).
+                let mut args: Vec<Expr> = Vec::new();
+                let arg_index: Vec<Option<usize>> = aggregates
+                    .iter()
+                    .map(|a| {
+                        (a.func != AggregateFunction::CountRows).then(|| {
+                            args.iter().position(|e| *e == a.arg).unwrap_or_else(|| {
+                                args.push(a.arg.clone());
+                                args.len() - 1
+                            })
+                        })
+                    })
+                    .collect();
+                let group = group.clone();
+                let keyed = input.map(move |row| (Tuple::eval(&group, &row), Tuple::eval(&args, &row)));
                 let name = self.operator_name();
-                let result = keyed.aggregate(&name, SqlAggregates { calls: aggregates.clone() }).map(
-                    |(mut key, values): (Row, Row)| {
-                        key.extend(values);
-                        key
-                    },
-                );
+                let aggregate = SqlAggregates { calls: aggregates.clone(), arg_index };
+                let result = keyed.aggregate(&name, aggregate).map(|(key, values): (Tuple, Row)| {
+                    let mut row = key.into_row();
+                    row.extend(values);
+                    row
+                });
                 if let Rel::Aggregate { group, .. } = rel
                     && group.is_empty()
                 {
@@ -299,7 +363,7 @@ impl<'s> Renderer<'s, '_> {
                 let input = self.render(input);
                 let name = self.operator_name();
                 let partition = partition.clone();
-                let keyed = input.map(move |row| (eval_all(&partition, &row), row));
+                let keyed = input.map(move |row| (Tuple::eval(&partition, &row), row));
                 let order = order.clone();
                 let limit = limit.expect("checked when bound: every ROW_NUMBER has a limit");
                 let row_number = *row_number;
@@ -307,7 +371,7 @@ impl<'s> Renderer<'s, '_> {
                     .reduce(&name, move |_key, rows: &[(Row, Diff)], out: &mut Vec<(Row, Diff)>| {
                         top_k(rows, &order, limit, row_number, out)
                     })
-                    .map(|(_key, row): (Row, Row)| row)
+                    .map(|(_key, row): (Tuple, Row)| row)
             }
             Rel::Window { input, time_column, slide_micros, size_micros } => {
                 let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
@@ -342,12 +406,12 @@ impl<'s> Renderer<'s, '_> {
         left_width: usize,
         right_width: usize,
     ) -> Collection<'s, Row> {
-        let keyed = |c: Collection<'s, Row>, keys: Vec<Expr>| c.map(move |row| (eval_all(&keys, &row), row));
-        let has_null = |(key, _): &(Row, Row)| key.iter().any(Value::is_null);
+        let keyed = |c: Collection<'s, Row>, keys: Vec<Expr>| c.map(move |row| (Tuple::eval(&keys, &row), row));
+        let has_null = |(key, _): &(Tuple, Row)| key.has_null();
         let l = keyed(left, left_keys);
         let r = keyed(right, right_keys);
         let r_matchable = r.clone().filter(move |kr| !has_null(kr));
-        let concat_rows = |(_, (mut l, r)): (Row, (Row, Row))| {
+        let concat_rows = |(_, (mut l, r)): (Tuple, (Row, Row))| {
             l.extend(r);
             l
         };
@@ -372,7 +436,7 @@ impl<'s> Renderer<'s, '_> {
                 let left_side = l_matchable
                     .clone()
                     .left_join(&name, r_matchable.clone())
-                    .map(move |(_, (mut l, r)): (Row, (Row, Option<Row>))| match r {
+                    .map(move |(_, (mut l, r)): (Tuple, (Row, Option<Row>))| match r {
                         Some(r) => {
                             l.extend(r);
                             l
@@ -388,7 +452,7 @@ impl<'s> Renderer<'s, '_> {
                 let left_keys = l_matchable.map(|(key, _)| key).distinct(&distinct_name).map(|key| (key, ()));
                 let semi_name = self.operator_name();
                 let matched =
-                    r_matchable.clone().join(&semi_name, left_keys).map(|(_, (row, ())): (Row, (Row, ()))| row);
+                    r_matchable.clone().join(&semi_name, left_keys).map(|(_, (row, ())): (Tuple, (Row, ()))| row);
                 let unmatched = r.map(|(_, row)| row).concat(matched.negate()).map(pad_left);
                 left_side.concat(unmatched)
             }
@@ -470,6 +534,8 @@ fn default_row(aggregates: &[AggregateCall]) -> Row {
 /// SQL's aggregates over a group, folded under insertions and retractions.
 struct SqlAggregates {
     calls: Vec<AggregateCall>,
+    /// Per call, which argument of the input tuple it reads (none for COUNT(*)).
+    arg_index: Vec<Option<usize>>,
 }
 
 /// Fixed-point scale of DOUBLE sums: exact under retraction (a float sum
@@ -514,16 +580,17 @@ impl Accumulator {
     }
 }
 
-impl Aggregate<Row> for SqlAggregates {
+impl Aggregate<Tuple> for SqlAggregates {
     type State = Vec<Accumulator>;
     type Output = Row;
 
-    fn update(&self, state: &mut Vec<Accumulator>, args: &Row, diff: Diff) {
+    fn update(&self, state: &mut Vec<Accumulator>, args: &Tuple, diff: Diff) {
         if state.is_empty() {
             state.resize(self.calls.len(), Accumulator::Empty);
         }
         let diff64 = diff as i64;
-        for ((call, acc), value) in self.calls.iter().zip(state.iter_mut()).zip(args) {
+        for ((call, acc), index) in self.calls.iter().zip(state.iter_mut()).zip(&self.arg_index) {
+            let value = index.map_or(&NULL, |i| args.get(i));
             let counts_row = call.func == AggregateFunction::CountRows;
             if value.is_null() && !counts_row {
                 continue;
