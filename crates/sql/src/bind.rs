@@ -62,6 +62,9 @@ pub(crate) struct Binder<'a> {
     view_depth: usize,
     /// Every catalog object the bound query reads, directly or through views.
     pub(crate) dependencies: BTreeSet<String>,
+    /// The view whose definition is bound, if any: naming it in its own
+    /// query is an error there.
+    pub(crate) defining: Option<String>,
 }
 
 /// An identifier as SQL compares it: unquoted names are case-insensitive.
@@ -274,7 +277,15 @@ fn split_condition(parts: Vec<Expr>, left_width: usize) -> JoinCondition {
 
 impl<'a> Binder<'a> {
     pub(crate) fn new(catalog: &'a Catalog, file: Option<Arc<str>>, statement: Location) -> Binder<'a> {
-        Binder { catalog, file, statement, ctes: Vec::new(), view_depth: 0, dependencies: BTreeSet::new() }
+        Binder {
+            catalog,
+            file,
+            statement,
+            ctes: Vec::new(),
+            view_depth: 0,
+            dependencies: BTreeSet::new(),
+            defining: None,
+        }
     }
 
     fn location(&self, span: sqlparser::tokenizer::Span) -> Location {
@@ -1092,6 +1103,9 @@ impl<'a> Binder<'a> {
                 let scope = self.alias_scope(bound.scope, &name, alias.as_ref())?;
                 return Ok(Bound { rel: bound.rel, scope });
             }
+        }
+        if self.view_depth == 0 && self.defining.as_deref() == Some(name.as_str()) {
+            return Err(self.error(ident.span, format!("view \"{name}\" reads itself")));
         }
         let Some(object) = self.catalog.get(&name) else {
             let hint =

@@ -434,7 +434,12 @@ impl Session {
         // Every view must still bind against the changed catalog.
         for view in working.objects.values().filter(|o| matches!(o.kind, ObjectKind::View { .. })) {
             if let Err(e) = bind_view(working, view, None) {
-                return Err(Error::sql(at.clone(), format!("this change breaks view \"{}\": {e}", view.name)));
+                // The view's own position would be in its stored definition, which the user does not see.
+                let reason = match e {
+                    Error::Sql { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(Error::sql(at.clone(), format!("this change breaks view \"{}\": {reason}", view.name)));
             }
         }
         effects.push(Effect::CatalogPut { name: object.name.clone(), definition: object.definition.clone() });
@@ -1008,6 +1013,7 @@ fn bind_view(
     if binder.dependencies.contains(&object.name) {
         unreachable!("no dependencies before binding");
     }
+    binder.defining = Some(object.name.clone());
     let bound = binder.bind_view_query(query)?;
     if binder.dependencies.contains(&object.name) {
         return Err(Error::sql(at.cloned().unwrap_or_default(), format!("view \"{}\" reads itself", object.name)));
