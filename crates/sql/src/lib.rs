@@ -33,7 +33,11 @@ mod session;
 mod time;
 mod value;
 
-use millpond_dataflow::{RunStats, Runtime, RuntimeConfig};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use millpond_dataflow::{CheckpointMeta, RunStats, Runtime, RuntimeConfig};
 
 pub use catalog::CATALOG_TOPIC;
 pub use error::{Error, Location, Result};
@@ -47,6 +51,45 @@ pub use value::{Row, Type, Value};
 /// The catalog is the whole job: whatever the data directory's earlier runs
 /// maintained and the catalog no longer has (a dropped or replaced view) is
 /// dropped, state and changelog (`drop_undeclared`).
+///
+/// A replaced view keeps its name, and with it its changelog and the state
+/// of its rows: the new definition would add its rows to the old ones. So a
+/// run that finds views replaced since the last commit first runs without
+/// them until caught up, which drops them, and then with them, built anew.
 pub fn run(config: RuntimeConfig, views: Vec<CompiledView>) -> Result<RunStats> {
-    Ok(Runtime::run(config.drop_undeclared(true), move |job| render::build(job, &views))?)
+    let config = config.drop_undeclared(true);
+    let replaced = replaced_views(&config.data_dir, &views)?;
+    let mut before = None;
+    if !replaced.is_empty() {
+        let kept: Vec<CompiledView> = views.iter().filter(|v| !replaced.contains(&v.name)).cloned().collect();
+        let stats = Runtime::run(config.clone().stop_when_caught_up(true), move |job| render::build(job, &kept))?;
+        if config.stop.load(Ordering::SeqCst) {
+            return Ok(stats);
+        }
+        before = Some(stats);
+    }
+    let mut stats = Runtime::run(config, move |job| render::build(job, &views))?;
+    if let Some(before) = before {
+        stats.records += before.records;
+        stats.dead_letters += before.dead_letters;
+        stats.skipped_offsets += before.skipped_offsets;
+        stats.first_epoch = before.first_epoch;
+        stats.dropped = before.dropped.into_iter().chain(stats.dropped).collect();
+    }
+    Ok(stats)
+}
+
+/// The views that the last commit has under another definition: listed,
+/// but with no reader named after their current one. (A published
+/// checkpoint that lags the store at worst makes a view built anew.)
+fn replaced_views(data_dir: &Path, views: &[CompiledView]) -> Result<BTreeSet<String>> {
+    let Some(meta) = CheckpointMeta::read_published(data_dir)? else { return Ok(BTreeSet::new()) };
+    Ok(views
+        .iter()
+        .filter(|view| {
+            let readers = format!("{}.", view.prefix());
+            meta.views.contains_key(&view.name) && !meta.sources.keys().any(|reader| reader.starts_with(&readers))
+        })
+        .map(|view| view.name.clone())
+        .collect())
 }

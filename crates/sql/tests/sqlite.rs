@@ -11,7 +11,7 @@
 //! `MILLPOND_SQL_SEEDS` runs more seeds: a count ("20": seeds 1 to 20) or a
 //! list ("3,17").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
@@ -641,6 +641,34 @@ struct Outcome {
     nonempty: usize,
 }
 
+/// Views dropped before the second run (which drops what it no longer
+/// declares) and created again before the third, which must build them from
+/// the whole log.
+const DROPPED: &[&str] = &["agg_group_e_k", "ts_diff", "agg_minmax_retract", "case_e"];
+/// Views replaced before the third run by another entry's query.
+const REPLACED: &[(&str, &str)] = &[("all_t3", "where_t3"), ("agg_global_u", "agg_group_u"), ("str_u", "where_u")];
+
+/// Creates `name` as `entry`'s query in both engines; false if either refuses.
+fn create_view(
+    session: &mut Session,
+    sqlite: &Connection,
+    name: &str,
+    entry: &Entry,
+    replace: bool,
+) -> Result<(), String> {
+    let kind = if entry.plain { "VIEW" } else { "MATERIALIZED VIEW" };
+    let or_replace = if replace { "OR REPLACE " } else { "" };
+    let columns = &entry.columns;
+    let create = format!("CREATE {or_replace}{kind} {name}{columns} AS {}", entry.query);
+    session.execute(&create, None, false).map_err(|e| format!("ours refuses it: {e}\n  {}", entry.query))?;
+    if !replace {
+        // Every entry is a view in SQLite too, for later entries to read.
+        let create = format!("CREATE VIEW {name}{columns} AS {}", entry.sqlite_query());
+        sqlite.execute_batch(&create).map_err(|e| format!("SQLite refuses it: {e}"))?;
+    }
+    Ok(())
+}
+
 /// One seed: three phases of changes, each followed by a (resumed) run and
 /// a comparison of every view. The first half of the corpus is defined
 /// before the first run, the second half before the second (views added to
@@ -653,9 +681,9 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
     sqlite.execute_batch(SQLITE_SCHEMA)?;
     let mut generator = Generator { rng: Rng::new(seed), next_t1: 1, next_event: 1 };
     let mut failures = Vec::new();
-    let mut broken: BTreeSet<String> = BTreeSet::new();
     let mut compared = 0;
     let mut nonempty = 0;
+    let index = |name: &str| entries.iter().position(|e| e.name == name).unwrap_or_else(|| panic!("no entry {name}"));
     let half = entries.iter().filter(|e| !e.plain).count() / 2;
     let mut materialized = 0;
     let defined_in: Vec<usize> = entries
@@ -665,6 +693,8 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
             usize::from(!e.plain && materialized > half)
         })
         .collect();
+    // Materialized view name → the entry whose query it has.
+    let mut live: BTreeMap<String, usize> = BTreeMap::new();
     for number in 0..3 {
         let phase = generator.phase(number);
         append(dir, &phase)?;
@@ -673,23 +703,38 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
         if number == 0 {
             session.execute(OUR_SCHEMA, None, false)?;
         }
-        for (entry, _) in entries.iter().zip(&defined_in).filter(|(_, phase)| **phase == number) {
-            {
-                let create = if entry.plain { "VIEW" } else { "MATERIALIZED VIEW" };
-                let (name, columns) = (&entry.name, &entry.columns);
-                if let Err(e) =
-                    session.execute(&format!("CREATE {create} {name}{columns} AS {}", entry.query), None, false)
-                {
-                    failures
-                        .push(format!("{name} (corpus line {}): ours refuses it: {e}\n  {}", entry.line, entry.query));
-                    broken.insert(name.clone());
+        let mut changes: Vec<(&str, usize, bool)> = Vec::new();
+        for (i, entry) in entries.iter().enumerate().filter(|(i, _)| defined_in[*i] == number) {
+            changes.push((&entry.name, i, false));
+        }
+        if number == 1 {
+            for name in DROPPED {
+                assert_eq!(defined_in[index(name)], 0, "{name} is defined before the first run");
+                session.execute(&format!("DROP MATERIALIZED VIEW {name}"), None, false)?;
+                live.remove(*name);
+            }
+        }
+        if number == 2 {
+            for name in DROPPED {
+                session.execute(
+                    &format!("CREATE MATERIALIZED VIEW {name} AS {}", entries[index(name)].query),
+                    None,
+                    false,
+                )?;
+                live.insert(name.to_string(), index(name));
+            }
+            changes.extend(REPLACED.iter().map(|(name, other)| (*name, index(other), true)));
+        }
+        for (name, i, replace) in changes {
+            let entry = &entries[i];
+            match create_view(&mut session, &sqlite, name, entry, replace) {
+                Ok(()) if !entry.plain => {
+                    live.insert(name.to_owned(), i);
                 }
-                // Every entry is a view in SQLite too, for later entries to read.
-                if let Err(e) =
-                    sqlite.execute_batch(&format!("CREATE VIEW {name}{columns} AS {}", entry.sqlite_query()))
-                {
-                    failures.push(format!("{name} (corpus line {}): SQLite refuses it: {e}", entry.line));
-                    broken.insert(name.clone());
+                Ok(()) => {}
+                Err(e) => {
+                    failures.push(format!("{name} (corpus line {}): {e}", entry.line));
+                    live.remove(name);
                 }
             }
         }
@@ -700,20 +745,29 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
         drop(session);
         let columns: BTreeMap<String, Vec<(String, Type)>> =
             views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
+        assert_eq!(columns.keys().collect::<Vec<_>>(), live.keys().collect::<Vec<_>>(), "the views compiled");
         let mut config = RuntimeConfig::new(dir).epoch_interval_ms(20).stop_when_caught_up(true);
         if number == 1 {
-            config = config.workers(2).fetch_bytes_max(256);
+            config = config.workers(2).fetch_bytes_max(256).drop_undeclared(true);
         }
         let stats = millpond_sql::run(config, views)?;
         assert!(stats.dead_letters >= 3, "the malformed records are dead letters: {stats:?}");
-        for (entry, _) in entries.iter().zip(&defined_in).filter(|(_, phase)| **phase <= number) {
-            if entry.plain || broken.contains(&entry.name) {
-                continue;
-            }
+        let changed: &[&str] = match number {
+            1 => DROPPED,
+            2 => &REPLACED.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+            _ => &[],
+        };
+        for name in changed {
+            assert!(stats.dropped.contains(&format!("view {name}")), "{name} was dropped: {:?}", stats.dropped);
+        }
+        let mut broken = Vec::new();
+        for (name, i) in &live {
+            let entry = &entries[*i];
             let failure = |message: String| {
+                let replaced =
+                    if *name == entry.name { String::new() } else { format!(" (replaced by {})", entry.name) };
                 format!(
-                    "seed {seed} phase {number}: {} (corpus line {}):\n  ours:   {}\n  SQLite: {}\n{message}",
-                    entry.name,
+                    "seed {seed} phase {number}: {name}{replaced} (corpus line {}):\n  ours:   {}\n  SQLite: {}\n{message}",
                     entry.line,
                     entry.query.replace('\n', "\n          "),
                     entry.sqlite_query().replace('\n', "\n          "),
@@ -723,11 +777,11 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
                 Ok(result) => result,
                 Err(e) => {
                     failures.push(failure(e));
-                    broken.insert(entry.name.clone());
+                    broken.push(name.clone());
                     continue;
                 }
             };
-            let ours = match our_rows(dir, &entry.name, &columns[&entry.name]) {
+            let ours = match our_rows(dir, name, &columns[name]) {
                 Ok(rows) => rows,
                 Err(e) => {
                     failures.push(failure(e));
@@ -738,14 +792,18 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
             if !theirs.is_empty() {
                 nonempty += 1;
             }
-            if columns[&entry.name].len() != width {
-                failures.push(failure(format!("  ours has {} columns, SQLite {width}", columns[&entry.name].len())));
-                broken.insert(entry.name.clone());
+            if columns[name].len() != width {
+                failures.push(failure(format!("  ours has {} columns, SQLite {width}", columns[name].len())));
+                broken.push(name.clone());
                 continue;
             }
             if let Some(difference) = compare(&ours, &theirs) {
                 failures.push(failure(difference));
             }
+        }
+        // Reported once: not compared again.
+        for name in broken {
+            live.remove(&name);
         }
     }
     Ok(Outcome { failures, compared, nonempty })
@@ -783,6 +841,31 @@ fn views_match_sqlite() -> TestResult {
         eprintln!("{failure}");
     }
     assert!(failures.is_empty(), "{} differences from SQLite (printed above)", failures.len());
+    Ok(())
+}
+
+/// A view replaced by another definition holds the new definition's rows
+/// only (not the old ones too), also when it is the only view.
+#[test]
+fn a_replaced_view_is_built_anew() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let run = |sql: &str| -> TestResult<Vec<(serde_json::Value, i64)>> {
+        let mut session = Session::open(dir.path())?;
+        session.execute(sql, None, false)?;
+        let views = session.compile()?;
+        drop(session);
+        millpond_sql::run(RuntimeConfig::new(dir.path()).epoch_interval_ms(20).stop_when_caught_up(true), views)?;
+        let mut rows = millpond_dataflow::read_view(dir.path(), "v")?.rows;
+        rows.sort_by_key(|(row, _)| row.to_string());
+        Ok(rows)
+    };
+    let rows =
+        run("CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2); CREATE MATERIALIZED VIEW v AS SELECT a FROM t")?;
+    assert_eq!(rows, vec![(serde_json::json!({"a": 1}), 1), (serde_json::json!({"a": 2}), 1)]);
+    let rows = run("INSERT INTO t VALUES (3); CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT SUM(a) AS s FROM t")?;
+    assert_eq!(rows, vec![(serde_json::json!({"s": 6}), 1)]);
+    let rows = run("DELETE FROM t WHERE a = 1")?;
+    assert_eq!(rows, vec![(serde_json::json!({"s": 5}), 1)]);
     Ok(())
 }
 
