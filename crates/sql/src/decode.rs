@@ -19,32 +19,47 @@ use crate::value::{DECIMAL_ONE, Row, Type, Value, cast, parse_decimal};
 /// Decodes `json` (an object) into a row of `columns`; `wanted[i]` says
 /// whether column `i` is decoded at all.
 pub(crate) fn decode_row(json: &[u8], columns: &[(String, Type)], wanted: &[bool]) -> Result<Row, String> {
-    let mut deserializer = serde_json::Deserializer::from_slice(json);
-    let row = RowSeed { columns, wanted }.deserialize(&mut deserializer).map_err(|e| e.to_string())?;
-    deserializer.end().map_err(|e| e.to_string())?;
+    let mut row = Row::new();
+    decode_row_into(json, columns, wanted, &mut row)?;
     Ok(row)
+}
+
+/// [`decode_row`] into a row the caller reuses (no allocation per record).
+pub(crate) fn decode_row_into(
+    json: &[u8],
+    columns: &[(String, Type)],
+    wanted: &[bool],
+    row: &mut Row,
+) -> Result<(), String> {
+    row.clear();
+    row.resize(columns.len(), Value::Null);
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    RowSeed { columns, wanted, row }.deserialize(&mut deserializer).map_err(|e| e.to_string())?;
+    deserializer.end().map_err(|e| e.to_string())
 }
 
 struct RowSeed<'a> {
     columns: &'a [(String, Type)],
     wanted: &'a [bool],
+    /// Holds one NULL per column on entry.
+    row: &'a mut Row,
 }
 
 impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = Row;
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Row, D::Error> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_map(self)
     }
 }
 
 impl<'de> Visitor<'de> for RowSeed<'_> {
-    type Value = Row;
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row, A::Error> {
-        let mut row = vec![Value::Null; self.columns.len()];
-        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns })? {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let row = self.row;
+        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns, wanted: self.wanted })? {
             match index {
                 Some(i) if self.wanted.get(i).copied().unwrap_or(true) => {
                     let (name, ty) = &self.columns[i];
@@ -57,13 +72,15 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
                 }
             }
         }
-        Ok(row)
+        Ok(())
     }
 }
 
-/// Finds a field's column without allocating the key.
+/// Finds a field's column without allocating the key; only the wanted
+/// columns are compared (a field of any other is skipped).
 struct KeySeed<'a> {
     columns: &'a [(String, Type)],
+    wanted: &'a [bool],
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
@@ -79,7 +96,11 @@ impl Visitor<'_> for KeySeed<'_> {
         f.write_str("a field name")
     }
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self.columns.iter().position(|(name, _)| name == key))
+        Ok(self
+            .columns
+            .iter()
+            .enumerate()
+            .position(|(i, (name, _))| self.wanted.get(i).copied().unwrap_or(true) && name == key))
     }
 }
 

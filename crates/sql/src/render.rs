@@ -18,7 +18,7 @@ use std::sync::Arc;
 use millpond_dataflow::{Aggregate, Collection, Diff, Job, OrderedF64, RecordView, raw};
 use serde::{Deserialize, Serialize};
 
-use crate::decode::decode_row;
+use crate::decode::{decode_row, decode_row_into};
 use crate::eval::{compare, eval, holds};
 use crate::plan::{AggregateCall, AggregateFunction, Expr, Input, JoinKind, Rel, SortKey};
 use crate::value::{Row, Type, Value};
@@ -100,7 +100,34 @@ struct Renderer<'s, 'j> {
     unit: Option<Collection<'s, Row>>,
     /// Per source topic: which columns the view reads.
     demanded: BTreeMap<String, Vec<bool>>,
+    /// Per source topic: how many times the view's plan reads it.
+    uses: BTreeMap<String, usize>,
     operators: usize,
+}
+
+/// A stage evaluated inside a source's decode step (see `Renderer::fusible`).
+#[derive(Clone, Debug)]
+enum Stage {
+    Filter(Expr),
+    Project(Vec<Expr>),
+}
+
+fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
+    match rel {
+        Rel::Get { input, .. } => *uses.entry(input_topic(input).to_owned()).or_default() += 1,
+        Rel::Project { input, .. }
+        | Rel::Filter { input, .. }
+        | Rel::Aggregate { input, .. }
+        | Rel::Distinct { input }
+        | Rel::TopK { input, .. }
+        | Rel::Window { input, .. } => count_uses(input, uses),
+        Rel::Join { left, right, .. } => {
+            count_uses(left, uses);
+            count_uses(right, uses);
+        }
+        Rel::UnionAll { inputs } => inputs.iter().for_each(|i| count_uses(i, uses)),
+        Rel::Unit => {}
+    }
 }
 
 /// Builds every view of `views` in `job` and materializes it.
@@ -114,7 +141,9 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
         let mut demanded = BTreeMap::new();
         demand(&view.rel, &vec![true; view.columns.len()], &mut demanded);
         let prefix = view.prefix();
-        let mut renderer = Renderer { job, prefix, sources: BTreeMap::new(), unit: None, demanded, operators: 0 };
+        let mut uses = BTreeMap::new();
+        count_uses(&view.rel, &mut uses);
+        let mut renderer = Renderer { job, prefix, sources: BTreeMap::new(), unit: None, demanded, uses, operators: 0 };
         let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
         let rows = renderer.render(&view.rel);
         let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
@@ -198,13 +227,23 @@ pub(crate) fn width(rel: &Rel) -> usize {
 /// A key (of a group, a join or a top-k partition) or the arguments of a
 /// group's aggregates: one value held inline — the common case, with no
 /// allocation and a cheap comparison — or several.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Tuple {
     One(Value),
     Many(Row),
 }
 
 const NULL: Value = Value::Null;
+
+/// Hashes only the values (which worker owns a key): equal tuples hash equally.
+impl std::hash::Hash for Tuple {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            Tuple::One(value) => value.hash(state),
+            Tuple::Many(values) => values.hash(state),
+        }
+    }
+}
 
 impl Tuple {
     fn eval(exprs: &[Expr], row: &[Value]) -> Tuple {
@@ -288,6 +327,65 @@ impl<'s> Renderer<'s, '_> {
         collection
     }
 
+    /// A chain of filters and projections over an append-only source that
+    /// the view reads once: its stages run inside the source's decode step,
+    /// on a reused row, so a record filtered out or reduced to a key costs
+    /// no allocation. Returns the source and the stages, innermost first.
+    fn fusible<'r>(&self, rel: &'r Rel) -> Option<(&'r Input, &'r [(String, Type)], Vec<Stage>)> {
+        match rel {
+            Rel::Get { input: input @ Input::Source { topic }, columns, .. } => {
+                (self.uses.get(topic).copied() == Some(1)).then(|| (input, columns.as_slice(), Vec::new()))
+            }
+            Rel::Filter { input, predicate } => {
+                let (source, columns, mut stages) = self.fusible(input)?;
+                stages.push(Stage::Filter(predicate.clone()));
+                Some((source, columns, stages))
+            }
+            Rel::Project { input, exprs } => {
+                let (source, columns, mut stages) = self.fusible(input)?;
+                stages.push(Stage::Project(exprs.clone()));
+                Some((source, columns, stages))
+            }
+            _ => None,
+        }
+    }
+
+    /// Reads `input` with its stages applied, then `finish` on each row that passes.
+    fn fused_source<T: Clone + 'static>(
+        &mut self,
+        input: &Input,
+        columns: &[(String, Type)],
+        stages: Vec<Stage>,
+        finish: impl Fn(&[Value]) -> T + 'static,
+    ) -> Collection<'s, T> {
+        let topic = input_topic(input).to_owned();
+        let reader = self.reader_name(&topic);
+        let wanted: Rc<[bool]> = self.demanded.get(&topic).cloned().unwrap_or_default().into();
+        let columns: Rc<[(String, Type)]> = columns.to_vec().into();
+        let scratch = std::cell::RefCell::new(Row::new());
+        let decode = move |record: &RecordView<'_>| -> Result<Option<T>, String> {
+            let Some(value) = record.value else {
+                return Err("the record has no value (a tombstone in an append-only source)".to_owned());
+            };
+            let mut row = scratch.borrow_mut();
+            decode_row_into(value, &columns, &wanted, &mut row)?;
+            let mut projected: Option<Row> = None;
+            for stage in &stages {
+                let current: &[Value] = projected.as_deref().unwrap_or(&row);
+                match stage {
+                    Stage::Filter(predicate) => {
+                        if !holds(predicate, current) {
+                            return Ok(None);
+                        }
+                    }
+                    Stage::Project(exprs) => projected = Some(eval_all(exprs, current)),
+                }
+            }
+            Ok(Some(finish(projected.as_deref().unwrap_or(&row))))
+        };
+        self.job.source_named(&reader, &topic, decode).flat_map(|row: Option<T>| row)
+    }
+
     fn unit(&mut self) -> Collection<'s, Row> {
         if self.unit.is_none() {
             let reader = format!("{}.unit", self.prefix);
@@ -300,6 +398,11 @@ impl<'s> Renderer<'s, '_> {
     fn render(&mut self, rel: &Rel) -> Collection<'s, Row> {
         match rel {
             Rel::Get { input, columns, .. } => self.source(input, columns),
+            Rel::Project { .. } | Rel::Filter { .. } if self.fusible(rel).is_some() => {
+                let (input, columns, stages) = self.fusible(rel).expect("checked");
+                let (input, columns) = (input.clone(), columns.to_vec());
+                self.fused_source(&input, &columns, stages, <[Value]>::to_vec)
+            }
             Rel::Project { input, exprs } => {
                 let exprs = exprs.clone();
                 self.render(input).map(move |row| eval_all(&exprs, &row))
@@ -314,7 +417,6 @@ impl<'s> Renderer<'s, '_> {
                 self.join(*kind, l, r, left_keys.clone(), right_keys.clone(), *left_width, *right_width)
             }
             Rel::Aggregate { input, group, aggregates } => {
-                let input = self.render(input);
                 // Each distinct argument is evaluated once (SUM(x) and MAX(x) share x; COUNT(*) has none).
                 let mut args: Vec<Expr> = Vec::new();
                 let arg_index: Vec<Option<usize>> = aggregates
@@ -329,7 +431,14 @@ impl<'s> Renderer<'s, '_> {
                     })
                     .collect();
                 let group = group.clone();
-                let keyed = input.map(move |row| (Tuple::eval(&group, &row), Tuple::eval(&args, &row)));
+                let key_and_args = move |row: &[Value]| (Tuple::eval(&group, row), Tuple::eval(&args, row));
+                let keyed = match self.fusible(input) {
+                    Some((source, columns, stages)) => {
+                        let (source, columns) = (source.clone(), columns.to_vec());
+                        self.fused_source(&source, &columns, stages, key_and_args)
+                    }
+                    None => self.render(input).map(move |row| key_and_args(&row)),
+                };
                 let name = self.operator_name();
                 let aggregate = SqlAggregates { calls: aggregates.clone(), arg_index };
                 let result = keyed.aggregate(&name, aggregate).map(|(key, values): (Tuple, Row)| {
