@@ -105,6 +105,9 @@ struct Renderer<'s, 'j> {
     operators: usize,
 }
 
+/// A fusible chain: the source, its columns, and the stages over it, innermost first.
+type Fused<'r> = (&'r Input, &'r [(String, Type)], Vec<Stage>);
+
 /// A stage evaluated inside a source's decode step (see `Renderer::fusible`).
 #[derive(Clone, Debug)]
 enum Stage {
@@ -331,7 +334,7 @@ impl<'s> Renderer<'s, '_> {
     /// the view reads once: its stages run inside the source's decode step,
     /// on a reused row, so a record filtered out or reduced to a key costs
     /// no allocation. Returns the source and the stages, innermost first.
-    fn fusible<'r>(&self, rel: &'r Rel) -> Option<(&'r Input, &'r [(String, Type)], Vec<Stage>)> {
+    fn fusible<'r>(&self, rel: &'r Rel) -> Option<Fused<'r>> {
         match rel {
             Rel::Get { input: input @ Input::Source { topic }, columns, .. } => {
                 (self.uses.get(topic).copied() == Some(1)).then(|| (input, columns.as_slice(), Vec::new()))
