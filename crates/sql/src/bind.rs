@@ -1308,7 +1308,7 @@ impl<'a> Binder<'a> {
                     ast::Value::SingleQuotedString(s) => s.clone(),
                     other => other.to_string(),
                 };
-                match cast(&Value::Text(text.clone()), ty) {
+                match cast(&Value::Text(text.as_str().into()), ty) {
                     Some(v) => Ok((Expr::Literal(v), ty)),
                     None => Err(self.error(span, format!("invalid {ty} literal '{text}'"))),
                 }
@@ -1480,7 +1480,7 @@ impl<'a> Binder<'a> {
                     return Err(self.unsupported(span, format!("EXTRACT field {field}")));
                 }
                 let result = if matches!(field.as_str(), "second" | "epoch") { Type::Double } else { Type::Int };
-                Ok((Expr::Call(Function::Extract, vec![Expr::Literal(Value::Text(field)), e]), result))
+                Ok((Expr::Call(Function::Extract, vec![Expr::Literal(Value::Text(field.into())), e]), result))
             }
             E::Substring { expr: inner, substring_from, substring_for, .. } => {
                 let mut args = vec![self.bind_text_arg(inner, context)?];
@@ -1581,14 +1581,14 @@ impl<'a> Binder<'a> {
                     match parse_decimal(text) {
                         Some(units) => {
                             let scale = text.split_once('.').map_or(0, |(_, f)| f.len().min(6)) as u8;
-                            (Expr::Literal(Value::Decimal(units)), Type::Decimal { precision: 38, scale })
+                            (Expr::Literal(Value::Decimal(units.into())), Type::Decimal { precision: 38, scale })
                         }
                         None => return Err(self.error(span, format!("number {text} is out of range"))),
                     }
                 }
             }
             ast::Value::SingleQuotedString(s) | ast::Value::EscapedStringLiteral(s) => {
-                (Expr::Literal(Value::Text(s.clone())), Type::Text)
+                (Expr::Literal(Value::Text(s.as_str().into())), Type::Text)
             }
             ast::Value::Boolean(b) => (Expr::Literal(Value::Bool(*b)), Type::Bool),
             ast::Value::Null => (Expr::Literal(Value::Null), Type::Null),
@@ -1904,7 +1904,10 @@ impl<'a> Binder<'a> {
                 };
                 expect(1, &|t| matches!(t, Type::Timestamp | Type::Date), "a TIMESTAMP")?;
                 return Ok((
-                    Expr::Call(Function::DateTrunc, vec![Expr::Literal(Value::Text(unit)), bound[1].0.0.clone()]),
+                    Expr::Call(
+                        Function::DateTrunc,
+                        vec![Expr::Literal(Value::Text(unit.into())), bound[1].0.0.clone()],
+                    ),
                     Type::Timestamp,
                 ));
             }

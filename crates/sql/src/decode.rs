@@ -174,12 +174,12 @@ impl<'de> Visitor<'de> for ValueSeed {
     }
     fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
         let parsed = match self.ty {
-            Type::Text => Some(Value::Text(s.to_owned())),
+            Type::Text => Some(Value::Text(s.into())),
             Type::Timestamp => time::parse_timestamp(s).map(Value::Timestamp),
             Type::Date => time::parse_date(s).map(Value::Date),
             Type::Interval => time::parse_interval(s).map(Value::Interval),
             Type::Decimal { .. } => parse_decimal(s).and_then(|units| {
-                cast(&Value::Decimal(units), self.ty).filter(|_| units.abs() < i128::MAX / DECIMAL_ONE)
+                cast(&Value::Decimal(units.into()), self.ty).filter(|_| units.abs() < i128::MAX / DECIMAL_ONE)
             }),
             _ => None,
         };

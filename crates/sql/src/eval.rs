@@ -22,7 +22,7 @@ pub(crate) fn eval(expr: &Expr, row: &[Value]) -> Value {
         Expr::Negate(e) => match eval(e, row) {
             Value::Int(i) => i.checked_neg().map_or(Value::Null, Value::Int),
             Value::Double(d) => Value::double(-d.0),
-            Value::Decimal(d) => Value::Decimal(-d),
+            Value::Decimal(d) => Value::Decimal((-d.get()).into()),
             Value::Interval(i) => Value::Interval(-i),
             _ => Value::Null,
         },
@@ -126,7 +126,7 @@ fn binary(op: BinaryOp, a: Value, b: Value) -> Value {
         LtEq => ordering(|o| o != Ordering::Greater),
         Gt => ordering(|o| o == Ordering::Greater),
         GtEq => ordering(|o| o != Ordering::Less),
-        Concat => Value::Text(format!("{a}{b}")),
+        Concat => Value::Text(format!("{a}{b}").into()),
         Add | Subtract | Multiply | Divide | Modulo => arithmetic(op, &a, &b).unwrap_or(Value::Null),
         And | Or | NotDistinct => unreachable!("handled above"),
     }
@@ -160,14 +160,15 @@ fn arithmetic(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
         }
         (V::Decimal(_) | V::Int(_), V::Decimal(_) | V::Int(_)) => {
             let (x, y) = (a.as_decimal_units()?, b.as_decimal_units()?);
-            V::Decimal(match op {
+            let units = match op {
                 Add => x.checked_add(y)?,
                 Subtract => x.checked_sub(y)?,
                 Multiply => round_decimal_division(x.checked_mul(y)?, DECIMAL_ONE)?,
                 Divide => round_decimal_division(x.checked_mul(DECIMAL_ONE)?, y)?,
                 Modulo => x.checked_rem(y)?,
                 _ => return None,
-            })
+            };
+            V::Decimal(units.into())
         }
         (V::Timestamp(t), V::Interval(i)) => V::Timestamp(match op {
             Add => t.checked_add(*i)?,
@@ -224,7 +225,7 @@ fn round_decimal_division(numerator: i128, denominator: i128) -> Option<i128> {
 fn text(value: &Value) -> Option<String> {
     match value {
         Value::Null => None,
-        Value::Text(s) => Some(s.clone()),
+        Value::Text(s) => Some(s.to_string()),
         other => Some(other.to_string()),
     }
 }
@@ -272,8 +273,8 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
         other => cast(other, Type::Int).and_then(|v| if let Value::Int(n) = v { Some(n) } else { None }),
     };
     Some(match function {
-        Lower => Value::Text(text_arg(0)?.to_lowercase()),
-        Upper => Value::Text(text_arg(0)?.to_uppercase()),
+        Lower => Value::Text(text_arg(0)?.to_lowercase().into()),
+        Upper => Value::Text(text_arg(0)?.to_uppercase().into()),
         Length => Value::Int(text_arg(0)?.chars().count() as i64),
         Substring => {
             let s: Vec<char> = text_arg(0)?.chars().collect();
@@ -295,15 +296,15 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
             };
             let matches = |c: char| chars.contains(&c);
             Value::Text(match function {
-                Trim => s.trim_matches(matches).to_owned(),
-                LTrim => s.trim_start_matches(matches).to_owned(),
-                _ => s.trim_end_matches(matches).to_owned(),
+                Trim => s.trim_matches(matches).into(),
+                LTrim => s.trim_start_matches(matches).into(),
+                _ => s.trim_end_matches(matches).into(),
             })
         }
         Replace => {
             // Replacing '' changes nothing (as PostgreSQL and SQLite; str::replace would insert everywhere).
             let (s, from) = (text_arg(0)?, text_arg(1)?);
-            Value::Text(if from.is_empty() { s } else { s.replace(&from, &text_arg(2)?) })
+            Value::Text(if from.is_empty() { s } else { s.replace(&from, &text_arg(2)?) }.into())
         }
         Position => {
             // position(needle IN haystack): args are (needle, haystack).
@@ -320,12 +321,12 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
             } else {
                 s.split(delimiter.as_str()).nth(n as usize - 1)
             };
-            Value::Text(part.unwrap_or("").to_owned())
+            Value::Text(part.unwrap_or("").into())
         }
         Abs => match &values[0] {
             Value::Int(i) => Value::Int(i.checked_abs()?),
             Value::Double(d) => Value::double(d.0.abs()),
-            Value::Decimal(d) => Value::Decimal(d.abs()),
+            Value::Decimal(d) => Value::Decimal(d.get().abs().into()),
             Value::Interval(i) => Value::Interval(i.checked_abs()?),
             _ => return None,
         },
@@ -350,7 +351,7 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
                     if matches!(values[0], Value::Int(_)) {
                         Value::Int(i64::try_from(rounded / DECIMAL_ONE).ok()?)
                     } else {
-                        Value::Decimal(rounded)
+                        Value::Decimal(rounded.into())
                     }
                 }
                 Value::Double(d) => {

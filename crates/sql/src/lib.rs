@@ -43,7 +43,7 @@ pub use catalog::CATALOG_TOPIC;
 pub use error::{Error, Location, Result};
 pub use render::{CompiledView, UNIT_TOPIC, ViewRow};
 pub use session::{Outcome, Session};
-pub use value::{Row, Type, Value};
+pub use value::{Dec, Row, Type, Value};
 
 /// Runs the compiled views as one job until it stops (see
 /// [`RuntimeConfig`]): each view is materialized under its own name.

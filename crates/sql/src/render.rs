@@ -30,7 +30,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-const STATE_LAYOUT_VERSION: u64 = 1;
+const STATE_LAYOUT_VERSION: u64 = 2;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -727,7 +727,7 @@ impl Aggregate<Tuple> for SqlAggregates {
                     other => {
                         let units = match other {
                             Value::Int(i) => *i as i128,
-                            Value::Decimal(d) => *d,
+                            Value::Decimal(d) => d.get(),
                             _ => continue,
                         };
                         if !matches!(acc, Accumulator::Sum { .. }) {
@@ -799,12 +799,12 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
             match call.arg_type {
                 Type::Int if !average => i64::try_from(*sum).map_or(Value::Null, Value::Int),
                 Type::Int => Value::Double(OrderedF64(*sum as f64 / *count as f64)),
-                _ if !average => Value::Decimal(*sum),
+                _ if !average => Value::Decimal((*sum).into()),
                 // The mean of decimal units, rounded half away from zero.
                 _ => {
                     let count = *count as i128;
                     let (quotient, remainder) = (*sum / count, *sum % count);
-                    Value::Decimal(if remainder.abs() * 2 >= count { quotient + sum.signum() } else { quotient })
+                    Value::Decimal(if remainder.abs() * 2 >= count { quotient + sum.signum() } else { quotient }.into())
                 }
             }
         }
