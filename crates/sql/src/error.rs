@@ -26,6 +26,7 @@ pub enum Error {
     /// carried out (a duplicate key, a missing object).
     #[error("{location}: {message}")]
     Sql { location: Location, message: String },
+    #[cfg(feature = "runtime")]
     #[error(transparent)]
     Dataflow(#[from] millpond_dataflow::Error),
     #[error("{action} {path}: {source}")]

@@ -15,13 +15,13 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use millpond_dataflow::{Aggregate, Collection, Diff, Job, OrderedF64, RecordView, raw};
+use millpond_dataflow::{Aggregate, Collection, Diff, Job, RecordView, raw};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{decode_row, decode_row_into};
 use crate::eval::{compare, eval, holds};
 use crate::plan::{AggregateCall, AggregateFunction, Expr, Input, JoinKind, Rel, SortKey};
-use crate::value::{Row, Type, Value};
+use crate::value::{OrderedF64, Row, Type, Value};
 
 /// The topic whose one record feeds the FROM-less SELECTs and the default
 /// row of global aggregates.

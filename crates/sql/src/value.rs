@@ -10,7 +10,6 @@
 //!   same reason a `Double` is never -0.0 and all NaNs are one (`Value::double`).
 use std::fmt;
 
-use millpond_dataflow::OrderedF64;
 use serde::{Deserialize, Serialize};
 
 use crate::time;
@@ -18,6 +17,35 @@ use crate::time;
 /// Fractional digits kept by every DECIMAL value.
 pub(crate) const DECIMAL_SCALE: u32 = 6;
 pub(crate) const DECIMAL_ONE: i128 = 10i128.pow(DECIMAL_SCALE);
+
+/// An `f64` with a total order (IEEE 754 `totalOrder`), so that a DOUBLE
+/// can be part of a key. `Value::double` makes -0.0 0.0 and every NaN one
+/// NaN first, so values SQL finds equal are equal here too.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OrderedF64(pub f64);
+
+impl PartialEq for OrderedF64 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for OrderedF64 {}
+impl PartialOrd for OrderedF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for OrderedF64 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+impl std::hash::Hash for OrderedF64 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
 
 /// A SQL type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
