@@ -11,9 +11,11 @@
 //! every start, so DDL is idempotent (the same definition again changes
 //! nothing) and each INSERT/UPDATE/DELETE of a file is applied once per data
 //! directory. Its catalog marker, written with the batch's DDL before the
-//! rows, records the table's end offset before the rows; at a later start
-//! the rows are re-appended only if that table has not moved past it (the
-//! crash fell between the two appends).
+//! rows, records where in the table its rows go (offset and count). A crash
+//! between the two appends leaves a marker whose rows are not in the table:
+//! the next session to open the data directory — before anything else can
+//! write the table — finds it so and deletes the marker, and the statement
+//! is applied at the next run of the file. A marker that stays means applied.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -60,7 +62,7 @@ enum Effect {
     CatalogDelete { name: String },
     CreateTopic { topic: String, spec: TopicSpec },
     DeleteTopic { topic: String },
-    TableWrite { topic: String, records: Vec<TopicRecord>, marker: Option<String> },
+    TableWrite { topic: String, records: Vec<TopicRecord> },
 }
 
 /// The rows of a table as DML sees them: key bytes → row.
@@ -138,6 +140,29 @@ impl Session {
             let object =
                 self.object_of(statement).map_err(|e| Error::Catalog { offset, message: format!("{key}: {e}") })?;
             self.catalog.objects.insert(object.name.clone(), object);
+        }
+        self.drop_cut_markers()
+    }
+
+    /// Deletes the markers whose rows a crash kept out of their table (see
+    /// the module docs): its end is short of them, or it is gone.
+    fn drop_cut_markers(&mut self) -> Result<()> {
+        let mut cut = Vec::new();
+        for (key, marker) in &self.markers {
+            let topic = marker["topic"].as_str().unwrap_or_default();
+            let offset = marker["offset"].as_u64().unwrap_or(0);
+            // Markers without a count come from statements that wrote rows.
+            let records = marker["records"].as_u64().unwrap_or(1);
+            let end = if self.topics.exists(topic) { self.topics.end_offset(topic, 0)? } else { 0 };
+            if records > 0 && end < offset + records {
+                cut.push(key.clone());
+            }
+        }
+        let tombstones =
+            cut.iter().map(|key| TopicRecord { key: Some(key.clone().into_bytes()), value: None, headers: vec![] });
+        self.topics.append(CATALOG_TOPIC, tombstones.collect())?;
+        for key in cut {
+            self.markers.remove(&key);
         }
         Ok(())
     }
@@ -286,18 +311,10 @@ impl Session {
                 None
             };
             if let Some(marker) = &marker
-                && let Some(done) = self.markers.get(marker)
+                && self.markers.contains_key(marker)
             {
-                let topic = done["topic"].as_str().unwrap_or_default().to_owned();
-                let start = done["offset"].as_u64().unwrap_or(0);
-                let end = match table_ends.get(&topic) {
-                    Some(end) => *end,
-                    None => self.topics.end_offset(&topic, 0).unwrap_or(0),
-                };
-                if end > start {
-                    outcomes.push(Outcome { tag: format!("{} (already applied)", statement_tag(parsed)) });
-                    continue;
-                }
+                outcomes.push(Outcome { tag: format!("{} (already applied)", statement_tag(parsed)) });
+                continue;
             }
             let outcome = self.plan(parsed, &mut working, &mut tables, &mut effects, marker, &mut table_ends)?;
             outcomes.push(outcome);
@@ -603,10 +620,10 @@ impl Session {
         let start = self.next_rowid(object, table_ends)?;
         table_ends.insert(topic.clone(), start + records.len() as u64);
         if let Some(marker) = &marker {
-            let value = serde_json::json!({ "topic": topic, "offset": start }).to_string();
+            let value = serde_json::json!({ "topic": topic, "offset": start, "records": records.len() }).to_string();
             effects.push(Effect::CatalogPut { name: marker.clone(), definition: value });
         }
-        effects.push(Effect::TableWrite { topic: topic.clone(), records, marker });
+        effects.push(Effect::TableWrite { topic: topic.clone(), records });
         Ok(())
     }
 
@@ -843,12 +860,9 @@ impl Session {
                     self.topics.ensure(&topic, spec)?;
                 }
                 Effect::DeleteTopic { topic } => self.topics.delete(&topic)?,
-                Effect::TableWrite { topic, records, marker } => {
+                Effect::TableWrite { topic, records } => {
                     self.topics.ensure(&topic, TopicSpec { partitions: 1, compacted: true })?;
                     self.topics.append(&topic, records)?;
-                    if let Some(marker) = marker {
-                        self.markers.insert(marker, serde_json::Value::Null);
-                    }
                 }
                 Effect::CatalogPut { name, definition } if name.starts_with("applied/") => {
                     self.markers.insert(name, serde_json::from_str(&definition).unwrap_or_default());

@@ -313,6 +313,68 @@ fn a_replaced_view_is_built_anew() -> TestResult {
     Ok(())
 }
 
+/// The rows of table `t` (column `a`), through a view.
+fn table_rows(dir: &Path) -> TestResult<Vec<i64>> {
+    let mut session = Session::open(dir)?;
+    session.execute("CREATE MATERIALIZED VIEW IF NOT EXISTS all_t AS SELECT a FROM t", None, false)?;
+    let views = session.compile()?;
+    drop(session);
+    millpond_sql::run(RuntimeConfig::new(dir).epoch_interval_ms(20).stop_when_caught_up(true), views)?;
+    let mut rows = Vec::new();
+    for (row, n) in millpond_dataflow::read_view(dir, "all_t")?.rows {
+        rows.extend(std::iter::repeat_n(row["a"].as_i64().expect("an integer"), n as usize));
+    }
+    rows.sort_unstable();
+    Ok(rows)
+}
+
+/// A file's INSERT, UPDATE and DELETE apply once per data directory, also
+/// when other statements change the table in between: a DELETE that
+/// deleted nothing is not applied again to rows inserted since.
+#[test]
+fn file_statements_apply_once() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let file = "CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2); DELETE FROM t WHERE a = 9; UPDATE t SET a = a + 10 WHERE a = 8";
+    Session::open(dir.path())?.execute(file, Some("f.sql"), true)?;
+    assert_eq!(table_rows(dir.path())?, vec![1, 2]);
+    Session::open(dir.path())?.execute("INSERT INTO t VALUES (9), (8)", None, false)?;
+    let outcomes = Session::open(dir.path())?.execute(file, Some("f.sql"), true)?;
+    assert!(outcomes.iter().filter(|o| o.tag.contains("already applied")).count() == 3, "{outcomes:?}");
+    assert_eq!(table_rows(dir.path())?, vec![1, 2, 8, 9]);
+    Ok(())
+}
+
+/// A crash between a file's catalog append (with its statement's marker)
+/// and the statement's rows: the next run applies the statement, also when
+/// another statement wrote the table in between.
+#[test]
+fn a_file_statement_cut_by_a_crash_is_applied_later() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    Session::open(dir.path())?.execute("CREATE TABLE t (a INT); INSERT INTO t VALUES (1)", None, false)?;
+    // What the crash left: the marker of `INSERT INTO t VALUES (2)` (named by
+    // an FNV-1a hash of the statement and its occurrence), none of its rows.
+    let statement = "INSERT INTO t VALUES (2)";
+    let hash = statement.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    let topics = Topics::open(dir.path())?;
+    let end = topics.end_offset("table.t", 0)?;
+    topics.append(
+        millpond_sql::CATALOG_TOPIC,
+        vec![TopicRecord {
+            key: Some(format!("applied/{hash:016x}/1").into_bytes()),
+            value: Some(format!(r#"{{"topic":"table.t","offset":{end},"records":1}}"#).into_bytes()),
+            headers: vec![],
+        }],
+    )?;
+    drop(topics);
+    Session::open(dir.path())?.execute("INSERT INTO t VALUES (3)", None, false)?;
+    Session::open(dir.path())?.execute(statement, Some("f.sql"), true)?;
+    assert_eq!(table_rows(dir.path())?, vec![1, 2, 3]);
+    // Applied now: not again.
+    Session::open(dir.path())?.execute(statement, Some("f.sql"), true)?;
+    assert_eq!(table_rows(dir.path())?, vec![1, 2, 3]);
+    Ok(())
+}
+
 #[test]
 fn the_corpus_parses() {
     let entries = parse_corpus("# c\nq1: SELECT 1\n  + 2\nsqlite: SELECT 3\n  AS x\nview v: SELECT 4\n");
