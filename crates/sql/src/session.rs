@@ -878,12 +878,20 @@ impl Session {
         let mut views = Vec::new();
         for object in self.catalog.objects.values() {
             if let ObjectKind::View { materialized: true, .. } = object.kind {
-                let (rel, columns) = bind_view(&self.catalog, object, None)?;
+                let (rel, columns, dependencies) = bind_view(&self.catalog, object, None)?;
+                // The view's plan depends on its definition and on those of the
+                // objects it reads (a replaced view, table or source changes it):
+                // a new fingerprint, so its operators start over.
+                let mut definitions = object.definition.clone();
+                for dependency in &dependencies {
+                    let definition = self.catalog.get(dependency).map_or("", |o| o.definition.as_str());
+                    definitions.push_str(&format!("\0{dependency}\0{definition}"));
+                }
                 views.push(CompiledView {
                     name: object.name.clone(),
                     columns,
                     rel,
-                    fingerprint: fnv64(object.definition.as_bytes()),
+                    fingerprint: fnv64(definitions.as_bytes()),
                 });
             }
         }
@@ -1015,12 +1023,12 @@ fn view_object(create: &ast::CreateView, at: &Location) -> Result<Object> {
     })
 }
 
-/// Binds a view's query: its plan and output columns.
-fn bind_view(
-    catalog: &Catalog,
-    object: &Object,
-    at: Option<&Location>,
-) -> Result<(crate::plan::Rel, Vec<(String, Type)>)> {
+/// A bound view: its plan, output columns and the catalog objects it reads
+/// (through views too).
+type BoundView = (crate::plan::Rel, Vec<(String, Type)>, BTreeSet<String>);
+
+/// Binds a view's query.
+fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location>) -> Result<BoundView> {
     let ObjectKind::View { query, .. } = &object.kind else { unreachable!("a view") };
     let location = at.cloned().unwrap_or_default();
     let mut binder = Binder::new(catalog, location.file.clone(), location);
@@ -1033,7 +1041,7 @@ fn bind_view(
         return Err(Error::sql(at.cloned().unwrap_or_default(), format!("view \"{}\" reads itself", object.name)));
     }
     let columns = bound.scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
-    Ok((bound.rel, columns))
+    Ok((bound.rel, columns, binder.dependencies))
 }
 
 fn table_scope(object: &Object) -> Scope {

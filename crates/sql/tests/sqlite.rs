@@ -253,6 +253,295 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
     Ok(Outcome { failures, compared, nonempty })
 }
 
+/// Random expressions, written for both engines: (ours, SQLite's).
+struct Expressions<'r> {
+    rng: &'r mut Rng,
+}
+
+type Pair = (String, String);
+
+fn same(text: String) -> Pair {
+    (text.clone(), text)
+}
+
+impl Expressions<'_> {
+    fn leaf_int(&mut self) -> Pair {
+        let r = &mut self.rng;
+        same(match r.below(25) {
+            0 => "NULL".into(),
+            1..=7 => "a".into(),
+            8..=13 => "b".into(),
+            14..=16 => "(id % 7)".into(),
+            _ => format!("({})", r.range(-5, 20)),
+        })
+    }
+    fn int(&mut self, depth: u32) -> Pair {
+        if depth == 0 || self.rng.chance(25) {
+            return self.leaf_int();
+        }
+        let d = depth - 1;
+        match self.rng.below(12) {
+            0..=3 => {
+                let op = ["+", "-", "*", "/", "%"][self.rng.below(5) as usize];
+                let (x, y) = (self.int(d), self.int(d));
+                (format!("({} {op} {})", x.0, y.0), format!("({} {op} {})", x.1, y.1))
+            }
+            4 => {
+                let x = self.int(d);
+                (format!("(-{})", x.0), format!("(-{})", x.1))
+            }
+            5 => {
+                let x = self.int(d);
+                (format!("abs({})", x.0), format!("abs({})", x.1))
+            }
+            6 => {
+                let (c, x, y) = (self.boolean(d), self.int(d), self.int(d));
+                if self.rng.chance(30) {
+                    (format!("CASE WHEN {} THEN {} END", c.0, x.0), format!("CASE WHEN {} THEN {} END", c.1, x.1))
+                } else {
+                    (
+                        format!("CASE WHEN {} THEN {} ELSE {} END", c.0, x.0, y.0),
+                        format!("CASE WHEN {} THEN {} ELSE {} END", c.1, x.1, y.1),
+                    )
+                }
+            }
+            7 => {
+                let (x, y, z) = (self.int(d), self.int(d), self.int(d));
+                let (k1, k2) = (self.rng.range(-2, 5), self.rng.range(-2, 5));
+                (
+                    format!("CASE {} WHEN {k1} THEN {} WHEN {k2} THEN {} ELSE 0 END", x.0, y.0, z.0),
+                    format!("CASE {} WHEN {k1} THEN {} WHEN {k2} THEN {} ELSE 0 END", x.1, y.1, z.1),
+                )
+            }
+            8 => {
+                let (x, y) = (self.int(d), self.int(d));
+                (format!("COALESCE({}, {})", x.0, y.0), format!("COALESCE({}, {})", x.1, y.1))
+            }
+            9 => {
+                let (x, y) = (self.int(d), self.int(d));
+                (format!("NULLIF({}, {})", x.0, y.0), format!("NULLIF({}, {})", x.1, y.1))
+            }
+            10 => {
+                let t = self.text(d);
+                (format!("length({})", t.0), format!("length({})", t.1))
+            }
+            _ => {
+                let (t, u) = (self.text(d), self.text(d));
+                (format!("strpos({}, {})", t.0, u.0), format!("instr({}, {})", t.1, u.1))
+            }
+        }
+    }
+    fn boolean(&mut self, depth: u32) -> Pair {
+        let cmp = ["=", "<>", "<", "<=", ">", ">="][self.rng.below(6) as usize];
+        if depth == 0 || self.rng.chance(20) {
+            return match self.rng.below(8) {
+                0 => same(["TRUE", "FALSE", "NULL"][self.rng.below(3) as usize].into()),
+                1 => {
+                    let x = self.leaf_int();
+                    (format!("({} IS NULL)", x.0), format!("({} IS NULL)", x.1))
+                }
+                _ => {
+                    let (x, y) = (self.leaf_int(), self.leaf_int());
+                    (format!("({} {cmp} {})", x.0, y.0), format!("({} {cmp} {})", x.1, y.1))
+                }
+            };
+        }
+        let d = depth - 1;
+        match self.rng.below(11) {
+            0 | 1 => {
+                let op = ["AND", "OR"][self.rng.below(2) as usize];
+                let (x, y) = (self.boolean(d), self.boolean(d));
+                (format!("({} {op} {})", x.0, y.0), format!("({} {op} {})", x.1, y.1))
+            }
+            2 => {
+                let x = self.boolean(d);
+                (format!("(NOT {})", x.0), format!("(NOT {})", x.1))
+            }
+            3 => {
+                let (x, y) = (self.int(d), self.int(d));
+                (format!("({} {cmp} {})", x.0, y.0), format!("({} {cmp} {})", x.1, y.1))
+            }
+            4 => {
+                let (x, y) = (self.text(d), self.text(d));
+                (format!("({} {cmp} {})", x.0, y.0), format!("({} {cmp} {})", x.1, y.1))
+            }
+            5 => {
+                let (x, lo, hi) = (self.int(d), self.int(d), self.int(d));
+                let not = if self.rng.chance(30) { "NOT " } else { "" };
+                (
+                    format!("({} {not}BETWEEN {} AND {})", x.0, lo.0, hi.0),
+                    format!("({} {not}BETWEEN {} AND {})", x.1, lo.1, hi.1),
+                )
+            }
+            6 => {
+                let x = self.int(d);
+                let items: Vec<String> = (0..self.rng.range(1, 4))
+                    .map(|_| if self.rng.chance(15) { "NULL".into() } else { self.rng.range(-3, 30).to_string() })
+                    .collect();
+                let not = if self.rng.chance(30) { "NOT " } else { "" };
+                let list = items.join(", ");
+                (format!("({} {not}IN ({list}))", x.0), format!("({} {not}IN ({list}))", x.1))
+            }
+            7 => {
+                let x = self.boolean(d);
+                let test = ["IS TRUE", "IS FALSE", "IS NOT TRUE", "IS NOT FALSE"][self.rng.below(4) as usize];
+                (format!("({} {test})", x.0), format!("({} {test})", x.1))
+            }
+            8 => {
+                let (x, y) = (self.int(d), self.int(d));
+                let not = if self.rng.chance(50) { "NOT " } else { "" };
+                (format!("({} IS {not}DISTINCT FROM {})", x.0, y.0), format!("({} IS {not}DISTINCT FROM {})", x.1, y.1))
+            }
+            9 => {
+                let t = self.text(d);
+                let pattern =
+                    ["'a%'", "'%an%'", "'_pple'", "'%'", "''", "'%e'", "'A%'", "'x_y'"][self.rng.below(8) as usize];
+                let not = if self.rng.chance(30) { "NOT " } else { "" };
+                (format!("({} {not}LIKE {pattern})", t.0), format!("({} {not}LIKE {pattern})", t.1))
+            }
+            _ => {
+                let (x, y) = (self.boolean(d), self.boolean(d));
+                (format!("({} = {})", x.0, y.0), format!("({} = {})", x.1, y.1))
+            }
+        }
+    }
+    fn text(&mut self, depth: u32) -> Pair {
+        if depth == 0 || self.rng.chance(30) {
+            return same(match self.rng.below(10) {
+                0 => "NULL".into(),
+                1..=5 => "s".into(),
+                _ => format!("'{}'", self.rng.pick(WORDS)),
+            });
+        }
+        let d = depth - 1;
+        match self.rng.below(9) {
+            0 | 1 => {
+                let (x, y) = (self.text(d), self.text(d));
+                (format!("({} || {})", x.0, y.0), format!("({} || {})", x.1, y.1))
+            }
+            2 => {
+                let x = self.text(d);
+                let f = ["lower", "upper", "trim", "ltrim", "rtrim"][self.rng.below(5) as usize];
+                (format!("{f}({})", x.0), format!("{f}({})", x.1))
+            }
+            3 => {
+                let x = self.text(d);
+                let (start, length) = (self.rng.range(1, 4), self.rng.range(0, 4));
+                (format!("substring({}, {start}, {length})", x.0), format!("substr({}, {start}, {length})", x.1))
+            }
+            4 => {
+                let x = self.text(d);
+                let from = ["'a'", "'an'", "'p'", "' '", "'A'"][self.rng.below(5) as usize];
+                (format!("replace({}, {from}, 'xy')", x.0), format!("replace({}, {from}, 'xy')", x.1))
+            }
+            5 => {
+                let (x, y) = (self.text(d), self.text(d));
+                (format!("COALESCE({}, {})", x.0, y.0), format!("COALESCE({}, {})", x.1, y.1))
+            }
+            6 => {
+                let (c, x, y) = (self.boolean(d), self.text(d), self.text(d));
+                (
+                    format!("CASE WHEN {} THEN {} ELSE {} END", c.0, x.0, y.0),
+                    format!("CASE WHEN {} THEN {} ELSE {} END", c.1, x.1, y.1),
+                )
+            }
+            7 => {
+                let x = self.int(d);
+                (format!("CAST({} AS TEXT)", x.0), format!("CAST({} AS TEXT)", x.1))
+            }
+            _ => {
+                let (x, y) = (self.text(d), self.text(d));
+                (format!("NULLIF({}, {})", x.0, y.0), format!("NULLIF({}, {})", x.1, y.1))
+            }
+        }
+    }
+
+    /// A query over t1 using random expressions: a projection, a filter or a grouping.
+    fn query(&mut self) -> Pair {
+        let depth = self.rng.range(1, 4) as u32;
+        match self.rng.below(4) {
+            0 | 1 => {
+                let (i, b, t) = (self.int(depth), self.boolean(depth), self.text(depth));
+                (
+                    format!("SELECT id, {} AS i, {} AS b, {} AS t FROM t1", i.0, b.0, t.0),
+                    format!("SELECT id, {}, {}, {} FROM t1", i.1, b.1, t.1),
+                )
+            }
+            2 => {
+                let b = self.boolean(depth);
+                (format!("SELECT id, a, s FROM t1 WHERE {}", b.0), format!("SELECT id, a, s FROM t1 WHERE {}", b.1))
+            }
+            _ => {
+                let (g, x) = (self.int(depth), self.int(depth));
+                (
+                    format!(
+                        "SELECT {} AS g, COUNT(*) AS n, SUM({}) AS s, MIN({}) AS m FROM t1 GROUP BY 1",
+                        g.0, x.0, x.0
+                    ),
+                    format!("SELECT {}, COUNT(*), SUM({}), MIN({}) FROM t1 GROUP BY 1", g.1, x.1, x.1),
+                )
+            }
+        }
+    }
+}
+
+/// Random expressions (integer, boolean and text, with NULLs everywhere)
+/// as views over t1, compared with SQLite after a first load and after
+/// updates and deletes.
+#[test]
+fn random_expressions_match_sqlite() -> TestResult {
+    let mut failures = Vec::new();
+    for seed in seeds() {
+        let dir = tempfile::tempdir()?;
+        let dir = dir.path();
+        let sqlite = Connection::open_in_memory()?;
+        sqlite.execute_batch(SQLITE_SCHEMA)?;
+        let mut generator = Generator::new(seed);
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let queries: Vec<Pair> = (0..150).map(|_| Expressions { rng: &mut rng }.query()).collect();
+        let mut compared = 0;
+        for number in 0..2 {
+            let phase = generator.phase(number);
+            append(dir, &phase)?;
+            apply_sqlite(&sqlite, &phase)?;
+            let mut session = Session::open(dir)?;
+            if number == 0 {
+                session.execute(OUR_SCHEMA, None, false)?;
+                for (i, (ours, _)) in queries.iter().enumerate() {
+                    session
+                        .execute(&format!("CREATE MATERIALIZED VIEW x{i} AS {ours}"), None, false)
+                        .map_err(|e| format!("ours refuses {ours}: {e}"))?;
+                }
+            }
+            for statement in &phase.dml {
+                session.execute(statement, None, false)?;
+            }
+            let views = session.compile()?;
+            drop(session);
+            let columns: BTreeMap<String, Vec<(String, Type)>> =
+                views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
+            millpond_sql::run(RuntimeConfig::new(dir).epoch_interval_ms(20).stop_when_caught_up(true), views)?;
+            for (i, (ours, theirs)) in queries.iter().enumerate() {
+                let name = format!("x{i}");
+                let (expected, _) = sqlite_rows(&sqlite, theirs).map_err(|e| format!("{theirs}: {e}"))?;
+                let actual = our_rows(dir, &name, &columns[&name])?;
+                compared += 1;
+                if let Some(difference) = compare(&actual, &expected) {
+                    failures.push(format!(
+                        "seed {seed} phase {number}:\n  ours:   {ours}\n  SQLite: {theirs}\n{difference}"
+                    ));
+                }
+            }
+        }
+        assert_eq!(compared, 300);
+    }
+    for failure in &failures {
+        eprintln!("{failure}");
+    }
+    assert!(failures.is_empty(), "{} random expressions differ from SQLite (printed above)", failures.len());
+    Ok(())
+}
+
 fn seeds() -> Vec<u64> {
     match std::env::var("MILLPOND_SQL_SEEDS") {
         Ok(text) if text.contains(',') => text.split(',').map(|s| s.trim().parse().expect("a seed")).collect(),
@@ -310,6 +599,50 @@ fn a_replaced_view_is_built_anew() -> TestResult {
     assert_eq!(rows, vec![(serde_json::json!({"s": 6}), 1)]);
     let rows = run("DELETE FROM t WHERE a = 1")?;
     assert_eq!(rows, vec![(serde_json::json!({"s": 5}), 1)]);
+    Ok(())
+}
+
+/// A view over a view that is replaced (plain or materialized), or over a
+/// source replaced with other columns, computes with the new definitions
+/// only: its state was built with the old ones.
+#[test]
+fn a_view_over_a_replaced_definition_is_built_anew() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let run = |sql: &str, names: &[&str]| -> TestResult<BTreeMap<String, Vec<serde_json::Value>>> {
+        let mut session = Session::open(dir.path())?;
+        session.execute(sql, None, false)?;
+        let views = session.compile()?;
+        drop(session);
+        millpond_sql::run(RuntimeConfig::new(dir.path()).epoch_interval_ms(20).stop_when_caught_up(true), views)?;
+        let mut out = BTreeMap::new();
+        for name in names {
+            let mut rows: Vec<serde_json::Value> = Vec::new();
+            for (row, n) in millpond_dataflow::read_view(dir.path(), name)?.rows {
+                rows.extend(std::iter::repeat_n(row, n as usize));
+            }
+            rows.sort_by_key(|r| r.to_string());
+            out.insert(name.to_string(), rows);
+        }
+        Ok(out)
+    };
+    let rows = run(
+        "CREATE TABLE t (k INT, a INT); INSERT INTO t VALUES (1, 5), (1, 20), (2, 40);
+        CREATE VIEW big AS SELECT k, a FROM t WHERE a > 10;
+        CREATE MATERIALIZED VIEW total AS SELECT k, SUM(a) AS s FROM t GROUP BY k;
+        CREATE MATERIALIZED VIEW big_total AS SELECT k, SUM(a) AS s FROM big GROUP BY k",
+        &["total", "big_total"],
+    )?;
+    assert_eq!(rows["big_total"], vec![serde_json::json!({"k": 1, "s": 20}), serde_json::json!({"k": 2, "s": 40})]);
+    let rows = run(
+        "CREATE OR REPLACE VIEW big AS SELECT k, a FROM t WHERE a > 30; INSERT INTO t VALUES (1, 50)",
+        &["big_total"],
+    )?;
+    assert_eq!(rows["big_total"], vec![serde_json::json!({"k": 1, "s": 50}), serde_json::json!({"k": 2, "s": 40})]);
+    // The table again, its columns swapped: the rows the view keeps (to
+    // retract them when they change) have the new layout.
+    let rows =
+        run("DROP VIEW big CASCADE; CREATE OR REPLACE TABLE t (a INT, k INT); DELETE FROM t WHERE a = 5", &["total"])?;
+    assert_eq!(rows["total"], vec![serde_json::json!({"k": 1, "s": 70}), serde_json::json!({"k": 2, "s": 40})]);
     Ok(())
 }
 
