@@ -30,7 +30,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-const STATE_LAYOUT_VERSION: u64 = 2;
+const STATE_LAYOUT_VERSION: u64 = 3;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -233,10 +233,15 @@ pub(crate) fn width(rel: &Rel) -> usize {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Tuple {
     One(Value),
-    Many(Row),
+    /// Boxed, not a `Vec`: with no capacity field it fits beside `One`'s
+    /// tag, and a tuple is as small as a value (24 bytes).
+    Many(Box<[Value]>),
 }
 
 const NULL: Value = Value::Null;
+
+// Keys and arguments travel through every stage and sort: keep them small.
+const _: () = assert!(std::mem::size_of::<Tuple>() == 24);
 
 /// Hashes only the values (which worker owns a key): equal tuples hash equally.
 impl std::hash::Hash for Tuple {
@@ -252,7 +257,7 @@ impl Tuple {
     fn eval(exprs: &[Expr], row: &[Value]) -> Tuple {
         match exprs {
             [expr] => Tuple::One(eval(expr, row)),
-            exprs => Tuple::Many(eval_all(exprs, row)),
+            exprs => Tuple::Many(exprs.iter().map(|e| eval(e, row)).collect()),
         }
     }
     fn get(&self, index: usize) -> &Value {
@@ -271,7 +276,7 @@ impl Tuple {
     fn into_row(self) -> Row {
         match self {
             Tuple::One(value) => vec![value],
-            Tuple::Many(values) => values,
+            Tuple::Many(values) => values.into_vec(),
         }
     }
 }
@@ -365,8 +370,10 @@ impl<'s> Renderer<'s, '_> {
         let reader = self.reader_name(&topic);
         let wanted: Rc<[bool]> = self.demanded.get(&topic).cloned().unwrap_or_default().into();
         let columns: Rc<[(String, Type)]> = columns.to_vec().into();
+        let filters = stages.iter().any(|s| matches!(s, Stage::Filter(_)));
         let scratch = std::cell::RefCell::new(Row::new());
-        let decode = move |record: &RecordView<'_>| -> Result<Option<T>, String> {
+        // Applies the stages to a decoded row: `None` when a filter drops it.
+        let apply = move |record: &RecordView<'_>| -> Result<Option<T>, String> {
             let Some(value) = record.value else {
                 return Err("the record has no value (a tombstone in an append-only source)".to_owned());
             };
@@ -386,7 +393,13 @@ impl<'s> Renderer<'s, '_> {
             }
             Ok(Some(finish(projected.as_deref().unwrap_or(&row))))
         };
-        self.job.source_named(&reader, &topic, decode).flat_map(|row: Option<T>| row)
+        if filters {
+            self.job.source_named(&reader, &topic, apply).flat_map(|row: Option<T>| row)
+        } else {
+            // Every record yields a row: no Option layer, no extra pass over the data.
+            let decode = move |record: &RecordView<'_>| Ok(apply(record)?.expect("only a filter drops a row"));
+            self.job.source_named(&reader, &topic, decode)
+        }
     }
 
     fn unit(&mut self) -> Collection<'s, Row> {
@@ -676,6 +689,9 @@ enum Accumulator {
     },
     /// The multiset of non-NULL values: MIN, MAX, COUNT(DISTINCT).
     Values(BTreeMap<Value, i64>),
+    /// The same for integer-like values, kept as `i64` (smaller state, faster
+    /// updates): see [`int_key`].
+    IntValues(BTreeMap<i64, i64>),
 }
 
 impl Accumulator {
@@ -688,7 +704,46 @@ impl Accumulator {
                 *fixed == 0 && *count == 0 && *nan == 0 && *positive_infinity == 0 && *negative_infinity == 0
             }
             Accumulator::Values(values) => values.is_empty(),
+            Accumulator::IntValues(values) => values.is_empty(),
         }
+    }
+}
+
+/// Adds `diff` copies of `value` to a multiset, removing it at zero.
+fn add_to_multiset<T: Ord>(values: &mut BTreeMap<T, i64>, value: T, diff: i64) {
+    use std::collections::btree_map::Entry;
+    match values.entry(value) {
+        Entry::Occupied(mut entry) => {
+            *entry.get_mut() += diff;
+            if *entry.get() == 0 {
+                entry.remove();
+            }
+        }
+        Entry::Vacant(entry) => {
+            if diff != 0 {
+                entry.insert(diff);
+            }
+        }
+    }
+}
+
+/// An integer-like value as its `i64` (a BIGINT, TIMESTAMP, INTERVAL or DATE
+/// column holds only one of them, so the variant is known from the type).
+fn int_key(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(i) | Value::Timestamp(i) | Value::Interval(i) => Some(*i),
+        Value::Date(d) => Some(*d as i64),
+        _ => None,
+    }
+}
+
+/// The value of type `ty` that [`int_key`] made `key`.
+fn from_int_key(ty: Type, key: i64) -> Value {
+    match ty {
+        Type::Timestamp => Value::Timestamp(key),
+        Type::Interval => Value::Interval(key),
+        Type::Date => Value::Date(key as i32),
+        _ => Value::Int(key),
     }
 }
 
@@ -710,18 +765,24 @@ impl Aggregate<Tuple> for SqlAggregates {
             match call.func {
                 AggregateFunction::CountRows => bump_count(acc, diff64),
                 AggregateFunction::Count if !call.distinct => bump_count(acc, diff64),
-                AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => {
-                    if !matches!(acc, Accumulator::Values(_)) {
-                        *acc = Accumulator::Values(BTreeMap::new());
-                    }
-                    if let Accumulator::Values(values) = acc {
-                        let entry = values.entry(value.clone()).or_insert(0);
-                        *entry += diff64;
-                        if *entry == 0 {
-                            values.remove(value);
+                AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => match int_key(value) {
+                    Some(key) => {
+                        if !matches!(acc, Accumulator::IntValues(_)) {
+                            *acc = Accumulator::IntValues(BTreeMap::new());
+                        }
+                        if let Accumulator::IntValues(values) = acc {
+                            add_to_multiset(values, key, diff64);
                         }
                     }
-                }
+                    None => {
+                        if !matches!(acc, Accumulator::Values(_)) {
+                            *acc = Accumulator::Values(BTreeMap::new());
+                        }
+                        if let Accumulator::Values(values) = acc {
+                            add_to_multiset(values, value.clone(), diff64);
+                        }
+                    }
+                },
                 AggregateFunction::Sum | AggregateFunction::Avg => match value {
                     Value::Double(x) => add_float(acc, x.0, diff64),
                     other => {
@@ -787,6 +848,13 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
     match (call.func, acc) {
         (AggregateFunction::CountRows | AggregateFunction::Count, Accumulator::Count(c)) => Value::Int(*c),
         (AggregateFunction::Count, Accumulator::Values(values)) => Value::Int(values.len() as i64),
+        (AggregateFunction::Count, Accumulator::IntValues(values)) => Value::Int(values.len() as i64),
+        (AggregateFunction::Min, Accumulator::IntValues(values)) => {
+            values.iter().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| from_int_key(call.arg_type, *v))
+        }
+        (AggregateFunction::Max, Accumulator::IntValues(values)) => {
+            values.iter().rev().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| from_int_key(call.arg_type, *v))
+        }
         (AggregateFunction::CountRows | AggregateFunction::Count, _) => Value::Int(0),
         (AggregateFunction::Min, Accumulator::Values(values)) => {
             values.iter().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())

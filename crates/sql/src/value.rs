@@ -115,7 +115,7 @@ impl fmt::Display for Type {
 }
 
 /// One SQL value. Variant order matters: `Null` sorts first.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Value {
     Null,
     Bool(bool),
@@ -156,6 +156,24 @@ impl From<i128> for Dec {
 // Rows are vectors of values: their size is what every row and every key
 // costs in memory and in the operators' sorts.
 const _: () = assert!(std::mem::size_of::<Value>() == 24);
+
+/// Hashes the payload alone (one hasher write for a number, where the
+/// derived hash writes the variant too): keys are hashed once per record to
+/// pick their worker. Values of different variants may collide, never two
+/// equal values differ.
+impl std::hash::Hash for Value {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            Value::Null => state.write_u8(0),
+            Value::Bool(b) => state.write_u8(*b as u8 + 1),
+            Value::Int(i) | Value::Timestamp(i) | Value::Interval(i) => state.write_i64(*i),
+            Value::Double(d) => d.hash(state),
+            Value::Decimal(d) => d.hash(state),
+            Value::Text(t) => t.hash(state),
+            Value::Date(d) => state.write_i32(*d),
+        }
+    }
+}
 
 /// A row: one value per column.
 pub type Row = Vec<Value>;
