@@ -61,7 +61,6 @@ enum Effect {
     CatalogPut { name: String, definition: String },
     CatalogDelete { name: String },
     CreateTopic { topic: String, spec: TopicSpec },
-    DeleteTopic { topic: String },
     TableWrite { topic: String, records: Vec<TopicRecord> },
 }
 
@@ -351,7 +350,8 @@ impl Session {
             }
             Stmt::DropSource { name, if_exists, cascade } => {
                 let name_at = span_location(at, name.span);
-                self.drop(working, &normalize(name), "source", *if_exists, *cascade, &name_at, effects)
+                let name = normalize(name);
+                self.drop(working, tables, table_ends, &name, "source", *if_exists, *cascade, &name_at, effects)
             }
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => {
@@ -390,6 +390,8 @@ impl Session {
                         let name_at = span_location(at, ident.span);
                         outcome = Some(self.drop(
                             working,
+                            tables,
+                            table_ends,
                             &normalize(ident),
                             kind,
                             *if_exists,
@@ -467,6 +469,8 @@ impl Session {
     fn drop(
         &self,
         working: &mut Catalog,
+        tables: &mut BTreeMap<String, TableRows>,
+        table_ends: &mut BTreeMap<String, u64>,
         name: &str,
         kind: &str,
         if_exists: bool,
@@ -515,8 +519,14 @@ impl Session {
         for gone in &doomed {
             let object = working.objects.remove(gone).expect("doomed objects exist");
             effects.push(Effect::CatalogDelete { name: gone.clone() });
-            if let ObjectKind::Table { topic, .. } = &object.kind {
-                effects.push(Effect::DeleteTopic { topic: topic.clone() });
+            if let ObjectKind::Table { .. } = &object.kind {
+                // Its rows are deleted and its topic kept: a table created again
+                // under the name continues its offsets, so the readers of views
+                // over it (created again too, they may resume) see the rows go.
+                let keys: Vec<Vec<u8>> = self.table_rows(tables, &object)?.keys().cloned().collect();
+                tables.remove(gone);
+                let records = keys.into_iter().map(|key| TopicRecord { key: Some(key), value: None, headers: vec![] });
+                self.write_table(&object, records.collect(), None, effects, table_ends)?;
             }
         }
         Ok(Outcome { tag: if doomed.len() > 1 { format!("{tag} (and {} dependents)", doomed.len() - 1) } else { tag } })
@@ -859,7 +869,6 @@ impl Session {
                 Effect::CreateTopic { topic, spec } => {
                     self.topics.ensure(&topic, spec)?;
                 }
-                Effect::DeleteTopic { topic } => self.topics.delete(&topic)?,
                 Effect::TableWrite { topic, records } => {
                     self.topics.ensure(&topic, TopicSpec { partitions: 1, compacted: true })?;
                     self.topics.append(&topic, records)?;

@@ -646,6 +646,27 @@ fn a_view_over_a_replaced_definition_is_built_anew() -> TestResult {
     Ok(())
 }
 
+/// A table dropped and created again, with a view over it dropped and
+/// created again with the same definition, between two runs: the view holds
+/// the new table's rows only.
+#[test]
+fn a_table_created_again_starts_empty_for_its_views() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    Session::open(dir.path())?.execute("CREATE TABLE t (a INT); INSERT INTO t VALUES (1), (2), (4)", None, false)?;
+    assert_eq!(table_rows(dir.path())?, vec![1, 2, 4]);
+    let sql = "DROP TABLE t CASCADE; CREATE TABLE t (a INT); INSERT INTO t VALUES (3)";
+    Session::open(dir.path())?.execute(sql, None, false)?;
+    assert_eq!(table_rows(dir.path())?, vec![3]);
+    Session::open(dir.path())?.execute("INSERT INTO t VALUES (5), (6), (7)", None, false)?;
+    assert_eq!(table_rows(dir.path())?, vec![3, 5, 6, 7]);
+    // In one batch: a table dropped starts empty for the statements after it.
+    let sql = "DROP TABLE t CASCADE; CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (5), (8);
+        DROP TABLE t; CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (8)";
+    Session::open(dir.path())?.execute(sql, None, false)?;
+    assert_eq!(table_rows(dir.path())?, vec![8]);
+    Ok(())
+}
+
 /// The rows of table `t` (column `a`), through a view.
 fn table_rows(dir: &Path) -> TestResult<Vec<i64>> {
     let mut session = Session::open(dir)?;
