@@ -100,28 +100,35 @@ fn ensure_input(dir: &Path, bids: u64) -> Result<()> {
 
 /// A fresh data directory whose `bid` topic shares the input's segment files.
 fn fresh_run_dir(input: &Path, run: &Path) -> Result<()> {
+    fresh_run_dir_with(input, run, &["bid"])
+}
+
+/// A fresh data directory holding `topics` of `input`: segment data (only
+/// ever read) is hard-linked, indexes (which may be rewritten) copied.
+pub(crate) fn fresh_run_dir_with(input: &Path, run: &Path, topics: &[&str]) -> Result<()> {
     if run.exists() {
         fs::remove_dir_all(run).with_context(|| format!("removing {}", run.display()))?;
     }
-    let source = input.join("topics").join("bid");
-    let target = run.join("topics").join("bid");
-    fs::create_dir_all(&target)?;
-    fs::copy(source.join("meta.json"), target.join("meta.json"))?;
-    for partition in fs::read_dir(&source)? {
-        let partition = partition?;
-        if !partition.file_type()?.is_dir() {
-            continue;
-        }
-        let to = target.join(partition.file_name());
-        fs::create_dir_all(&to)?;
-        for file in fs::read_dir(partition.path())? {
-            let file = file?;
-            let name = file.file_name();
-            // Segment data is only read: share it. Indexes may be rewritten: copy.
-            if name.to_string_lossy().ends_with(".log") {
-                fs::hard_link(file.path(), to.join(&name))?;
-            } else {
-                fs::copy(file.path(), to.join(&name))?;
+    for topic in topics {
+        let source = input.join("topics").join(topic);
+        let target = run.join("topics").join(topic);
+        fs::create_dir_all(&target)?;
+        fs::copy(source.join("meta.json"), target.join("meta.json"))?;
+        for partition in fs::read_dir(&source)? {
+            let partition = partition?;
+            if !partition.file_type()?.is_dir() {
+                continue;
+            }
+            let to = target.join(partition.file_name());
+            fs::create_dir_all(&to)?;
+            for file in fs::read_dir(partition.path())? {
+                let file = file?;
+                let name = file.file_name();
+                if name.to_string_lossy().ends_with(".log") {
+                    fs::hard_link(file.path(), to.join(&name))?;
+                } else {
+                    fs::copy(file.path(), to.join(&name))?;
+                }
             }
         }
     }

@@ -67,34 +67,7 @@ fn ensure_input(dir: &Path, events: u64) -> Result<()> {
 
 /// A fresh data directory sharing the input's (read-only) segment files.
 fn fresh_run_dir(input: &Path, run: &Path) -> Result<()> {
-    if run.exists() {
-        fs::remove_dir_all(run).with_context(|| format!("removing {}", run.display()))?;
-    }
-    for topic in TOPICS {
-        let source = input.join("topics").join(topic);
-        let target = run.join("topics").join(topic);
-        fs::create_dir_all(&target)?;
-        fs::copy(source.join("meta.json"), target.join("meta.json"))?;
-        for partition in fs::read_dir(&source)? {
-            let partition = partition?;
-            if !partition.file_type()?.is_dir() {
-                continue;
-            }
-            let to = target.join(partition.file_name());
-            fs::create_dir_all(&to)?;
-            for file in fs::read_dir(partition.path())? {
-                let file = file?;
-                let name = file.file_name();
-                if name.to_string_lossy().ends_with(".log") {
-                    fs::hard_link(file.path(), to.join(&name))?;
-                } else {
-                    fs::copy(file.path(), to.join(&name))?;
-                }
-            }
-        }
-    }
-    fs::write(run.join("clean-shutdown"), b"")?;
-    Ok(())
+    crate::bench_dataflow::fresh_run_dir_with(input, run, &TOPICS)
 }
 
 fn config(run: &Path, epoch_ms: u64) -> RuntimeConfig {

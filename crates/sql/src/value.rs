@@ -20,7 +20,9 @@ pub(crate) const DECIMAL_ONE: i128 = 10i128.pow(DECIMAL_SCALE);
 
 /// An `f64` with a total order (IEEE 754 `totalOrder`), so that a DOUBLE
 /// can be part of a key. `Value::double` makes -0.0 0.0 and every NaN one
-/// NaN first, so values SQL finds equal are equal here too.
+/// NaN first, so values SQL finds equal are equal here too. (The dataflow
+/// crate has the same type; this crate keeps its own so that its parser and
+/// decoder build without the dataflow crate, for the fuzz targets.)
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct OrderedF64(pub f64);
