@@ -371,6 +371,14 @@ sqlite: SELECT e.id, t1.id FROM e JOIN t1 ON strftime('%Y-%m-%d %H', e.ts) = str
 join_on_or: SELECT t2.x, t3.k FROM t2 JOIN t3 ON t2.k = t3.k OR t2.x = t3.w
 join_left_agg_right: SELECT t3.k, q.n FROM t3 LEFT JOIN (SELECT k, COUNT(*) AS n FROM u GROUP BY k) q ON t3.k = q.k
 join_full_where: SELECT t2.k AS a, t3.k AS b FROM t2 FULL JOIN t3 ON t2.k = t3.k WHERE t2.x IS NULL OR t3.name IS NULL
+join_comma_three: SELECT t2.x, t3.name, u.v FROM t2, t3, u WHERE t2.k = t3.k AND t3.k = u.k AND u.v > -20
+join_comma_mixed: SELECT e.id, t3.name FROM t3, e LEFT JOIN u ON e.k = u.k WHERE e.k = t3.k AND u.k IS NULL
+join_u_self: SELECT a.k, b.k AS k2 FROM u a JOIN u b ON a.v = b.v AND a.k < b.k
+join_right_where: SELECT t2.x, t3.k FROM t2 RIGHT JOIN t3 ON t2.k = t3.k WHERE t3.w > 10 OR t2.x IS NULL
+join_inner_on_filters: SELECT t2.x, t3.name FROM t2 JOIN t3 ON t2.k = t3.k AND t3.w > 10 AND t2.x < 50 AND 1 = 1
+join_full_coalesce_key: SELECT COALESCE(a.k, b.k) AS k, a.n, b.n AS m FROM (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k) a
+    FULL JOIN (SELECT k, COUNT(*) AS n FROM u GROUP BY k) b ON a.k = b.k
+union_all_same: SELECT k FROM u UNION ALL SELECT k FROM u UNION ALL SELECT v FROM u
 join_e_self_window: SELECT a.id, b.id AS bid FROM e a JOIN e b ON a.k = b.k AND a.cat = b.cat WHERE a.id < b.id AND a.amount = b.amount
 
 # --- Subqueries, UNION, DISTINCT -------------------------------------------------
