@@ -154,3 +154,40 @@ fn nexmark_generation_is_deterministic_and_resumable() {
     let bid: serde_json::Value = serde_json::from_str(bids[0]["value"].as_str().unwrap()).unwrap();
     assert_eq!(bids[0]["key"].as_str().unwrap(), bid["auction"].to_string(), "bids are keyed by auction");
 }
+
+#[test]
+fn consume_prints_partitions_in_order_raw_or_json_from_any_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t", "--partitions", "3"], "");
+    let input: String = (0..60).map(|i| format!("{{\"k\":\"key{i}\",\"n\":{i}}}\n")).collect();
+    ok(dir, &["produce", "t", "--key-field", "k"], &input);
+
+    // Without --follow: partition by partition, each in offset order.
+    let records = json_lines(&ok(dir, &["consume", "t"], ""));
+    assert_eq!(records.len(), 60);
+    let order: Vec<(u64, u64)> =
+        records.iter().map(|r| (r["partition"].as_u64().unwrap(), r["offset"].as_u64().unwrap())).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "partitions in order, offsets in order");
+    assert!(order.iter().any(|(p, _)| *p > 0), "the keys spread over partitions");
+
+    // Raw values, byte for byte, one per line.
+    let raw = ok(dir, &["consume", "t", "--format", "raw", "--partition", "0"], "");
+    let values: Vec<String> =
+        records.iter().filter(|r| r["partition"] == 0).map(|r| r["value"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(raw.lines().collect::<Vec<_>>(), values);
+
+    // --offset beginning | end | -N | N.
+    let p0 = values.len() as u64;
+    let from = |offset: &str| json_lines(&ok(dir, &["consume", "t", "--partition", "0", "--offset", offset], ""));
+    assert_eq!(from("beginning").len() as u64, p0);
+    assert!(from("end").is_empty());
+    let last_two = from("-2");
+    assert_eq!(last_two.iter().map(|r| r["offset"].as_u64().unwrap()).collect::<Vec<_>>(), [p0 - 2, p0 - 1]);
+    assert_eq!(from(&format!("-{}", p0 + 10)).len() as u64, p0, "never before the log start");
+    assert_eq!(from("1").len() as u64, p0 - 1);
+    let error = fails(dir, &["consume", "t", "--offset", "middle"], "");
+    assert!(error.contains("'middle' is not beginning, end, -N or an offset"), "{error}");
+}

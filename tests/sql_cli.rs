@@ -80,3 +80,179 @@ fn sql_views_read_subscribe_and_change() {
     ok(dir, &["run", file, "--until-caught-up", "--epoch-ms", "50"]);
     assert_eq!(lines(&ok(dir, &["view", "read", "totals"])).len(), 2, "the failed batch inserted nothing");
 }
+
+#[test]
+fn a_row_held_twice_prints_twice_and_no_column_name_collides_with_ours() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let file = dir.join("bag.sql");
+    std::fs::write(
+        &file,
+        "CREATE TABLE t (a INT, _multiplicity INT, count INT, row TEXT);
+         INSERT INTO t VALUES (1, 5, 7, 'r'), (1, 5, 7, 'r'), (2, 1, 1, 's');
+         CREATE MATERIALIZED VIEW bag AS SELECT a, _multiplicity, count, row FROM t;",
+    )
+    .unwrap();
+    ok(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
+    let held = json!({"a": 1, "_multiplicity": 5, "count": 7, "row": "r"});
+    let once = json!({"a": 2, "_multiplicity": 1, "count": 1, "row": "s"});
+    assert_eq!(lines(&ok(dir, &["view", "read", "bag"])), [held.clone(), held.clone(), once.clone()]);
+    assert_eq!(
+        lines(&ok(dir, &["view", "read", "bag", "--counts"])),
+        [json!({"row": held, "count": 2}), json!({"row": once, "count": 1})]
+    );
+}
+
+#[test]
+fn the_readme_sql_example_runs_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/sql/bid_stats.sql");
+    ok(dir, &["gen", "nexmark", "--events", "20000"]);
+    ok(dir, &["run", example, "--until-caught-up", "--epoch-ms", "50"]);
+    let stats = lines(&ok(dir, &["view", "read", "bid_stats"]));
+    assert!(stats.len() > 10, "{stats:?}");
+    let bids: i64 = stats.iter().map(|r| r["bids"].as_i64().unwrap()).sum();
+    assert!(bids > 10_000, "most of 20 000 events are bids: {bids}");
+    ok(dir, &["sql", "INSERT INTO watched VALUES (1001, 'another')"]);
+    ok(dir, &["run", example, "--until-caught-up", "--epoch-ms", "50"]);
+    let watched = lines(&ok(dir, &["view", "read", "watched_stats"]));
+    let auctions: Vec<i64> = watched.iter().map(|r| r["auction"].as_i64().unwrap()).collect();
+    assert_eq!(auctions, [1000, 1001], "the file's INSERT once, the statement's once: {watched:?}");
+}
+
+/// Waits until `dir` has a published checkpoint at or after `epoch`.
+fn wait_for_epoch(dir: &Path, epoch: u64) -> u64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let published = std::fs::read(dir.join("checkpoint.json"))
+            .ok()
+            .and_then(|t| serde_json::from_slice::<Value>(&t).ok())
+            .and_then(|m| m["epoch"].as_u64());
+        if let Some(e) = published.filter(|e| *e >= epoch) {
+            return e;
+        }
+        assert!(std::time::Instant::now() < deadline, "no checkpoint at epoch {epoch} within a minute");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn millpond_command(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_millpond"));
+    command.arg("--data-dir").arg(dir);
+    command
+}
+
+#[test]
+fn sigterm_and_sigint_stop_run_cleanly_at_a_commit() {
+    for signal in ["-TERM", "-INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let file = dir.join("shop.sql");
+        std::fs::write(&file, FILE).unwrap();
+        let child = millpond_command(dir)
+            .args(["run", file.to_str().unwrap(), "--epoch-ms", "20"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_epoch(dir, 1);
+        let status = Command::new("kill").arg(signal).arg(child.id().to_string()).status().unwrap();
+        assert!(status.success());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{signal}: a clean stop exits 0: {stderr}");
+        assert!(stderr.contains("epochs") && stderr.contains("committed"), "{signal}: it reports the run: {stderr}");
+        assert!(dir.join("clean-shutdown").exists(), "{signal}: the log was closed cleanly");
+        let rows = lines(&ok(dir, &["view", "read", "totals"]));
+        assert_eq!(rows.len(), 2, "{signal}: {rows:?}");
+    }
+}
+
+#[test]
+fn a_view_replaced_under_a_live_subscriber_is_followed_with_retractions() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let file = dir.join("shop.sql");
+    std::fs::write(&file, FILE).unwrap();
+    let file = file.to_str().unwrap();
+    ok(dir, &["run", file, "--until-caught-up", "--epoch-ms", "50"]);
+    let mut subscriber = millpond_command(dir)
+        .args(["subscribe", "totals", "--progress"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (sender, events) = std::sync::mpsc::channel::<Value>();
+    let stdout = subscriber.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if sender.send(serde_json::from_str(&line).unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    let mut held: std::collections::BTreeMap<String, i64> = Default::default();
+    let fold_until = |want: &[Value], held: &mut std::collections::BTreeMap<String, i64>| {
+        let want: std::collections::BTreeMap<String, i64> = want.iter().map(|r| (r.to_string(), 1)).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let Ok(event) = events.recv_timeout(std::time::Duration::from_millis(100)) else { continue };
+            if let Some(row) = event.get("row") {
+                let count = held.entry(row.to_string()).or_insert(0);
+                *count += event["diff"].as_i64().unwrap();
+                if *count == 0 {
+                    held.remove(&row.to_string());
+                }
+            } else if *held == want {
+                return;
+            }
+        }
+        panic!("the subscriber holds {held:?}, not {want:?}");
+    };
+    fold_until(
+        &[json!({"name": "apple", "sales": 2, "total": "3.75"}), json!({"name": "pear", "sales": 1, "total": "4"})],
+        &mut held,
+    );
+    ok(
+        dir,
+        &[
+            "sql",
+            "CREATE OR REPLACE MATERIALIZED VIEW totals AS \
+             SELECT i.name, COUNT(*) AS sales, MAX(s.amount) AS total \
+             FROM sale s JOIN item i ON s.item = i.id GROUP BY i.name",
+        ],
+    );
+    // Any run maintains the catalog's views: an empty file will do.
+    let empty = dir.join("empty.sql");
+    std::fs::write(&empty, "").unwrap();
+    ok(dir, &["run", empty.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
+    fold_until(
+        &[json!({"name": "apple", "sales": 2, "total": "2.5"}), json!({"name": "pear", "sales": 1, "total": "4"})],
+        &mut held,
+    );
+    assert_eq!(lines(&ok(dir, &["view", "read", "totals"])).len(), 2);
+    subscriber.kill().unwrap();
+    subscriber.wait().unwrap();
+}
+
+#[test]
+fn a_view_dropped_by_a_statement_is_not_served_before_a_job_applies_the_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let file = dir.join("shop.sql");
+    std::fs::write(&file, FILE).unwrap();
+    ok(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
+    assert!(ok(dir, &["view", "list"]).contains("totals"));
+    ok(dir, &["sql", "DROP MATERIALIZED VIEW totals"]);
+    assert!(!ok(dir, &["view", "list"]).contains("totals"), "view list omits it");
+    assert!(!ok(dir, &["view", "list", "--json"]).contains("totals"));
+    for args in [&["view", "read", "totals"][..], &["subscribe", "totals", "--max-epochs", "1"][..]] {
+        let output = millpond(dir, args);
+        assert!(!output.status.success(), "{args:?} serves a dropped view");
+        let error = String::from_utf8_lossy(&output.stderr);
+        assert!(error.contains("view 'totals' was dropped"), "{args:?}: {error}");
+    }
+}

@@ -107,8 +107,8 @@ fn high_watermarks(dir: &Path, topic: &str) -> Vec<u64> {
 }
 
 /// A view's rows from `view read`, as (row JSON text → multiplicity). Also
-/// checks the output format: one JSON object per line, sorted, and a
-/// `_multiplicity` field exactly on rows held more than once.
+/// checks the output format: one JSON object per line, sorted, a row held N
+/// times printed N times, and `--counts` saying the same.
 fn read_view(dir: &Path, view: &str) -> BTreeMap<String, i64> {
     let text = ok(dir, &["view", "read", view], "");
     let lines: Vec<&str> = text.lines().collect();
@@ -117,18 +117,16 @@ fn read_view(dir: &Path, view: &str) -> BTreeMap<String, i64> {
     assert_eq!(lines, sorted, "view read {view} prints its rows sorted");
     let mut rows = BTreeMap::new();
     for line in lines {
-        let mut row: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{view} line {line:?}: {e}"));
-        let fields = row.as_object_mut().unwrap_or_else(|| panic!("{view} line {line:?} is not an object"));
-        let n = match fields.remove("_multiplicity") {
-            None => 1,
-            Some(n) => {
-                let n = n.as_i64().unwrap();
-                assert!(n > 1, "{view} line {line:?}: a multiplicity field is only printed when it is above 1");
-                n
-            }
-        };
-        assert!(rows.insert(row.to_string(), n).is_none(), "{view}: row {line} printed twice");
+        let row: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{view} line {line:?}: {e}"));
+        assert!(row.is_object(), "{view} line {line:?} is not an object");
+        *rows.entry(row.to_string()).or_insert(0) += 1;
     }
+    let mut counted = BTreeMap::new();
+    for line in json_lines(&ok(dir, &["view", "read", view, "--counts"], "")) {
+        let count = line["count"].as_i64().unwrap_or_else(|| panic!("{view}: {line}"));
+        assert!(counted.insert(line["row"].to_string(), count).is_none(), "{view}: row {line} printed twice");
+    }
+    assert_eq!(counted, rows, "{view}: --counts and the bag agree");
     rows
 }
 
@@ -410,20 +408,23 @@ fn view_read_equals_a_recomputation_from_the_input() {
             panic!("view {view} differs from the recomputation: missing {missing:?}, extra {extra:?}");
         }
     }
-    // The multiplicities, as printed.
+    // The multiplicities, as printed: a row held twice is two lines.
     let top = ok(dir, &["view", "read", "top_bids"], "");
-    let with_multiplicity: Vec<Value> =
-        json_lines(&top).into_iter().filter(|r| r.get("_multiplicity").is_some()).collect();
+    let held = |row: Value| json_lines(&top).into_iter().filter(|r| *r == row).count();
+    assert_eq!(held(json!({"auction": 1000, "bidder": 42, "price": 900000000000u64})), 2);
+    assert_eq!(held(json!({"auction": 1001, "bidder": 43, "price": 800000000000u64})), 3);
+    let counted = json_lines(&ok(dir, &["view", "read", "top_bids", "--counts"], ""));
+    let above_one: Vec<&Value> = counted.iter().filter(|line| line["count"].as_i64() != Some(1)).collect();
     assert_eq!(
-        with_multiplicity,
+        above_one,
         [
-            json!({"auction": 1000, "bidder": 42, "price": 900000000000u64, "_multiplicity": 2}),
-            json!({"auction": 1001, "bidder": 43, "price": 800000000000u64, "_multiplicity": 3}),
+            &json!({"row": {"auction": 1000, "bidder": 42, "price": 900000000000u64}, "count": 2}),
+            &json!({"row": {"auction": 1001, "bidder": 43, "price": 800000000000u64}, "count": 3}),
         ]
     );
     let rows_of = |auction: u64| json_lines(&top).iter().filter(|r| r["auction"] == auction).count();
-    assert_eq!(rows_of(1001), 1, "3 copies fill auction 1001's top 3");
-    assert_eq!(rows_of(1000), 2, "2 copies and the next bid fill auction 1000's top 3");
+    assert_eq!(rows_of(1001), 3, "3 copies fill auction 1001's top 3 (a line each)");
+    assert_eq!(rows_of(1000), 3, "2 copies and the next bid fill auction 1000's top 3");
 }
 
 #[test]

@@ -144,7 +144,7 @@ fn job_args(epoch_ms: u64, state: StateArg, checkpoints: bool) -> JobArgs {
         state,
         no_checkpoints: !checkpoints,
         test_commit_delay_ms: 0,
-        bid_stats_only: true,
+        on_retention_gap: crate::job::GapArg::Fail,
     }
 }
 
@@ -227,6 +227,7 @@ pub(crate) fn run(data_dir: &Path, args: &DataflowBenchArgs) -> Result<()> {
             let stats = crate::job::run_nexmark(
                 &run,
                 &job_args(args.epoch_ms, *state, *checkpoints),
+                true,
                 Arc::new(AtomicBool::new(false)),
             )?;
             let seconds = started.elapsed().as_secs_f64();

@@ -97,10 +97,10 @@ fn run_rust_bid_stats(input: &Path, run: &Path, epoch_ms: u64) -> Result<(f64, R
         state: StateArg::Rocksdb,
         no_checkpoints: false,
         test_commit_delay_ms: 0,
-        bid_stats_only: true,
+        on_retention_gap: crate::job::GapArg::Fail,
     };
     let started = Instant::now();
-    let stats = crate::job::run_nexmark(run, &args, Arc::new(AtomicBool::new(false)))?;
+    let stats = crate::job::run_nexmark(run, &args, true, Arc::new(AtomicBool::new(false)))?;
     Ok((started.elapsed().as_secs_f64(), stats))
 }
 

@@ -1,5 +1,7 @@
-//! `millpond consume TOPIC`: records as JSON lines, one reader thread per
-//! partition.
+//! `millpond consume TOPIC`: records as JSON lines (or raw values). Without
+//! `--follow` the partitions are printed one after another, in partition
+//! and offset order; with it, one reader thread per partition prints as
+//! records arrive (in offset order within each partition).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,13 +20,15 @@ const QUEUE_CHUNKS_MAX: usize = 4;
 
 #[derive(Debug, Args)]
 pub(crate) struct ConsumeArgs {
+    /// The topic to read.
     topic: String,
     /// Read only this partition (default: all).
     #[arg(long)]
     partition: Option<u32>,
-    /// Start at this offset (in every partition read).
-    #[arg(long, conflicts_with_all = ["from_beginning", "from_time"])]
-    offset: Option<u64>,
+    /// Where to start in every partition read: an offset, `beginning`, `end`,
+    /// or `-N` (N records before the end).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_start, conflicts_with_all = ["from_beginning", "from_time"])]
+    offset: Option<Start>,
     /// Start at the log start (the default unless --group has a committed offset).
     #[arg(long, conflicts_with = "from_time")]
     from_beginning: bool,
@@ -40,6 +44,39 @@ pub(crate) struct ConsumeArgs {
     /// Keep waiting for new records at the end of the log.
     #[arg(long)]
     follow: bool,
+    /// `json`: one object per record (partition, offset, timestamp, key,
+    /// value); `raw`: each value's bytes as they are, one per line.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Json,
+    Raw,
+}
+
+/// A start position given with `--offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    At(u64),
+    Beginning,
+    End,
+    /// This many records before the end (never before the log start).
+    BeforeEnd(u64),
+}
+
+fn parse_start(text: &str) -> std::result::Result<Start, String> {
+    let number =
+        |digits: &str| digits.parse::<u64>().map_err(|_| format!("'{text}' is not beginning, end, -N or an offset"));
+    match text {
+        "beginning" => Ok(Start::Beginning),
+        "end" => Ok(Start::End),
+        _ => match text.strip_prefix('-') {
+            Some(digits) => number(digits).map(Start::BeforeEnd),
+            None => number(text).map(Start::At),
+        },
+    }
 }
 
 /// One output line.
@@ -52,8 +89,11 @@ struct Line<'a> {
     value: Option<std::borrow::Cow<'a, str>>,
 }
 
-fn line_of(partition: u32, record: &RecordView<'_>) -> Result<String> {
-    Ok(serde_json::to_string(&Line {
+fn line_of(partition: u32, record: &RecordView<'_>, format: Format) -> Result<Vec<u8>> {
+    if format == Format::Raw {
+        return Ok(record.value.unwrap_or_default().to_vec());
+    }
+    Ok(serde_json::to_vec(&Line {
         partition,
         offset: record.offset,
         timestamp: record.timestamp_ms,
@@ -65,8 +105,8 @@ fn line_of(partition: u32, record: &RecordView<'_>) -> Result<String> {
 /// What a reader thread hands to the printer.
 struct Chunk {
     partition: u32,
-    /// (offset, JSON line) per record.
-    lines: Vec<(u64, String)>,
+    /// (offset, line) per record.
+    lines: Vec<(u64, Vec<u8>)>,
 }
 
 pub(crate) fn run(log: &Log, args: &ConsumeArgs) -> Result<()> {
@@ -82,14 +122,29 @@ pub(crate) fn run(log: &Log, args: &ConsumeArgs) -> Result<()> {
     let mut starts = Vec::new();
     for &partition in &partitions {
         let committed = args.group.as_deref().and_then(|g| log.committed_offset(g, &args.topic, partition));
-        let start = if let Some(offset) = args.offset {
-            offset
+        let low = log.low_watermark(&args.topic, partition)?;
+        let high = log.high_watermark(&args.topic, partition)?;
+        let start = if let Some(start) = args.offset {
+            match start {
+                Start::At(offset) => offset,
+                Start::Beginning => low,
+                Start::End => high,
+                Start::BeforeEnd(n) => high.saturating_sub(n).max(low),
+            }
         } else if let Some(time) = from_time {
             log.offset_for_time(&args.topic, partition, time)?
         } else if let (false, Some(committed)) = (args.from_beginning, committed) {
-            committed.max(log.low_watermark(&args.topic, partition)?)
+            if committed < low {
+                eprintln!(
+                    "warning: group '{}' on {}/{partition}: offsets {committed}..{low} were deleted by retention \
+                     before the group read them; starting at {low}",
+                    args.group.as_deref().unwrap_or_default(),
+                    args.topic
+                );
+            }
+            committed.max(low)
         } else {
-            log.low_watermark(&args.topic, partition)?
+            low
         };
         starts.push((partition, start));
     }
@@ -97,13 +152,20 @@ pub(crate) fn run(log: &Log, args: &ConsumeArgs) -> Result<()> {
     let stop = AtomicBool::new(false);
     let (sender, receiver) = mpsc::sync_channel::<Result<Chunk>>(QUEUE_CHUNKS_MAX);
     std::thread::scope(|scope| {
-        for &(partition, start) in &starts {
+        // Following: a reader per partition. Otherwise one reader, partition
+        // after partition, so the output is in partition order.
+        let groups: Vec<Vec<(u32, u64)>> =
+            if args.follow { starts.iter().map(|s| vec![*s]).collect() } else { vec![starts.clone()] };
+        for group in groups {
             let sender = sender.clone();
             let stop = &stop;
             scope.spawn(move || {
-                let result = tail(log, &args.topic, partition, start, args.follow, stop, &sender);
-                if let Err(error) = result {
-                    let _ = sender.send(Err(error));
+                for (partition, start) in group {
+                    let result = tail(log, args, partition, start, stop, &sender);
+                    if let Err(error) = result {
+                        let _ = sender.send(Err(error));
+                        return;
+                    }
                 }
             });
         }
@@ -117,23 +179,26 @@ pub(crate) fn run(log: &Log, args: &ConsumeArgs) -> Result<()> {
 
 fn tail(
     log: &Log,
-    topic: &str,
+    args: &ConsumeArgs,
     partition: u32,
     mut offset: u64,
-    follow: bool,
     stop: &AtomicBool,
     sender: &mpsc::SyncSender<Result<Chunk>>,
 ) -> Result<()> {
+    let topic = &args.topic;
     while !stop.load(Ordering::Acquire) {
         let fetch = log.fetch(topic, partition, offset, FETCH_BYTES_MAX)?;
         if fetch.is_empty() {
-            if !follow {
+            if !args.follow {
                 return Ok(());
             }
             log.wait_for(topic, partition, offset, Duration::from_millis(250))?;
             continue;
         }
-        let lines = fetch.records().map(|r| Ok((r.offset, line_of(partition, &r)?))).collect::<Result<Vec<_>>>()?;
+        let lines = fetch
+            .records()
+            .map(|r| Ok((r.offset, line_of(partition, &r, args.format)?)))
+            .collect::<Result<Vec<_>>>()?;
         offset = fetch.next_offset();
         if sender.send(Ok(Chunk { partition, lines })).is_err() {
             return Ok(()); // the printer is done
@@ -153,7 +218,7 @@ fn print(log: &Log, args: &ConsumeArgs, receiver: &mpsc::Receiver<Result<Chunk>>
             if args.max.is_some_and(|max| printed >= max) {
                 break;
             }
-            out.write_all(line.as_bytes())?;
+            out.write_all(line)?;
             out.write_all(b"\n")?;
             printed += 1;
             last_offset = Some(*offset);

@@ -62,11 +62,12 @@ pub(crate) fn run(data_dir: &Path, args: &DemoArgs) -> Result<()> {
         state: StateArg::Rocksdb,
         no_checkpoints: false,
         test_commit_delay_ms: 0,
-        bid_stats_only: false,
+        on_retention_gap: crate::job::GapArg::Fail,
     };
     let started = Instant::now();
     let dir = data_dir.to_path_buf();
-    let job = std::thread::spawn(move || crate::job::run_nexmark(&dir, &job_args, Arc::new(AtomicBool::new(false))));
+    let job =
+        std::thread::spawn(move || crate::job::run_nexmark(&dir, &job_args, false, Arc::new(AtomicBool::new(false))));
 
     // Follow category_stats from its current contents (a snapshot) on.
     let mut subscription = None;

@@ -30,6 +30,7 @@ pub(crate) struct NexmarkArgs {
     /// A continuation (--start) must use the same rate to get the same stream.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     rate: Option<u64>,
+    /// The stream's seed: the same seed gives the same events.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// First event number: continue an earlier run with `--start` = its end.

@@ -16,13 +16,24 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
-use millpond_dataflow::{Count, Job, Max, Min, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json};
+use millpond_dataflow::{
+    Count, Job, Max, Min, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum JobCommand {
     /// Maintain the standard views over the Nexmark topics.
-    Nexmark(JobArgs),
+    Nexmark(NexmarkArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub(crate) struct NexmarkArgs {
+    #[command(flatten)]
+    pub(crate) job: JobArgs,
+    /// Only `bid_stats` (the benchmark's query).
+    #[arg(long)]
+    pub(crate) bid_stats_only: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -46,14 +57,23 @@ pub(crate) struct JobArgs {
     /// committing it, so that kills land in that window.
     #[arg(long, hide = true, default_value_t = 0)]
     pub(crate) test_commit_delay_ms: u64,
-    /// Only `bid_stats` (the benchmark's query).
-    #[arg(long)]
-    pub(crate) bid_stats_only: bool,
+    /// When retention deleted records a resuming reader had not read: stop
+    /// with an error (fail), or skip them and report each gap (skip).
+    #[arg(long, value_enum, default_value_t = GapArg::Fail)]
+    pub(crate) on_retention_gap: GapArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum GapArg {
+    Fail,
+    Skip,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StateArg {
+    /// RocksDB under DATA_DIR/state (survives restarts).
     Rocksdb,
+    /// Memory only: every run starts over from the retained input.
     Memory,
 }
 
@@ -147,26 +167,55 @@ pub(crate) fn config(data_dir: &Path, args: &JobArgs, stop: Arc<AtomicBool>) -> 
             StateArg::Memory => StateBackend::Memory,
         })
         .checkpoints(!args.no_checkpoints)
-        .stop_when_caught_up(args.until_caught_up);
+        .stop_when_caught_up(args.until_caught_up)
+        .on_retention_gap(match args.on_retention_gap {
+            GapArg::Fail => RetentionGapPolicy::Fail,
+            GapArg::Skip => RetentionGapPolicy::Skip,
+        });
     config.stop = stop;
     config.commit_delay_ms = args.test_commit_delay_ms;
     config
 }
 
-pub(crate) fn run_nexmark(data_dir: &Path, args: &JobArgs, stop: Arc<AtomicBool>) -> Result<RunStats> {
-    let bid_stats_only = args.bid_stats_only;
+pub(crate) fn run_nexmark(
+    data_dir: &Path,
+    args: &JobArgs,
+    bid_stats_only: bool,
+    stop: Arc<AtomicBool>,
+) -> Result<RunStats> {
     Ok(Runtime::run(config(data_dir, args, stop), move |job| nexmark(job, bid_stats_only))?)
 }
 
 pub(crate) fn run(data_dir: &Path, command: JobCommand) -> Result<()> {
     match command {
         JobCommand::Nexmark(args) => {
-            let stats = run_nexmark(data_dir, &args, Arc::new(AtomicBool::new(false)))?;
-            eprintln!(
-                "read {} records ({} dead letters); epochs {}..={} committed",
-                stats.records, stats.dead_letters, stats.first_epoch, stats.committed_epoch
-            );
+            let stats = run_nexmark(data_dir, &args.job, args.bid_stats_only, crate::signals::stop_flag()?)?;
+            report(&stats);
             Ok(())
         }
     }
+}
+
+/// Prints what a finished run did, on stderr: gaps first, so they are seen.
+pub(crate) fn report(stats: &RunStats) {
+    for gap in &stats.retention_gaps {
+        eprintln!(
+            "warning: reader '{}' skipped {}/{} offsets {}..{} ({} records deleted by retention before it read them)",
+            gap.reader,
+            gap.topic,
+            gap.partition,
+            gap.from,
+            gap.to,
+            gap.to - gap.from
+        );
+    }
+    let epochs = if stats.committed_epoch >= stats.first_epoch {
+        format!("epochs {}..={} committed", stats.first_epoch, stats.committed_epoch)
+    } else {
+        format!("nothing new to commit (last committed epoch {})", stats.committed_epoch)
+    };
+    eprintln!(
+        "read {} records ({} dead letters, {} offsets skipped); {epochs}",
+        stats.records, stats.dead_letters, stats.skipped_offsets
+    );
 }

@@ -15,6 +15,7 @@ mod generate;
 mod job;
 mod produce;
 mod progress;
+mod signals;
 mod sql;
 mod time;
 mod topic;
@@ -93,10 +94,24 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", message(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, each once: a cause that the message before it
+/// already spells out (many errors print their source) is not repeated.
+fn message(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// `millpond consume | head` closes our stdout early; that is not an error.

@@ -13,6 +13,7 @@ const BATCH_BYTES_MAX: usize = 512 * 1024;
 
 #[derive(Debug, Args)]
 pub(crate) struct ProduceArgs {
+    /// The topic to append to (it must exist: `millpond topic create`).
     topic: String,
     /// Use this field of each line (a JSON object) as the key, as text.
     #[arg(long)]
@@ -52,6 +53,31 @@ impl Summary {
     }
 }
 
+/// Groups records by partition: `fixed`, or Kafka's default partitioner
+/// for keyed records and one partition per batch, round robin, for
+/// unkeyed ones (as `Log::produce` routes). Order is kept per partition.
+fn route(
+    records: Vec<Record>,
+    fixed: Option<u32>,
+    partitions: u32,
+    unkeyed: &std::cell::Cell<u32>,
+) -> Vec<(u32, Vec<Record>)> {
+    if let Some(partition) = fixed {
+        return vec![(partition, records)];
+    }
+    let round_robin = unkeyed.get() % partitions;
+    unkeyed.set(unkeyed.get().wrapping_add(1));
+    let mut per_partition: BTreeMap<u32, Vec<Record>> = BTreeMap::new();
+    for record in records {
+        let partition = match &record.key {
+            Some(key) => millpond_log::partitioner::partition_for_key(key, partitions),
+            None => round_robin,
+        };
+        per_partition.entry(partition).or_default().push(record);
+    }
+    per_partition.into_iter().collect()
+}
+
 /// The key named by `field` in the JSON object `line`, as text.
 fn key_of(line: &[u8], field: &str) -> std::result::Result<Option<Vec<u8>>, String> {
     let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not valid JSON ({e})"))?;
@@ -65,7 +91,9 @@ fn key_of(line: &[u8], field: &str) -> std::result::Result<Option<Vec<u8>>, Stri
 }
 
 pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
-    log.topic_config(&args.topic)?; // fail before reading stdin if the topic is unknown
+    // Fail before reading stdin if the topic is unknown.
+    let partitions = log.topic_config(&args.topic)?.partitions;
+    let unkeyed = std::cell::Cell::new(0u32);
     let stdin = std::io::stdin();
     let total = std::fs::metadata("/dev/stdin").ok().filter(|m| m.is_file()).map(|m| m.len());
     let mut progress = crate::progress::Progress::new("producing", total);
@@ -80,10 +108,22 @@ pub(crate) fn run(log: &Log, args: &ProduceArgs) -> Result<()> {
         if pending.is_empty() {
             return Ok(());
         }
-        let infos = match args.partition {
-            Some(partition) => vec![log.append(&args.topic, partition, pending)?],
-            None => log.produce(&args.topic, pending)?,
-        };
+        // Routed here, one append per partition, so that what was
+        // acknowledged before an error is known and reported.
+        let routed = route(std::mem::take(pending), args.partition, partitions, &unkeyed);
+        let mut infos = Vec::with_capacity(routed.len());
+        for (partition, records) in routed {
+            match log.append(&args.topic, partition, &records) {
+                Ok(info) => infos.push(info),
+                Err(error) => {
+                    infos.into_iter().for_each(|info| summary.add(info));
+                    return Err(anyhow::Error::new(error).context(format!(
+                        "appending stdin lines {first_line}..={last_line} to partition {partition} (the records \
+                         of those lines in other partitions reported below were produced)"
+                    )));
+                }
+            }
+        }
         if args.report {
             let appends: Vec<_> = infos
                 .iter()

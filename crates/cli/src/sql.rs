@@ -8,8 +8,6 @@
 //! the last checkpoint after a crash.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
@@ -58,11 +56,8 @@ pub(crate) fn run_file(data_dir: &Path, args: &RunArgs) -> Result<()> {
     }
     let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
     eprintln!("maintaining {}", names.join(", "));
-    let stats = millpond_sql::run(config(data_dir, &args.job, Arc::new(AtomicBool::new(false))), views)?;
-    eprintln!(
-        "read {} records ({} dead letters); epochs {}..={} committed",
-        stats.records, stats.dead_letters, stats.first_epoch, stats.committed_epoch
-    );
+    let stats = millpond_sql::run(config(data_dir, &args.job, crate::signals::stop_flag()?), views)?;
+    crate::job::report(&stats);
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use millpond_dataflow::{Error as DataflowError, Event, Subscription, list_views, read_view};
 use serde_json::Value;
@@ -15,15 +15,24 @@ use serde_json::Value;
 pub(crate) enum ViewCommand {
     /// List the views committed in the data directory.
     List {
+        /// Print one JSON array of {name, changelog_topic, epoch, changelog_end_offset}.
         #[arg(long)]
         json: bool,
     },
-    /// Print a view's rows as of the last committed epoch, one JSON object per line.
-    Read { view: String },
+    /// Print a view's rows as of the last committed epoch, one JSON object per
+    /// line, sorted; a row held N times is printed N times.
+    Read {
+        /// The view's name (`millpond view list`).
+        view: String,
+        /// Print each distinct row once, as `{"row":ROW,"count":N}`.
+        #[arg(long)]
+        counts: bool,
+    },
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct SubscribeArgs {
+    /// The view's name (`millpond view list`).
     view: String,
     /// Start from this epoch (default: the last committed one).
     #[arg(long)]
@@ -43,23 +52,43 @@ pub(crate) struct SubscribeArgs {
     or_snapshot: bool,
 }
 
-/// A row for printing: a multiplicity other than 1 becomes a field.
-fn with_multiplicity(row: Value, count: i64) -> Value {
-    match (row, count) {
-        (row, 1) => row,
-        (Value::Object(mut fields), count) => {
-            fields.insert("_multiplicity".into(), count.into());
-            Value::Object(fields)
-        }
-        (row, count) => serde_json::json!({ "row": row, "_multiplicity": count }),
+/// The lines `view read` prints for one row held `count` times: the row
+/// `count` times, as SQL prints a bag (no field is added to a row, so no
+/// column name can collide with ours); with `counts`, one line
+/// `{"row":ROW,"count":N}`. A negative count (a view that retracts more than
+/// it inserted) cannot be printed as a bag.
+fn row_lines(view: &str, row: &Value, count: i64, counts: bool, out: &mut Vec<String>) -> Result<()> {
+    if counts {
+        out.push(serde_json::json!({ "row": row, "count": count }).to_string());
+        return Ok(());
     }
+    if count < 0 {
+        bail!("view '{view}' holds row {row} {count} times (a negative multiplicity); read it with --counts");
+    }
+    out.extend(std::iter::repeat_n(row.to_string(), count as usize));
+    Ok(())
+}
+
+/// Refuses a view that a job committed but the SQL catalog dropped since
+/// (no job has run to drop its changelog yet).
+fn check_not_dropped(data_dir: &Path, view: &str) -> Result<()> {
+    if millpond_sql::catalog_names(data_dir)?.is_some_and(|names| !names.contains(view)) {
+        bail!(
+            "view '{view}' was dropped from the SQL catalog (DROP VIEW or a dropped dependency); no job has run \
+             since, so its changelog still exists, but its rows are no longer served"
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn run(data_dir: &Path, command: ViewCommand) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
         ViewCommand::List { json } => {
-            let views = list_views(data_dir)?;
+            let mut views = list_views(data_dir)?;
+            if let Some(names) = millpond_sql::catalog_names(data_dir)? {
+                views.retain(|view| names.contains(&view.name));
+            }
             if json {
                 writeln!(out, "{}", serde_json::to_string(&views)?)?;
             } else {
@@ -73,10 +102,13 @@ pub(crate) fn run(data_dir: &Path, command: ViewCommand) -> Result<()> {
                 }
             }
         }
-        ViewCommand::Read { view } => {
+        ViewCommand::Read { view, counts } => {
+            check_not_dropped(data_dir, &view)?;
             let snapshot = read_view(data_dir, &view)?;
-            let mut lines: Vec<String> =
-                snapshot.rows.into_iter().map(|(row, n)| with_multiplicity(row, n).to_string()).collect();
+            let mut lines = Vec::with_capacity(snapshot.rows.len());
+            for (row, count) in &snapshot.rows {
+                row_lines(&view, row, *count, counts, &mut lines)?;
+            }
             lines.sort();
             for line in lines {
                 writeln!(out, "{line}")?;
@@ -87,6 +119,7 @@ pub(crate) fn run(data_dir: &Path, command: ViewCommand) -> Result<()> {
 }
 
 pub(crate) fn subscribe(data_dir: &Path, args: &SubscribeArgs) -> Result<()> {
+    check_not_dropped(data_dir, &args.view)?;
     let mut subscription = match Subscription::open(data_dir, &args.view, args.as_of, !args.no_snapshot) {
         Err(DataflowError::EpochUnavailable { reason, .. }) if args.or_snapshot => {
             eprintln!(

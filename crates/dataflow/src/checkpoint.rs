@@ -57,10 +57,12 @@ use crate::state::{Keyspace, StateStore, WriteBatch};
 
 /// The version of [`CheckpointMeta`] this build writes. It also reads
 /// version 2 (before named readers; every reader was named after its topic).
-pub const CHECKPOINT_VERSION: u32 = 3;
+pub const CHECKPOINT_VERSION: u32 = 4;
 const META_VERSION: u32 = CHECKPOINT_VERSION;
 /// The version before [`CheckpointMeta::readers`].
 const META_VERSION_WITHOUT_READERS: u32 = 2;
+/// The version before [`CheckpointMeta::changelogs`].
+const META_VERSION_WITHOUT_CHANGELOGS: u32 = 3;
 const META_KEYSPACE: &str = "checkpoint";
 const META_KEY: &[u8] = b"meta";
 /// Name of the readers' copy of the last committed meta, in the data directory.
@@ -94,6 +96,32 @@ pub struct CheckpointMeta {
     /// named after its topic.
     #[serde(default)]
     pub readers: BTreeMap<String, String>,
+    /// Per view, what its changelog holds: which definition, since when, how
+    /// many rows (version 4; before, filled in as definition "" since epoch
+    /// 0 with an unknown row count).
+    #[serde(default)]
+    pub changelogs: BTreeMap<String, ViewChangelog>,
+}
+
+/// What a view's changelog holds (see "Replacing and dropping a view" in
+/// `docs/checkpoints.md`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewChangelog {
+    /// The definition's identity as the job declares it (SQL: the view's
+    /// name and fingerprint; `Job::materialize`: empty).
+    pub definition: String,
+    /// The first epoch of the run that created the changelog: a reader
+    /// resuming after an earlier epoch cannot be continued (what it holds
+    /// came from a changelog that no longer exists).
+    pub since: Epoch,
+    /// The first epoch of the run that put this definition in place: the
+    /// changelog retracts the previous definition's rows in that epoch.
+    pub defined: Epoch,
+    /// Distinct rows the view holds at the committed epoch (None: not
+    /// counted yet, a view resumed from a version 3 checkpoint). A snapshot
+    /// at the committed epoch that folds to another number of rows is
+    /// refused: its changelog no longer covers that epoch.
+    pub rows: Option<u64>,
 }
 
 /// Version 2 of the meta, as stored in the state store (postcard has no
@@ -113,7 +141,38 @@ impl From<CheckpointMetaV2> for CheckpointMeta {
     /// Before `upgraded`: the readers are not filled in yet.
     fn from(v2: CheckpointMetaV2) -> CheckpointMeta {
         let CheckpointMetaV2 { version, epoch, sources, sinks, views, compactable, states } = v2;
-        CheckpointMeta { version, epoch, sources, sinks, views, compactable, states, readers: BTreeMap::new() }
+        CheckpointMeta { version, epoch, sources, sinks, views, compactable, states, ..CheckpointMeta::default() }
+    }
+}
+
+/// Version 3 of the meta in the state store: read and upgraded, never written.
+#[derive(Deserialize)]
+struct CheckpointMetaV3 {
+    version: u32,
+    epoch: Epoch,
+    sources: BTreeMap<String, BTreeMap<u32, u64>>,
+    sinks: BTreeMap<String, u64>,
+    views: BTreeMap<String, String>,
+    compactable: BTreeMap<String, (Epoch, u64)>,
+    states: BTreeSet<String>,
+    readers: BTreeMap<String, String>,
+}
+
+impl From<CheckpointMetaV3> for CheckpointMeta {
+    /// Before `upgraded`: the changelogs are not filled in yet.
+    fn from(v3: CheckpointMetaV3) -> CheckpointMeta {
+        let CheckpointMetaV3 { version, epoch, sources, sinks, views, compactable, states, readers } = v3;
+        CheckpointMeta {
+            version,
+            epoch,
+            sources,
+            sinks,
+            views,
+            compactable,
+            states,
+            readers,
+            ..CheckpointMeta::default()
+        }
     }
 }
 
@@ -150,11 +209,10 @@ impl CheckpointMeta {
         let (version, _) = postcard::take_from_bytes::<u32>(bytes)
             .map_err(|e| Error::CorruptState { what: WHAT.into(), reason: e.to_string() })?;
         check_version(version, WHAT)?;
-        let meta: CheckpointMeta = if version == META_VERSION_WITHOUT_READERS {
-            let v2: CheckpointMetaV2 = crate::codec::decode(bytes, WHAT)?;
-            v2.into()
-        } else {
-            crate::codec::decode(bytes, WHAT)?
+        let meta: CheckpointMeta = match version {
+            META_VERSION_WITHOUT_READERS => crate::codec::decode::<CheckpointMetaV2>(bytes, WHAT)?.into(),
+            META_VERSION_WITHOUT_CHANGELOGS => crate::codec::decode::<CheckpointMetaV3>(bytes, WHAT)?.into(),
+            _ => crate::codec::decode(bytes, WHAT)?,
         };
         meta.upgraded(WHAT)
     }
@@ -165,7 +223,18 @@ impl CheckpointMeta {
         if self.version == META_VERSION_WITHOUT_READERS {
             // Version 2 had one reader per topic, named after it.
             self.readers = self.sources.keys().map(|topic| (topic.clone(), topic.clone())).collect();
+            self.version = META_VERSION_WITHOUT_CHANGELOGS;
+        }
+        if self.version == META_VERSION_WITHOUT_CHANGELOGS {
+            // Before version 4 a view had one definition since epoch 0.
+            self.changelogs = self.views.keys().map(|view| (view.clone(), ViewChangelog::default())).collect();
             self.version = META_VERSION;
+        }
+        if !self.views.keys().eq(self.changelogs.keys()) {
+            return Err(Error::CorruptState {
+                what: what.to_owned(),
+                reason: "the views and the views with a definition differ".into(),
+            });
         }
         if !self.readers_match_offsets() {
             return Err(Error::CorruptState {
@@ -202,6 +271,8 @@ struct EpochWrites {
     /// (reader, topic, partition, next offset)
     sources: Vec<(String, String, u32, u64)>,
     sinks: Vec<(String, u64)>,
+    /// (view, distinct rows after the epoch)
+    views: Vec<(String, u64)>,
 }
 
 /// One past commit: when, which epoch, and the sink ends it recorded.
@@ -388,10 +459,39 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// Registers a view's changelog topic (committed with the next checkpoint).
-    pub(crate) fn register_view(&self, name: &str, topic: &str) {
+    /// Registers a view's changelog topic and definition (committed with
+    /// the next checkpoint) for a run whose first epoch is `first_epoch`.
+    /// Returns whether the resumed checkpoint has the view under another
+    /// definition (its changelog must then retract the old rows at
+    /// `first_epoch`), and the rows it holds if counted.
+    pub(crate) fn register_view(
+        &self,
+        name: &str,
+        topic: &str,
+        definition: &str,
+        first_epoch: Epoch,
+    ) -> (bool, Option<u64>) {
         let mut meta = self.meta.lock().expect("meta lock");
+        let resumed =
+            self.resumed.changelogs.get(name).filter(|_| self.resumed.views.get(name).is_some_and(|t| t == topic));
+        let definition = definition.to_owned();
+        let (entry, replaced) = match resumed {
+            Some(old) if old.definition == definition => (old.clone(), false),
+            Some(old) => (ViewChangelog { definition, defined: first_epoch, ..old.clone() }, true),
+            None => (ViewChangelog { definition, since: first_epoch, defined: first_epoch, rows: Some(0) }, false),
+        };
+        assert!(entry.since <= entry.defined && entry.defined <= first_epoch, "a definition starts before this run");
+        let rows = entry.rows;
         meta.views.insert(name.to_owned(), topic.to_owned());
+        meta.changelogs.insert(name.to_owned(), entry);
+        (replaced, rows)
+    }
+
+    /// The view `name` holds `rows` distinct rows after `epoch` (its sink
+    /// wrote the epoch).
+    pub(crate) fn view_rows(&self, epoch: Epoch, name: &str, rows: u64) {
+        assert!(epoch > self.committed_epoch(), "view rows for committed epoch {epoch}");
+        self.pending.lock().expect("pending lock").entry(epoch).or_default().views.push((name.to_owned(), rows));
     }
 
     /// Drops everything the last checkpoint lists and `declared` does not:
@@ -423,6 +523,7 @@ impl Checkpoints {
             meta.views.keys().filter(|view| !declared.views.contains(*view)).cloned().collect();
         for view in undeclared_views {
             let topic = meta.views.remove(&view).expect("listed above");
+            meta.changelogs.remove(&view);
             // A topic with an end offset goes with the sinks below; this one
             // never had a row committed.
             if !meta.sinks.contains_key(&topic) {
@@ -469,7 +570,7 @@ impl Checkpoints {
                 || declared.readers.values().any(|t| t == topic)
         };
         let mut deleted = Vec::new();
-        for topic in self.log.topics().into_iter().filter(|t| crate::sink::is_sink_topic_name(t) && !listed(t)) {
+        for topic in self.log.topics().into_iter().filter(|t| crate::naming::is_sink_topic_name(t) && !listed(t)) {
             // Sink topics have one partition; anything else is not ours.
             if self.log.topic_config(&topic).is_ok_and(|config| config.partitions == 1) {
                 delete_topic(&self.log, &topic)?;
@@ -488,6 +589,11 @@ impl Checkpoints {
             std::mem::replace(&mut *pending, rest)
         };
         let Some(&epoch) = ready.keys().next_back() else { return Ok(None) };
+        // A failed flush, retention or compaction in the log's background:
+        // stop rather than commit (and serve) on top of it.
+        if let Some(error) = self.log.background_error() {
+            return Err(Error::Background(error));
+        }
         let mut meta = self.meta.lock().expect("meta lock");
         assert!(epoch > meta.epoch, "committed epochs increase: {epoch} after {}", meta.epoch);
         // Keyspace deletions go first: a batch applies in order (though
@@ -510,6 +616,9 @@ impl Checkpoints {
                 );
                 meta.sources.entry(reader).or_default().insert(partition, offset);
             }
+            for (view, rows) in writes.views {
+                meta.changelogs.get_mut(&view).expect("a view's sink writes after it registered").rows = Some(rows);
+            }
             for (topic, end) in writes.sinks {
                 let previous = meta.sinks.insert(topic.clone(), end);
                 assert!(previous.is_none_or(|p| p <= end), "sink {topic} moved back from {previous:?} to {end}");
@@ -517,6 +626,7 @@ impl Checkpoints {
             }
         }
         assert!(meta.readers_match_offsets(), "every reader with offsets has a topic");
+        assert!(meta.views.keys().eq(meta.changelogs.keys()), "every view has a definition");
         if self.durable {
             for topic in &synced {
                 self.log.sync(topic, 0)?;

@@ -29,7 +29,8 @@ use serde::de::DeserializeOwned;
 use timely::dataflow::Stream;
 use timely::dataflow::operators::OkErr;
 
-use crate::runtime::{Job, WorkerContext};
+use crate::context::WorkerContext;
+use crate::runtime::Job;
 use crate::source::{self, DeadLetter};
 use crate::{Diff, Epoch};
 
@@ -208,7 +209,7 @@ impl<'s> Job<'s> {
     {
         self.ctx.declare_reader(reader, topic);
         source::tail(self.scope, &self.ctx, reader, topic, decode)
-            .split_dead_letters(&source::dead_letter_topic(reader))
+            .split_dead_letters(&crate::naming::dead_letter_topic(reader))
     }
 
     /// Reads a keyed topic as a table (the upsert envelope): the latest value
@@ -265,8 +266,21 @@ impl<'s> Job<'s> {
     /// committed must derive only from fresh readers (see
     /// [`source_named`](Self::source_named)).
     pub fn materialize<D: Data>(&mut self, name: &str, collection: Collection<'s, D>) {
+        self.materialize_definition(name, "", collection);
+    }
+
+    /// [`materialize`](Self::materialize) a view whose definition may change
+    /// over the data directory's life, identified by `definition` (any
+    /// string that changes when the definition does, such as a hash of its
+    /// text). When a run resumes the view under another definition, the
+    /// changelog retracts every row of the old one at the run's first
+    /// epoch; the new definition's rows follow as its readers catch up.
+    /// Subscribers therefore see the replacement as ordinary changes. The
+    /// new definition must read with fresh readers (its operators' state
+    /// is new); the view's own state (row multiplicities) is kept.
+    pub fn materialize_definition<D: Data>(&mut self, name: &str, definition: &str, collection: Collection<'s, D>) {
         if self.ctx.claim("view", name) {
-            crate::sink::materialize(collection, name);
+            crate::sink::materialize(collection, name, definition);
         }
     }
 }

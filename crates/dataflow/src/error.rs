@@ -19,6 +19,12 @@ pub enum Error {
     InvalidJob(String),
     #[error("no view named '{0}' has been committed in this data directory")]
     UnknownView(String),
+    #[error(
+        "view '{view}' was dropped{again} at epoch {epoch}; a subscriber's rows were retracted. \
+         Subscribe again for the current contents",
+        again = if *recreated { " and created again" } else { "" }
+    )]
+    ViewDropped { view: String, epoch: u64, recreated: bool },
     #[error("view '{view}': epoch {epoch} is not available: {reason}")]
     EpochUnavailable { view: String, epoch: u64, reason: String },
     #[error("view '{view}': the changelog is inconsistent at offset {offset}: {reason}")]
@@ -30,6 +36,20 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{operator}: {source}")]
+    Operator {
+        operator: String,
+        #[source]
+        source: Box<Error>,
+    },
+    #[error("the log's background work failed: {0}; the job stops rather than serve stale views")]
+    Background(String),
+    #[error(
+        "reader '{reader}' of {topic}/{partition}: offsets {from}..{to} were deleted by retention before \
+         the reader read them ({lost} records lost to this view). Rerun with --on-retention-gap skip to \
+         accept the gap (it is reported), or rebuild the view from what is retained"
+    )]
+    RetentionGap { reader: String, topic: String, partition: u32, from: u64, to: u64, lost: u64 },
     #[error("worker failed: {0}")]
     Worker(String),
 }
@@ -37,6 +57,11 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// `source`, failed in `operator` (a sink, a reader, an operator).
+    pub(crate) fn at(operator: impl Into<String>, source: impl Into<Error>) -> Error {
+        Error::Operator { operator: operator.into(), source: Box::new(source.into()) }
+    }
+
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { action, path, source }

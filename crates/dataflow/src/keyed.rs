@@ -30,7 +30,7 @@ use timely::dataflow::operators::generic::Operator;
 use crate::aggregate::Aggregate;
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::opstate::OperatorState;
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
@@ -103,7 +103,7 @@ where
                     }
                     out.clear();
                     if let Err(e) = logic(epoch, &updates, &mut state, &mut out) {
-                        shared.fail(format!("operator '{operator_name}': {e}"));
+                        shared.fail(Error::at(format!("operator '{operator_name}'"), e));
                         return;
                     }
                     state.finish_epoch(epoch);

@@ -47,6 +47,18 @@ impl OperatorState {
         }
     }
 
+    /// Calls `f` with every committed entry, in key order. Only before this
+    /// operator's first write: the overlay is not merged in.
+    pub(crate) fn scan_committed(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        assert!(self.overlay.is_empty(), "a committed scan precedes the operator's writes");
+        let mut failed = Ok(());
+        self.checkpoints.store().scan_prefix(self.keyspace, &[], &mut |key, value| {
+            failed = f(key, value);
+            failed.is_ok()
+        })?;
+        failed
+    }
+
     pub(crate) fn put(&mut self, epoch: Epoch, key: Vec<u8>, value: Vec<u8>) {
         self.batch.put(self.keyspace, &key, &value);
         self.overlay.insert(key, (epoch, Some(value)));

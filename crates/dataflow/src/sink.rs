@@ -27,8 +27,9 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::codec::{decode, encode};
 use crate::collection::Data;
+use crate::context::Shared;
 use crate::error::Result;
-use crate::runtime::Shared;
+use crate::naming::changelog_topic;
 use crate::source::DeadLetter;
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
@@ -37,19 +38,6 @@ use crate::{Collection, Diff, Epoch};
 const APPEND_BYTES_MAX: usize = 1 << 20;
 pub(crate) const EPOCH_HEADER: &str = "epoch";
 pub(crate) const DIFF_HEADER: &str = "diff";
-
-const CHANGELOG_TOPIC_PREFIX: &str = "view.";
-
-/// The changelog topic of view `name`.
-pub fn changelog_topic(name: &str) -> String {
-    format!("{CHANGELOG_TOPIC_PREFIX}{name}")
-}
-
-/// Whether `topic` is named like a topic a sink writes: a changelog or a
-/// dead-letter topic.
-pub(crate) fn is_sink_topic_name(topic: &str) -> bool {
-    topic.starts_with(CHANGELOG_TOPIC_PREFIX) || topic.ends_with(crate::source::DEAD_LETTER_TOPIC_SUFFIX)
-}
 
 fn sink_topic_config(cleanup_policy: CleanupPolicy, segment_bytes: u64) -> TopicConfig {
     TopicConfig {
@@ -107,8 +95,10 @@ fn append_all(shared: &Shared, topic: &str, records: &[Record]) -> Result<u64> {
 }
 
 /// The engine: routes everything to worker 0 and calls `write` once per
-/// finished epoch with its consolidated updates.
-fn epoch_sink<'s, D, W>(input: Collection<'s, D>, name: &str, mut write: W)
+/// finished epoch with its consolidated updates; and at epoch `forced`, if
+/// given, once even if that epoch has no updates (the sink holds a
+/// capability there until it has written, so the epoch's checkpoint waits).
+fn epoch_sink<'s, D, W>(input: Collection<'s, D>, name: &str, forced: Option<Epoch>, mut write: W)
 where
     D: Data,
     W: FnMut(Epoch, Vec<(D, Diff)>) -> Result<()> + 'static,
@@ -119,10 +109,20 @@ where
     let stream = input.inner.inner.unary_frontier::<CapacityContainerBuilder<Vec<((), Epoch, Diff)>>, _, _, _>(
         Exchange::new(|_: &(D, Epoch, Diff)| 0),
         name,
-        move |_capability, _info| {
+        move |capability, _info| {
             let mut stash = EpochStash::<D>::new();
+            let mut forced = forced.map(|epoch| (epoch, capability.delayed(&epoch)));
             move |(input, frontier), _output| {
                 input.for_each(|capability, data| stash.absorb(&capability, data));
+                if let Some((epoch, _capability)) = forced.take_if(|(epoch, _)| !frontier.less_equal(epoch)) {
+                    assert!(stash.first().is_none_or(|first| first >= epoch), "no epoch of a run precedes its first");
+                    let mut updates = stash.take(epoch).map(|(_, updates)| updates).unwrap_or_default();
+                    consolidate(&mut updates);
+                    if let Err(e) = write(epoch, updates) {
+                        shared.fail(crate::Error::at(format!("sink '{operator_name}'"), e));
+                        return;
+                    }
+                }
                 while let Some(epoch) = stash.ready(&[frontier]) {
                     if shared.failed() {
                         break;
@@ -132,7 +132,7 @@ where
                     let (_capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
                     consolidate(&mut updates);
                     if let Err(e) = write(epoch, updates) {
-                        shared.fail(format!("sink '{operator_name}': {e}"));
+                        shared.fail(crate::Error::at(format!("sink '{operator_name}'"), e));
                         return;
                     }
                 }
@@ -142,7 +142,11 @@ where
     stream.probe_with(&ctx.probe);
 }
 
-pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
+/// Materializes `collection` as view `name` holding `definition` (see
+/// [`crate::checkpoint::ViewChangelog`]). A view resumed under another
+/// definition retracts every row of the old one at the run's first epoch,
+/// in the same changelog records as that epoch's new rows.
+pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, definition: &str) {
     let ctx = collection.ctx.clone();
     let shared = ctx.shared.clone();
     let topic = changelog_topic(name);
@@ -150,13 +154,21 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
     // with an error at its epoch, never a panic.
     let rows = collection.map(|row| serde_json::to_vec(&row).map_err(|e| e.to_string()));
     let mut state = None;
+    let mut replaced = None;
+    let mut rows_held = 0u64;
     if rows.inner.scope().index() == 0 {
         ctx.declare_view(name, &topic);
         match prepare_topic(&shared, &topic, CleanupPolicy::Compact)
             .and_then(|()| ctx.operator_state(&format!("view.{name}"), &rows.lineage))
         {
             Ok(opstate) => {
-                shared.checkpoints.register_view(name, &topic);
+                let first_epoch = shared.first_epoch();
+                let (replace, rows) = shared.checkpoints.register_view(name, &topic, definition, first_epoch);
+                replaced = replace.then_some(first_epoch);
+                match rows.map_or_else(|| count_rows(&opstate), Ok) {
+                    Ok(rows) => rows_held = rows,
+                    Err(e) => ctx.build_error(format!("view '{name}': {e}")),
+                }
                 state = Some(opstate);
             }
             // The operator is still built: every worker must build the same
@@ -166,20 +178,37 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
     }
     let what = format!("view '{name}'");
     let name = name.to_owned();
-    epoch_sink(rows, &format!("view:{name}"), move |epoch, updates| {
+    epoch_sink(rows, &format!("view:{name}"), replaced, move |epoch, updates| {
         let state = state.as_mut().expect("only worker 0 receives sink input, and only after a clean build");
-        let now_ms = shared.log().clock().now_ms();
-        let mut records = Vec::with_capacity(updates.len());
+        let mut changes = Vec::with_capacity(updates.len());
         for (row, diff) in updates {
             let row = row.map_err(|e| crate::Error::InvalidJob(format!("a row of view '{name}' is not JSON: {e}")))?;
+            changes.push((row, diff as i64));
+        }
+        if replaced.take().is_some_and(|first| first == epoch) {
+            // The old definition's rows: every row the committed state holds.
+            state.scan_committed(|row, count| {
+                changes.push((row.to_vec(), -decode::<i64>(count, &what)?));
+                Ok(())
+            })?;
+            consolidate(&mut changes);
+        }
+        let now_ms = shared.log().clock().now_ms();
+        let mut records = Vec::with_capacity(changes.len());
+        for (row, diff) in changes {
             let old: i64 = state.get(&row)?.map(|b| decode(&b, &what)).transpose()?.unwrap_or(0);
-            let new = old + diff as i64;
+            let new = old + diff;
             let headers = vec![
                 Header { key: EPOCH_HEADER.into(), value: Some((epoch as i64).to_be_bytes().to_vec()) },
-                Header { key: DIFF_HEADER.into(), value: Some((diff as i64).to_be_bytes().to_vec()) },
+                Header { key: DIFF_HEADER.into(), value: Some(diff.to_be_bytes().to_vec()) },
             ];
             let value = (new != 0).then(|| new.to_be_bytes().to_vec());
             records.push(Record { key: Some(row.clone()), value, timestamp_ms: now_ms, headers });
+            match (old, new) {
+                (0, _) => rows_held += 1,
+                (_, 0) => rows_held -= 1,
+                _ => {}
+            }
             if new == 0 {
                 state.delete(epoch, row);
             } else {
@@ -188,9 +217,21 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str) {
         }
         let end = append_all(&shared, &topic, &records)?;
         shared.checkpoints.sink_position(epoch, &topic, end);
+        shared.checkpoints.view_rows(epoch, &name, rows_held);
         state.finish_epoch(epoch);
         Ok(())
     });
+}
+
+/// The distinct rows of a view's committed state (a view whose checkpoint
+/// did not count them).
+fn count_rows(state: &crate::opstate::OperatorState) -> Result<u64> {
+    let mut rows = 0;
+    state.scan_committed(|_, _| {
+        rows += 1;
+        Ok(())
+    })?;
+    Ok(rows)
 }
 
 pub(crate) fn dead_letters(letters: Collection<'_, Box<DeadLetter>>, topic: &str) {
@@ -205,7 +246,7 @@ pub(crate) fn dead_letters(letters: Collection<'_, Box<DeadLetter>>, topic: &str
         }
     }
     let topic = topic.to_owned();
-    epoch_sink(letters, &format!("dead-letters:{topic}"), move |epoch, updates| {
+    epoch_sink(letters, &format!("dead-letters:{topic}"), None, move |epoch, updates| {
         let now_ms = shared.log().clock().now_ms();
         let records: Vec<Record> = updates
             .iter()

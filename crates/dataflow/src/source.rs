@@ -18,8 +18,14 @@
 //!   fresh reader (no committed offsets) starts at each partition's log
 //!   start offset, and its first checkpoint records a position for every
 //!   partition it owns; a resuming reader's partition without an offset (a
-//!   version 2 checkpoint) starts at 0 and counts what retention deleted
-//!   as skipped.
+//!   version 2 checkpoint) starts at the log start too, counting the offsets
+//!   before it as skipped. A resuming reader whose offset
+//!   retention passed (a **retention gap**) fails the job, or with
+//!   `RetentionGapPolicy::Skip` skips to the log start and reports the gap.
+//! - A resuming reader's committed offset is never past the partition's
+//!   end: that would mean the log lost records the checkpoint had read (a
+//!   repaired corruption), and reading on would skip the records that reuse
+//!   those offsets. The job is refused.
 //! - A reader reads one topic for the life of the data directory.
 //! - A record that fails to decode is emitted as a [`DeadLetter`] instead;
 //!   it never stops the job.
@@ -35,7 +41,8 @@ use serde::{Deserialize, Serialize};
 use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::operator::source;
 
-use crate::runtime::WorkerContext;
+use crate::config::RetentionGap;
+use crate::context::WorkerContext;
 use crate::{Collection, Diff, Epoch};
 
 /// Longest key or value copied into a dead letter (JSON escaping may grow
@@ -54,16 +61,6 @@ pub struct DeadLetter {
     /// The record's key and value as (lossy) UTF-8, each cut at 64 KiB.
     pub key: Option<String>,
     pub value: Option<String>,
-}
-
-pub(crate) const DEAD_LETTER_TOPIC_SUFFIX: &str = ".dead-letter";
-
-/// Name of the dead-letter topic of a reader: `READER.dead-letter`. A
-/// reader declared with `Job::source(topic, ..)` is named after its topic,
-/// so its dead letters go to `TOPIC.dead-letter`. Each reader has its own:
-/// two readers of one topic each dead-letter a bad record once.
-pub fn dead_letter_topic(reader: &str) -> String {
-    format!("{reader}{DEAD_LETTER_TOPIC_SUFFIX}")
 }
 
 /// A decoder from a JSON value into `T`.
@@ -146,9 +143,22 @@ where
             // it started on every partition at its first epoch boundary (it
             // is not fresh once that is committed); a resuming one notices
             // (as skipped) what retention took before it read it.
-            let start = if fresh { log.low_watermark(&topic, partition).unwrap_or(0) } else { 0 };
+            // A resuming reader's partition without an offset (a version 2
+            // checkpoint) starts there too, and counts what it never read.
+            let start = log.low_watermark(&topic, partition).unwrap_or(0);
+            if !fresh && !committed.contains_key(&partition) {
+                shared.skipped.fetch_add(start, Ordering::Relaxed);
+            }
             let next_offset = committed.get(&partition).copied().unwrap_or(start);
             let target = log.high_watermark(&topic, partition).unwrap_or(0);
+            if next_offset > target {
+                ctx.build_error(format!(
+                    "reader '{reader}' committed offset {next_offset} of {topic}/{partition}, but the partition \
+                     now ends at {target}: records the checkpoint had read are gone from the log (cut by \
+                     recovery or a repair), and new records would reuse their offsets unread. Rebuild the views \
+                     that read it in a new data directory, or drop and re-create them"
+                ));
+            }
             Position { partition, next_offset, target, recorded: (!fresh).then_some(next_offset) }
         })
         .collect();
@@ -181,13 +191,25 @@ where
                     ) {
                         Ok(fetch) => fetch,
                         Err(LogError::OffsetOutOfRange { low, .. }) if low > position.next_offset => {
-                            // Retention removed what was never read: count it and skip ahead.
-                            shared.skipped.fetch_add(low - position.next_offset, Ordering::Relaxed);
+                            // Retention removed what was never read: fail, or skip and report.
+                            let gap = RetentionGap {
+                                reader: reader.clone(),
+                                topic: topic.clone(),
+                                partition: position.partition,
+                                from: position.next_offset,
+                                to: low,
+                            };
+                            if !shared.retention_gap(gap) {
+                                return;
+                            }
                             position.next_offset = low;
                             continue;
                         }
                         Err(e) => {
-                            shared.fail(format!("reader {reader} of {topic}/{}: {e}", position.partition));
+                            shared.fail(crate::Error::at(
+                                format!("reader '{reader}' of {topic}/{}", position.partition),
+                                e,
+                            ));
                             return;
                         }
                     };
@@ -235,7 +257,7 @@ where
 }
 
 fn record_positions(
-    shared: &crate::runtime::Shared,
+    shared: &crate::context::Shared,
     reader: &str,
     topic: &str,
     epoch: Epoch,

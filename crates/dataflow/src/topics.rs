@@ -141,3 +141,31 @@ impl Topics {
         }
     }
 }
+
+/// Bytes read per call when reading without the log.
+const UNLOCKED_READ_BYTES_MAX: usize = 1 << 20;
+
+/// Every record on disk in partition `partition` of `topic`, read from the
+/// segment files without opening the log (so from any process, while
+/// another holds the data directory): `None` if the topic does not exist.
+/// What a writer is appending meanwhile may or may not be included.
+pub fn read_partition_unlocked(data_dir: &Path, topic: &str, partition: u32) -> Result<Option<Vec<StoredRecord>>> {
+    let mut reader = match millpond_log::PartitionReader::new(data_dir, topic, partition, 0) {
+        Ok(reader) => reader,
+        Err(LogError::UnknownTopic(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    loop {
+        let records = reader.read(u64::MAX, UNLOCKED_READ_BYTES_MAX)?;
+        if records.is_empty() {
+            return Ok(Some(out));
+        }
+        out.extend(records.into_iter().map(|r| StoredRecord {
+            partition,
+            offset: r.offset,
+            key: r.record.key,
+            value: r.record.value,
+        }));
+    }
+}

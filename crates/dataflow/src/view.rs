@@ -17,7 +17,17 @@
 //!
 //! A view that the job drops (`RuntimeConfig::drop_undeclared`) leaves
 //! `checkpoint.json` before its changelog is deleted: readers then report
-//! [`Error::UnknownView`], and a live subscription does so on its next poll.
+//! [`Error::UnknownView`]. A live subscription retracts every row it holds
+//! (at the epoch of the commit that dropped the view), marks that epoch
+//! complete, and then fails with [`Error::ViewDropped`]; so does one that
+//! finds the view created again (a new changelog, `ViewChangelog::since`).
+//! A subscription resumed as of an epoch before the view's changelog began
+//! is refused ([`Error::EpochUnavailable`]): it cannot retract what it
+//! holds. A view *replaced* by another definition keeps its changelog,
+//! which itself retracts the old rows: subscribers just follow it.
+//!
+//! Invariant: what a subscriber has folded at each progress mark equals
+//! the view's committed contents at that epoch (empty after a drop).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -105,6 +115,11 @@ pub struct Subscription {
     last_progress: Epoch,
     /// The greatest epoch of any record read (records come in epoch order).
     read_epoch: Epoch,
+    /// Where the changelog being read began (`ViewChangelog::since`).
+    since: Epoch,
+    /// The error to return once the queued retractions of a dropped view
+    /// have been yielded.
+    dropped: Option<Error>,
     queue: VecDeque<Event>,
     /// How long to sleep when nothing new is committed.
     pub poll_interval: Duration,
@@ -116,7 +131,18 @@ impl Subscription {
     pub fn open(data_dir: &Path, name: &str, as_of: Option<Epoch>, snapshot: bool) -> Result<Subscription> {
         let meta = CheckpointMeta::read_published(data_dir)?.ok_or_else(|| Error::UnknownView(name.to_owned()))?;
         let topic = meta.views.get(name).cloned().ok_or_else(|| Error::UnknownView(name.to_owned()))?;
+        let since = meta.changelogs.get(name).map_or(0, |d| d.since);
         let as_of = as_of.unwrap_or(meta.epoch);
+        if as_of < since && !snapshot {
+            return Err(Error::EpochUnavailable {
+                view: name.to_owned(),
+                epoch: as_of,
+                reason: format!(
+                    "the view's changelog began at epoch {since} (the view was created, or created again, then): \
+                     what a reader holds as of epoch {as_of} cannot be continued; subscribe with a fresh snapshot"
+                ),
+            });
+        }
         if as_of > meta.epoch {
             return Err(Error::EpochUnavailable {
                 view: name.to_owned(),
@@ -147,6 +173,8 @@ impl Subscription {
             last_epoch: 0,
             last_progress: as_of,
             read_epoch: 0,
+            since,
+            dropped: None,
             queue: VecDeque::new(),
             poll_interval: Duration::from_millis(50),
         };
@@ -183,6 +211,22 @@ impl Subscription {
                 reason: format!("the changelog ends before the committed end offset {end}"),
             });
         }
+        // A snapshot of the committed epoch must hold the rows its commit counted.
+        let counted = meta.changelogs.get(name).and_then(|c| c.rows);
+        if let Some(rows) = counted.filter(|_| as_of == meta.epoch)
+            && rows != subscription.counts.len() as u64
+        {
+            return Err(Error::CorruptChangelog {
+                view: name.to_owned(),
+                offset: end,
+                reason: format!(
+                    "it no longer covers committed epoch {}: its records fold to {} rows, the checkpoint counted \
+                     {rows} (compacted past the committed epoch, or damaged)",
+                    meta.epoch,
+                    subscription.counts.len()
+                ),
+            });
+        }
         if snapshot {
             for (row, count) in &subscription.counts {
                 let row = parse_row(&subscription.view, 0, row)?;
@@ -194,6 +238,8 @@ impl Subscription {
         for (record, epoch, diff) in after {
             subscription.change(&record, epoch, diff)?;
         }
+        // Every epoch with changes gets its own mark, then the committed one.
+        subscription.finish_through(subscription.last_epoch);
         subscription.finish_through(meta.epoch);
         Ok(subscription)
     }
@@ -292,11 +338,16 @@ impl Subscription {
 
     /// Reads whatever has been committed since the last call; queues events.
     pub fn poll(&mut self) -> Result<()> {
+        if let Some(error) = self.dropped.take() {
+            return Err(error);
+        }
         let Some(meta) = CheckpointMeta::read_published(&self.data_dir)? else { return Ok(()) };
-        if meta.views.get(&self.view) != Some(&self.topic) {
-            // The job dropped the view (RuntimeConfig::drop_undeclared);
-            // its changelog is being deleted.
-            return Err(Error::UnknownView(self.view.clone()));
+        let since = meta.changelogs.get(&self.view).map(|d| d.since);
+        if meta.views.get(&self.view) != Some(&self.topic) || since != Some(self.since) {
+            // The job dropped the view (RuntimeConfig::drop_undeclared; its
+            // changelog is being deleted), and maybe created it again.
+            self.retract_all(meta.epoch, since.is_some());
+            return Ok(());
         }
         if let Some(&(compacted, _)) = meta.compactable.get(&self.topic)
             && compacted > self.last_progress
@@ -328,8 +379,24 @@ impl Subscription {
                 reason: format!("the changelog ends before the committed end offset {end}"),
             });
         }
+        // Every epoch with changes gets its own mark, then the committed one.
+        self.finish_through(self.last_epoch);
         self.finish_through(meta.epoch);
         Ok(())
+    }
+
+    /// Queues the retraction of every row held, at `epoch` (the commit that
+    /// dropped the view), and its progress mark; the next poll fails.
+    fn retract_all(&mut self, epoch: Epoch, recreated: bool) {
+        // The dropping commit follows every epoch read; the max only guards
+        // against a published checkpoint that went back.
+        let epoch = epoch.max(self.last_progress + 1);
+        for (row, count) in std::mem::take(&mut self.counts) {
+            let row = parse_row(&self.view, 0, &row).expect("rows held were parsed when read");
+            self.queue.push_back(Event::Change { epoch, diff: -count, row });
+        }
+        self.finish_through(epoch);
+        self.dropped = Some(Error::ViewDropped { view: self.view.clone(), epoch, recreated });
     }
 
     /// The next event, waiting for one (polling) for at most `timeout`.

@@ -126,7 +126,7 @@ fn published(dir: &Path) -> CheckpointMeta {
 
 fn refusal(result: millpond_dataflow::Result<RunStats>) -> String {
     match result {
-        Err(Error::Worker(message)) => message,
+        Err(Error::InvalidJob(message)) => message,
         other => panic!("expected the job to be refused, got {other:?}"),
     }
 }
@@ -371,9 +371,9 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
     assert!(state_entries(dir, "op.maxes") > 0 && state_entries(dir, "view.bid_max") > 0);
     let mut subscription = Subscription::open(dir, "bid_max", None, true).unwrap();
-    while let Some(event) = subscription.next_timeout(std::time::Duration::ZERO).unwrap() {
-        assert!(matches!(event, millpond_dataflow::Event::Change { .. } | millpond_dataflow::Event::Progress { .. }));
-    }
+    let mut held = BTreeMap::new();
+    fold_available(&mut subscription, &mut held);
+    assert_eq!(held, expected_max(&first));
 
     // The second run no longer declares `bid_max` (nor its reader).
     let second = bids(1500..2000);
@@ -393,9 +393,11 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     assert_eq!(view_names(dir), ["bid_stats"]);
     assert!(matches!(read_view(dir, "bid_max"), Err(Error::UnknownView(name)) if name == "bid_max"));
     assert!(matches!(Subscription::open(dir, "bid_max", None, true), Err(Error::UnknownView(_))));
+    let (held, error) = drain(&mut subscription, held);
+    assert!(held.is_empty(), "a live subscription retracts a dropped view's rows: {held:?}");
     assert!(
-        matches!(subscription.next_timeout(std::time::Duration::ZERO), Err(Error::UnknownView(_))),
-        "a live subscription learns that its view is gone"
+        matches!(error, Error::ViewDropped { ref view, recreated: false, .. } if view == "bid_max"),
+        "then it says the view was dropped: {error}"
     );
     let left = topics(dir);
     assert!(!left.iter().any(|t| t == "view.bid_max" || t == "bid_max.dead-letter"), "{left:?}");
@@ -583,4 +585,241 @@ fn a_version_2_checkpoint_resumes_with_every_reader_named_after_its_topic() {
     let meta = published(dir);
     assert_eq!(meta.version, millpond_dataflow::CHECKPOINT_VERSION);
     assert_eq!(meta.readers, BTreeMap::from([("bid".into(), "bid".into()), ("bid_max".into(), "bid".into())]));
+}
+
+/// Folds everything `subscription` yields into `rows` (JSON to
+/// multiplicity, what it had yielded before), checking that each progress
+/// mark leaves no row negative, until it fails; returns the rows and the
+/// error.
+fn drain(subscription: &mut Subscription, mut rows: BTreeMap<String, i64>) -> (BTreeMap<String, i64>, Error) {
+    loop {
+        match subscription.next_timeout(std::time::Duration::ZERO) {
+            Ok(Some(millpond_dataflow::Event::Change { row, diff, .. })) => {
+                let count = rows.entry(row.to_string()).or_insert(0);
+                *count += diff;
+                if *count == 0 {
+                    rows.remove(&row.to_string());
+                }
+            }
+            Ok(Some(millpond_dataflow::Event::Progress { .. })) => {
+                assert!(rows.values().all(|c| *c > 0), "a progress mark with a negative row: {rows:?}");
+            }
+            Ok(None) => panic!("the subscription ran dry without failing: {rows:?}"),
+            Err(error) => return (rows, error),
+        }
+    }
+}
+
+/// Folds what `subscription` has committed so far (it must not fail).
+fn fold_available(subscription: &mut Subscription, rows: &mut BTreeMap<String, i64>) -> usize {
+    let mut retractions = 0;
+    while let Some(event) = subscription.next_timeout(std::time::Duration::ZERO).unwrap() {
+        if let millpond_dataflow::Event::Change { row, diff, .. } = event {
+            retractions += usize::from(diff < 0);
+            let count = rows.entry(row.to_string()).or_insert(0);
+            *count += diff;
+            if *count == 0 {
+                rows.remove(&row.to_string());
+            }
+        }
+    }
+    retractions
+}
+
+/// `v` under one of two definitions, each with readers and operators of its own.
+fn versioned_bids<'s>(job: &mut Job<'s>, reader: &str) -> millpond_dataflow::Collection<'s, (u64, i64)> {
+    job.source_named(reader, "bid", json::<Bid>()).map(|b| (b.auction, b.price))
+}
+
+fn build_versioned(job: &mut Job<'_>, definition: Option<&str>) {
+    let bids = versioned_bids;
+    match definition {
+        Some("stats") => {
+            let bids = bids(job, "v_stats");
+            let rows = bids.aggregate("v_stats", (Count, Sum(|p: &i64| *p))).map(|(a, (c, s))| (a, Some(c * 1000 + s)));
+            job.materialize_definition("v", "stats", rows);
+        }
+        Some("max") => {
+            let bids = bids(job, "v_max");
+            job.materialize_definition("v", "max", bids.aggregate("v_max", Max(|p: &i64| *p)));
+        }
+        _ => {
+            // Something else keeps the job non-empty.
+            let bids = bids(job, "other");
+            job.materialize("other", bids.aggregate("other", Count));
+        }
+    }
+}
+
+fn run_versioned(dir: &Path, definition: Option<&'static str>) -> RunStats {
+    let config = config(dir, StateBackend::RocksDb).drop_undeclared(true);
+    Runtime::run(config, move |job| build_versioned(job, definition)).unwrap()
+}
+
+fn expected_versioned(input: &Input, definition: &str) -> BTreeMap<String, i64> {
+    if definition == "max" {
+        return expected_max(input);
+    }
+    let mut per_auction: BTreeMap<u64, i64> = BTreeMap::new();
+    for bid in valid_bids(input) {
+        *per_auction.entry(bid.auction).or_default() += 1000 + bid.price;
+    }
+    rows_of(per_auction.into_iter().map(|(auction, v)| ((auction, Some(v)), 1)))
+}
+
+#[test]
+fn a_replaced_view_retracts_the_old_definition_for_live_and_resumed_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let first = bids(0..1200);
+    produce(dir, "bid", 2, &first);
+    run_versioned(dir, Some("stats"));
+    assert_eq!(view_rows(dir, "v"), expected_versioned(&first, "stats"));
+    let before = published(dir);
+    assert_eq!(before.changelogs["v"].definition, "stats");
+    let mut live = Subscription::open(dir, "v", None, true).unwrap();
+    let mut live_rows = BTreeMap::new();
+    fold_available(&mut live, &mut live_rows);
+    assert_eq!(live_rows, expected_versioned(&first, "stats"));
+
+    // Replaced: the changelog stays, the old rows are retracted, the new ones follow.
+    let second = bids(1200..1500);
+    produce(dir, "bid", 2, &second);
+    let two = run_versioned(dir, Some("max"));
+    let all: Input = first.iter().chain(&second).cloned().collect();
+    assert_eq!(view_rows(dir, "v"), expected_versioned(&all, "max"));
+    assert!(two.dropped.contains(&"state op.v_stats".to_owned()), "{:?}", two.dropped);
+    let after = published(dir);
+    assert_eq!(after.views["v"], before.views["v"], "the changelog is kept");
+    let definition = &after.changelogs["v"];
+    assert_eq!((definition.definition.as_str(), definition.since), ("max", before.changelogs["v"].since));
+    assert!(definition.defined > before.epoch, "{definition:?}");
+    let retractions = fold_available(&mut live, &mut live_rows);
+    assert!(retractions > 0, "the old rows are retracted");
+    assert_eq!(live_rows, expected_versioned(&all, "max"), "a live subscriber holds exactly the new contents");
+
+    // A subscriber that resumes after the old definition's last epoch gets the same.
+    let mut resumed = Subscription::open(dir, "v", Some(before.epoch), false).unwrap();
+    let mut resumed_rows = expected_versioned(&first, "stats");
+    fold_available(&mut resumed, &mut resumed_rows);
+    assert_eq!(resumed_rows, expected_versioned(&all, "max"));
+
+    // A run with nothing new retracts nothing again.
+    let three = run_versioned(dir, Some("max"));
+    assert!(three.dropped.is_empty());
+    assert_eq!(fold_available(&mut live, &mut live_rows), 0);
+    assert_eq!(live_rows, expected_versioned(&all, "max"));
+
+    // Dropped: a live subscriber's rows are retracted, then it fails.
+    run_versioned(dir, None);
+    let (held, error) = drain(&mut live, live_rows);
+    assert!(held.is_empty(), "{held:?}");
+    assert!(matches!(error, Error::ViewDropped { recreated: false, .. }), "{error}");
+    let dropped_at = published(dir).epoch;
+
+    // Created again: a new changelog; resuming from before it is refused.
+    run_versioned(dir, Some("stats"));
+    assert_eq!(view_rows(dir, "v"), expected_versioned(&all, "stats"));
+    assert!(published(dir).changelogs["v"].since > dropped_at);
+    let refused = Subscription::open(dir, "v", Some(after.epoch), false).unwrap_err();
+    assert!(matches!(refused, Error::EpochUnavailable { .. }), "{refused}");
+    assert!(refused.to_string().contains("fresh snapshot"), "{refused}");
+}
+
+#[test]
+fn a_live_subscriber_of_a_view_dropped_and_created_again_between_polls_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let input = bids(0..600);
+    produce(dir, "bid", 2, &input);
+    run_versioned(dir, Some("max"));
+    let mut live = Subscription::open(dir, "v", None, true).unwrap();
+    let mut rows = BTreeMap::new();
+    fold_available(&mut live, &mut rows);
+    assert_eq!(rows, expected_max(&input));
+    run_versioned(dir, None);
+    run_versioned(dir, Some("max"));
+    let (held, error) = drain(&mut live, rows);
+    assert!(held.is_empty(), "{held:?}");
+    assert!(matches!(error, Error::ViewDropped { recreated: true, .. }), "{error}");
+    assert!(error.to_string().contains("created again"), "{error}");
+}
+
+/// `bid` with small segments and size retention; `input` produced in batches of 20.
+fn produce_with_retention(dir: &Path, input: &Input) {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    if !log.topics().iter().any(|t| t == "bid") {
+        let small_segments =
+            TopicConfig { partitions: 1, segment_bytes: 1024, retention_bytes: Some(4096), ..TopicConfig::default() };
+        log.create_topic("bid", small_segments).unwrap();
+    }
+    log.close().unwrap();
+    common::produce_batches(dir, "bid", 1, &input.chunks(20).map(<[_]>::to_vec).collect::<Vec<_>>());
+}
+
+/// Enforces retention; returns the log start offset of `bid`.
+fn enforce_retention(dir: &Path) -> u64 {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    assert!(log.enforce_retention().unwrap() > 0, "retention deletes old segments");
+    let start = log.low_watermark("bid", 0).unwrap();
+    log.close().unwrap();
+    start
+}
+
+#[test]
+fn a_retention_gap_fails_a_resuming_reader_by_default_and_is_reported_when_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let first = bids(0..200);
+    produce_with_retention(dir, &first);
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    let committed = published(dir).sources["bid"][&0];
+    assert_eq!(committed, first.len() as u64);
+
+    // While the job is stopped, much more arrives and retention deletes some of it unread.
+    let second = bids(200..1200);
+    produce_with_retention(dir, &second);
+    let log_start = enforce_retention(dir);
+    assert!(log_start > committed, "retention passed the reader: {log_start} > {committed}");
+
+    let refused = Runtime::run(config(dir, StateBackend::RocksDb), |job| build(job, STATS_ONLY)).unwrap_err();
+    assert!(
+        matches!(&refused, Error::RetentionGap { reader, partition: 0, from, to, .. }
+            if reader == "bid" && *from == committed && *to == log_start),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("--on-retention-gap skip"), "the error says what to do: {refused}");
+    assert_eq!(published(dir).sources["bid"][&0], committed, "nothing was committed past the gap");
+
+    let config = config(dir, StateBackend::RocksDb).on_retention_gap(millpond_dataflow::RetentionGapPolicy::Skip);
+    let skipped = Runtime::run(config, |job| build(job, STATS_ONLY)).unwrap();
+    let gap = millpond_dataflow::RetentionGap {
+        reader: "bid".into(),
+        topic: "bid".into(),
+        partition: 0,
+        from: committed,
+        to: log_start,
+    };
+    assert_eq!(skipped.retention_gaps, [gap]);
+    assert_eq!(skipped.skipped_offsets, log_start - committed);
+    let all: Input = first.iter().chain(&second).cloned().collect();
+    let read: Input = first.iter().chain(&all[log_start as usize..]).cloned().collect();
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&read), "the view has exactly what was read");
+}
+
+#[test]
+fn a_reader_whose_committed_offsets_the_log_no_longer_has_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    for part in 0..3 {
+        produce(dir, "bid", 1, &bids(part * 100..(part + 1) * 100)); // a batch each
+    }
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    // The log loses its tail (as a repair of a corrupt segment would cut it).
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    log.truncate("bid", 0, 100).unwrap();
+    log.close().unwrap();
+    produce(dir, "bid", 1, &bids(300..400));
+    let refused = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| build(job, STATS_ONLY)));
+    assert!(refused.contains("committed offset 300 of bid/0") && refused.contains("ends at 200"), "{refused}");
 }

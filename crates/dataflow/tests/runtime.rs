@@ -219,7 +219,10 @@ fn a_view_row_that_cannot_be_json_fails_the_job_with_an_error() {
         job.materialize("maps", rows);
     });
     match result {
-        Err(millpond_dataflow::Error::Worker(message)) => assert!(message.contains("not JSON"), "{message}"),
+        Err(error @ millpond_dataflow::Error::Operator { .. }) => {
+            let message = error.to_string();
+            assert!(message.contains("sink 'view:maps'") && message.contains("not JSON"), "{message}")
+        }
         other => panic!("expected an error naming the row, got {other:?}"),
     }
     assert!(millpond_dataflow::list_views(dir.path()).unwrap().is_empty(), "nothing was committed");
@@ -239,7 +242,7 @@ fn a_job_that_has_committed_refuses_a_new_stateful_operator() {
         job.materialize("counts", bids.aggregate("counts", Count));
     });
     match result {
-        Err(millpond_dataflow::Error::Worker(message)) => {
+        Err(millpond_dataflow::Error::InvalidJob(message)) => {
             assert!(message.contains("op.counts") && message.contains("new data directory"), "{message}")
         }
         other => panic!("expected the new operator to be refused, got {other:?}"),
@@ -247,4 +250,56 @@ fn a_job_that_has_committed_refuses_a_new_stateful_operator() {
     // The committed views are untouched, and the unchanged job still runs.
     assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&bids(0..100)));
     run(dir.path(), 1, StateBackend::RocksDb);
+}
+
+#[test]
+fn a_snapshot_of_a_changelog_that_lost_rows_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "bid", 2, &bids(0..500));
+    run(dir.path(), 1, StateBackend::RocksDb);
+    let rows = view_rows(dir.path(), "bid_stats");
+    assert_eq!(rows, expected(&bids(0..500)));
+    let meta = millpond_dataflow::CheckpointMeta::read_published(dir.path()).unwrap().unwrap();
+    assert_eq!(meta.changelogs["bid_stats"].rows, Some(rows.len() as u64), "the commit counts the rows");
+
+    // Rewrite the changelog as a wrong compaction would leave it: as many
+    // records, up to the same end offset, but one row's records now carry
+    // another row's key (that row is gone from the fold).
+    let log = millpond_log::Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap();
+    let topic = "view.bid_stats";
+    let end = log.high_watermark(topic, 0).unwrap();
+    let mut records = Vec::new();
+    let mut offset = 0;
+    while offset < end {
+        let fetch = log.fetch(topic, 0, offset, 1 << 20).unwrap();
+        for record in fetch.records() {
+            records.push(millpond_log::Record {
+                key: record.key.map(<[u8]>::to_vec),
+                value: record.value.map(<[u8]>::to_vec),
+                timestamp_ms: record.timestamp_ms,
+                headers: record.headers(),
+            });
+        }
+        offset = fetch.next_offset();
+    }
+    let (lost, kept) = (records[0].key.clone(), records[1].key.clone());
+    assert_ne!(lost, kept);
+    for record in records.iter_mut().filter(|r| r.key == lost) {
+        record.key = kept.clone();
+    }
+    let config = log.topic_config(topic).unwrap();
+    log.delete_topic(topic).unwrap();
+    log.create_topic(topic, config).unwrap();
+    log.append(topic, 0, &records).unwrap();
+    assert_eq!(log.high_watermark(topic, 0).unwrap(), end);
+    log.close().unwrap();
+
+    match millpond_dataflow::read_view(dir.path(), "bid_stats") {
+        Err(error @ millpond_dataflow::Error::CorruptChangelog { .. }) => {
+            let message = error.to_string();
+            assert!(message.contains("no longer covers committed epoch"), "{message}");
+            assert!(message.contains(&format!("the checkpoint counted {}", rows.len())), "{message}");
+        }
+        other => panic!("expected the snapshot to be refused, got {other:?}"),
+    }
 }

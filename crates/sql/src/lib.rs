@@ -46,14 +46,7 @@ mod time;
 mod value;
 
 #[cfg(feature = "runtime")]
-use std::collections::BTreeSet;
-#[cfg(feature = "runtime")]
-use std::path::Path;
-#[cfg(feature = "runtime")]
-use std::sync::atomic::Ordering;
-
-#[cfg(feature = "runtime")]
-use millpond_dataflow::{CheckpointMeta, RunStats, Runtime, RuntimeConfig};
+use millpond_dataflow::{RunStats, Runtime, RuntimeConfig};
 
 #[cfg(feature = "runtime")]
 pub use catalog::CATALOG_TOPIC;
@@ -80,49 +73,42 @@ pub fn decode_json_row(json: &[u8], columns: &[(String, Type)]) -> std::result::
 /// [`RuntimeConfig`]): each view is materialized under its own name.
 ///
 /// The catalog is the whole job: whatever the data directory's earlier runs
-/// maintained and the catalog no longer has (a dropped or replaced view) is
-/// dropped, state and changelog (`drop_undeclared`).
-///
-/// A replaced view keeps its name, and with it its changelog and the state
-/// of its rows: the new definition would add its rows to the old ones. So a
-/// run that finds views replaced since the last commit first runs without
-/// them until caught up, which drops them, and then with them, built anew.
+/// maintained and the catalog no longer has (a dropped view, or a replaced
+/// view's old operators and readers) is dropped, state and changelog
+/// (`drop_undeclared`). A replaced view keeps its name and changelog: its
+/// definition is its prefix (name and fingerprint), so the run's first
+/// epoch retracts the old definition's rows (`Job::materialize_definition`).
+/// The names the data directory's SQL catalog defines (sources, tables and
+/// views), read without opening the log (so while a job runs), or `None`
+/// if the directory's catalog was never written. A view that a job committed but the
+/// catalog no longer names was dropped by a statement that no job has
+/// applied yet: readers must not serve it.
 #[cfg(feature = "runtime")]
-pub fn run(config: RuntimeConfig, views: Vec<CompiledView>) -> Result<RunStats> {
-    let config = config.drop_undeclared(true);
-    let replaced = replaced_views(&config.data_dir, &views)?;
-    let mut before = None;
-    if !replaced.is_empty() {
-        let kept: Vec<CompiledView> = views.iter().filter(|v| !replaced.contains(&v.name)).cloned().collect();
-        let stats = Runtime::run(config.clone().stop_when_caught_up(true), move |job| render::build(job, &kept))?;
-        if config.stop.load(Ordering::SeqCst) {
-            return Ok(stats);
-        }
-        before = Some(stats);
+pub fn catalog_names(data_dir: &std::path::Path) -> Result<Option<std::collections::BTreeSet<String>>> {
+    let Some(records) = millpond_dataflow::read_partition_unlocked(data_dir, CATALOG_TOPIC, 0)? else {
+        return Ok(None);
+    };
+    if records.is_empty() {
+        return Ok(None); // a catalog never written to: no SQL here
     }
-    let mut stats = Runtime::run(config, move |job| render::build(job, &views))?;
-    if let Some(before) = before {
-        stats.records += before.records;
-        stats.dead_letters += before.dead_letters;
-        stats.skipped_offsets += before.skipped_offsets;
-        stats.first_epoch = before.first_epoch;
-        stats.dropped = before.dropped.into_iter().chain(stats.dropped).collect();
+    let mut latest = std::collections::BTreeMap::new();
+    for record in records {
+        let key = record
+            .key
+            .ok_or_else(|| Error::Catalog { offset: record.offset, message: "a record without a key".into() })?;
+        latest.insert(key, record.value.is_some());
     }
-    Ok(stats)
+    Ok(Some(
+        latest
+            .into_iter()
+            .filter(|(_, live)| *live)
+            .filter_map(|(key, _)| String::from_utf8(key).ok())
+            .filter(|name| !name.contains('/')) // markers, not objects
+            .collect(),
+    ))
 }
 
-/// The views that the last commit has under another definition: listed,
-/// but with no reader named after their current one. (A published
-/// checkpoint that lags the store at worst makes a view built anew.)
 #[cfg(feature = "runtime")]
-fn replaced_views(data_dir: &Path, views: &[CompiledView]) -> Result<BTreeSet<String>> {
-    let Some(meta) = CheckpointMeta::read_published(data_dir)? else { return Ok(BTreeSet::new()) };
-    Ok(views
-        .iter()
-        .filter(|view| {
-            let readers = format!("{}.", view.prefix());
-            meta.views.contains_key(&view.name) && !meta.sources.keys().any(|reader| reader.starts_with(&readers))
-        })
-        .map(|view| view.name.clone())
-        .collect())
+pub fn run(config: RuntimeConfig, views: Vec<CompiledView>) -> Result<RunStats> {
+    Ok(Runtime::run(config.drop_undeclared(true), move |job| render::build(job, &views))?)
 }

@@ -150,7 +150,8 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
         let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
         let rows = renderer.render(&view.rel);
         let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
-        renderer.job.materialize(&view.name, rows);
+        let definition = renderer.prefix.clone();
+        renderer.job.materialize_definition(&view.name, &definition, rows);
     }
 }
 

@@ -1,0 +1,140 @@
+//! How a runtime runs: [`RuntimeConfig`] and its parts.
+//!
+//! Every limit and interval is named with its unit last; `RuntimeConfig::new`
+//! holds the defaults, and `docs/checkpoints.md` says what each one changes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// Where operator state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateBackend {
+    /// RocksDB under `DATA_DIR/state` (the default; survives restarts).
+    RocksDb,
+    /// Memory only: for tests and the benchmark baseline. Nothing survives a
+    /// restart, so sources start from the beginning each run.
+    Memory,
+}
+
+/// What a resuming reader does when retention deleted records it had not
+/// read yet (its committed offset is below the partition's log start).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetentionGapPolicy {
+    /// Stop the job with [`crate::Error::RetentionGap`] (the default: a view would
+    /// silently miss those records).
+    #[default]
+    Fail,
+    /// Skip to the log start, and report the gap in [`RunStats::retention_gaps`].
+    Skip,
+}
+
+/// Records that retention deleted before a resuming reader read them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetentionGap {
+    pub reader: String,
+    pub topic: String,
+    pub partition: u32,
+    /// The reader's offset, and the log start offset it skipped to.
+    pub from: u64,
+    pub to: u64,
+}
+
+/// How a runtime runs.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    pub data_dir: PathBuf,
+    /// Timely worker threads.
+    pub workers: usize,
+    /// Length of an epoch: the checkpoint interval.
+    pub epoch_interval_ms: u64,
+    pub state: StateBackend,
+    /// Commit checkpoints durably (fsync). Off only for measuring their cost:
+    /// state is still written, but a crash may lose or repeat output.
+    pub checkpoints: bool,
+    /// Stop once every source has read what its partitions held when the job
+    /// started (and that output is committed).
+    pub stop_when_caught_up: bool,
+    /// Set to stop at the next epoch boundary (e.g. from a Ctrl-C handler).
+    pub stop: Arc<AtomicBool>,
+    /// Bytes a source fetches from one partition per step.
+    pub fetch_bytes_max: usize,
+    /// How long a committed epoch's changelog records are kept from
+    /// compaction (Kafka's `min.compaction.lag.ms`): a subscriber can resume
+    /// with `--as-of` an epoch this recent.
+    pub changelog_compaction_lag_ms: u64,
+    /// Segment size of the changelog and dead-letter topics this job creates
+    /// (compaction works on closed segments only).
+    pub sink_segment_bytes: u64,
+    /// For crash tests only: sleep this long between writing an epoch's
+    /// sink output and committing its checkpoint, so that kills land in
+    /// that window often.
+    pub commit_delay_ms: u64,
+    /// Drop what the checkpoint lists but this run's job does not declare:
+    /// readers' offsets, operator and view state, views and their sink
+    /// topics (see docs/checkpoints.md). Off by default: a job that stops
+    /// declaring something keeps it, so declaring it again resumes it.
+    pub drop_undeclared: bool,
+    /// What a resuming reader does about records retention deleted unread.
+    pub on_retention_gap: RetentionGapPolicy,
+}
+
+impl RuntimeConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> RuntimeConfig {
+        RuntimeConfig {
+            data_dir: data_dir.into(),
+            workers: 1,
+            epoch_interval_ms: 1000,
+            state: StateBackend::RocksDb,
+            checkpoints: true,
+            stop_when_caught_up: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            fetch_bytes_max: 1 << 20,
+            commit_delay_ms: 0,
+            sink_segment_bytes: 64 << 20,
+            changelog_compaction_lag_ms: 600_000,
+            drop_undeclared: false,
+            on_retention_gap: RetentionGapPolicy::Fail,
+        }
+    }
+    pub fn on_retention_gap(mut self, policy: RetentionGapPolicy) -> Self {
+        self.on_retention_gap = policy;
+        self
+    }
+    pub fn drop_undeclared(mut self, on: bool) -> Self {
+        self.drop_undeclared = on;
+        self
+    }
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+    pub fn epoch_interval_ms(mut self, interval_ms: u64) -> Self {
+        self.epoch_interval_ms = interval_ms;
+        self
+    }
+    pub fn state(mut self, state: StateBackend) -> Self {
+        self.state = state;
+        self
+    }
+    pub fn checkpoints(mut self, on: bool) -> Self {
+        self.checkpoints = on;
+        self
+    }
+    pub fn changelog_compaction_lag_ms(mut self, lag_ms: u64) -> Self {
+        self.changelog_compaction_lag_ms = lag_ms;
+        self
+    }
+    pub fn sink_segment_bytes(mut self, bytes: u64) -> Self {
+        self.sink_segment_bytes = bytes;
+        self
+    }
+    pub fn fetch_bytes_max(mut self, bytes: usize) -> Self {
+        self.fetch_bytes_max = bytes;
+        self
+    }
+    pub fn stop_when_caught_up(mut self, on: bool) -> Self {
+        self.stop_when_caught_up = on;
+        self
+    }
+}

@@ -1,0 +1,204 @@
+//! What a running job shares: [`Shared`] across the workers and the commit
+//! thread of one runtime, and [`WorkerContext`] per worker while the job is
+//! built (names, build errors, declarations).
+//!
+//! Invariants: the first failure wins and is returned by the run, typed;
+//! a job that failed commits nothing more; every name a job declares is
+//! claimed once per kind.
+
+use std::cell::{Ref, RefCell};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use millpond_log::Log;
+use timely::dataflow::ProbeHandle;
+
+use crate::Epoch;
+use crate::checkpoint::{Checkpoints, Declarations};
+use crate::config::{RetentionGap, RetentionGapPolicy, RuntimeConfig};
+use crate::error::{Error, Result};
+use crate::opstate::OperatorState;
+
+/// The longest first epoch of a run.
+const FIRST_EPOCH_MS_MAX: u64 = 100;
+
+/// What all workers of a runtime share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: RuntimeConfig,
+    pub(crate) checkpoints: Arc<Checkpoints>,
+    start: Instant,
+    first_epoch: Epoch,
+    failure: Mutex<Option<Error>>,
+    dropped: Mutex<Vec<String>>,
+    retention_gaps: Mutex<Vec<RetentionGap>>,
+    pub(crate) records: AtomicU64,
+    pub(crate) dead_letters: AtomicU64,
+    pub(crate) skipped: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(config: RuntimeConfig, checkpoints: Arc<Checkpoints>, first_epoch: Epoch) -> Shared {
+        Shared {
+            config,
+            checkpoints,
+            start: Instant::now(),
+            first_epoch,
+            failure: Mutex::new(None),
+            dropped: Mutex::new(Vec::new()),
+            retention_gaps: Mutex::new(Vec::new()),
+            records: AtomicU64::new(0),
+            dead_letters: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+    /// The first failure, if any (taken once, by the run).
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        self.failure.lock().expect("failure lock").take()
+    }
+    /// What this run drops (with `drop_undeclared`), sorted.
+    pub(crate) fn set_dropped(&self, mut dropped: Vec<String>) {
+        dropped.sort();
+        *self.dropped.lock().expect("dropped lock") = dropped;
+    }
+    pub(crate) fn take_dropped(&self) -> Vec<String> {
+        std::mem::take(&mut *self.dropped.lock().expect("dropped lock"))
+    }
+    pub(crate) fn take_retention_gaps(&self) -> Vec<RetentionGap> {
+        std::mem::take(&mut *self.retention_gaps.lock().expect("gaps lock"))
+    }
+    /// The epoch that the clock is in now.
+    pub(crate) fn epoch_now(&self) -> Epoch {
+        let elapsed_ms = self.start.elapsed().as_millis() as u64;
+        let first_ms = self.first_epoch_ms();
+        if elapsed_ms < first_ms {
+            self.first_epoch
+        } else {
+            self.first_epoch + 1 + (elapsed_ms - first_ms) / self.config.epoch_interval_ms.max(1)
+        }
+    }
+    /// The first epoch of a run is short, so that output resumes soon after
+    /// a restart (the replayed backlog then flows through regular epochs).
+    fn first_epoch_ms(&self) -> u64 {
+        self.config.epoch_interval_ms.clamp(1, FIRST_EPOCH_MS_MAX)
+    }
+    pub(crate) fn first_epoch(&self) -> Epoch {
+        self.first_epoch
+    }
+    /// Time left in `epoch`.
+    pub(crate) fn until_epoch_end(&self, epoch: Epoch) -> Duration {
+        let end_ms = self.first_epoch_ms() + (epoch - self.first_epoch) * self.config.epoch_interval_ms.max(1);
+        Duration::from_millis(end_ms).saturating_sub(self.start.elapsed())
+    }
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        self.checkpoints.log()
+    }
+    /// Stops the job without committing anything further.
+    pub(crate) fn fail(&self, error: Error) {
+        let mut failure = self.failure.lock().expect("failure lock");
+        if failure.is_none() {
+            *failure = Some(error);
+        }
+    }
+    /// A resuming reader found `gap`: fails the job or records it, as the
+    /// policy says. Returns whether the reader may skip it.
+    pub(crate) fn retention_gap(&self, gap: RetentionGap) -> bool {
+        assert!(gap.from < gap.to, "a gap skips at least one offset: {gap:?}");
+        match self.config.on_retention_gap {
+            RetentionGapPolicy::Fail => {
+                let RetentionGap { reader, topic, partition, from, to } = gap;
+                self.fail(Error::RetentionGap { reader, topic, partition, from, to, lost: to - from });
+                false
+            }
+            RetentionGapPolicy::Skip => {
+                self.skipped.fetch_add(gap.to - gap.from, Ordering::Relaxed);
+                self.retention_gaps.lock().expect("gaps lock").push(gap);
+                true
+            }
+        }
+    }
+    pub(crate) fn failed(&self) -> bool {
+        self.failure.lock().expect("failure lock").is_some()
+    }
+    pub(crate) fn stopping(&self) -> bool {
+        self.config.stop.load(Ordering::Relaxed) || self.failed()
+    }
+}
+
+/// Per-worker build context.
+#[derive(Debug)]
+pub(crate) struct WorkerContext {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) probe: ProbeHandle<Epoch>,
+    names: RefCell<BTreeSet<String>>,
+    build_errors: RefCell<Vec<String>>,
+    /// What this worker's part of the job declares.
+    declared: RefCell<Declarations>,
+}
+
+impl WorkerContext {
+    pub(crate) fn new(shared: Arc<Shared>) -> WorkerContext {
+        WorkerContext {
+            shared,
+            probe: ProbeHandle::new(),
+            names: RefCell::new(BTreeSet::new()),
+            build_errors: RefCell::new(Vec::new()),
+            declared: RefCell::new(Declarations::default()),
+        }
+    }
+    /// The first error met while building (the job is refused with it).
+    pub(crate) fn first_build_error(&self) -> Option<String> {
+        self.build_errors.borrow().first().cloned()
+    }
+    /// What this worker's part of the job declared.
+    pub(crate) fn declared(&self) -> Ref<'_, Declarations> {
+        self.declared.borrow()
+    }
+    /// Declares the reader `reader` of `topic` (each reader name once per job).
+    pub(crate) fn declare_reader(&self, reader: &str, topic: &str) {
+        if self.claim("reader", reader) {
+            self.declared.borrow_mut().readers.insert(reader.to_owned(), topic.to_owned());
+        }
+    }
+
+    /// Declares the view `name` with its changelog `topic` (worker 0).
+    pub(crate) fn declare_view(&self, name: &str, topic: &str) {
+        let mut declared = self.declared.borrow_mut();
+        declared.views.insert(name.to_owned());
+        declared.sinks.insert(topic.to_owned());
+    }
+
+    /// Declares a sink topic (worker 0).
+    pub(crate) fn declare_sink(&self, topic: &str) {
+        self.declared.borrow_mut().sinks.insert(topic.to_owned());
+    }
+
+    /// Declares and opens the state in `keyspace` of an operator or view fed
+    /// by the readers in `lineage`.
+    pub(crate) fn operator_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<OperatorState> {
+        self.declared.borrow_mut().states.insert(keyspace.to_owned());
+        OperatorState::new(self.shared.checkpoints.clone(), keyspace, lineage)
+    }
+
+    /// Claims a name of a kind ("operator", "view", "reader"): each stateful
+    /// operator, view and reader may appear once per job.
+    pub(crate) fn claim(&self, kind: &str, name: &str) -> bool {
+        let ok = !name.is_empty()
+            && name.len() <= 200
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        if !ok {
+            self.build_error(format!("{kind} name '{name}' must be 1..=200 ASCII letters, digits, '_', '-' or '.'"));
+            return false;
+        }
+        if !self.names.borrow_mut().insert(format!("{kind}:{name}")) {
+            self.build_error(format!("two {kind}s are named '{name}'; names must be unique"));
+            return false;
+        }
+        true
+    }
+    pub(crate) fn build_error(&self, message: String) {
+        self.build_errors.borrow_mut().push(message);
+    }
+}
