@@ -1,4 +1,4 @@
-//! `millpond topic create|list|describe|delete`.
+//! `millpond topic create|list|describe|delete|repair`.
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -22,6 +22,44 @@ pub(crate) enum TopicCommand {
     },
     /// Delete a topic and its data.
     Delete { name: String },
+    /// Open the log cutting this topic's partitions at a corrupt batch of
+    /// their last segment (losing every record from it on), and print what
+    /// was cut. Torn tails are cut by every open; this also cuts corruption
+    /// that valid data follows, which an ordinary open refuses.
+    Repair {
+        name: String,
+        /// Only this partition.
+        #[arg(long)]
+        partition: Option<u32>,
+    },
+}
+
+/// Prints what the repair open (`log` was opened with repair of `name`) cut.
+pub(crate) fn repair(log: &Log, name: &str, partition: Option<u32>) -> Result<()> {
+    let count = log.topic_config(name)?.partitions;
+    if let Some(p) = partition
+        && p >= count
+    {
+        anyhow::bail!("topic '{name}' has no partition {p} (it has {count})");
+    }
+    let cuts: Vec<_> = log.recovery_report().iter().filter(|c| c.topic == name).collect();
+    if cuts.is_empty() {
+        println!("nothing to repair in topic '{name}'");
+    }
+    for cut in cuts {
+        println!(
+            "cut {}/{} at offset {}: {} bytes from byte {} of {} ({:?}: {})",
+            cut.topic,
+            cut.partition,
+            cut.first_offset,
+            cut.bytes,
+            cut.position,
+            cut.path.display(),
+            cut.reason,
+            cut.error
+        );
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +164,7 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
             log.delete_topic(&name)?;
             println!("deleted topic '{name}'");
         }
+        TopicCommand::Repair { name, partition } => repair(log, &name, partition)?,
     }
     Ok(())
 }

@@ -28,7 +28,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
 use crate::offsets::{self, GroupOffsets};
-use crate::partition::{self, AppendInfo, Partition, PartitionInfo};
+use crate::partition::{self, AppendInfo, Partition, PartitionInfo, RecoveryCut};
 use crate::partitioner;
 
 /// The internal compacted topic holding committed consumer offsets.
@@ -49,6 +49,33 @@ pub struct LogOptions {
     pub maintenance_interval_ms: u64,
     /// How often the background thread checks interval flush policies.
     pub flush_tick_ms: u64,
+    /// Where recovery may cut at a corrupt batch that a valid batch follows
+    /// (by default nowhere: [`Log::open`] fails with
+    /// [`Error::CorruptSegment`]). Torn tails are always cut.
+    pub repair: Repair,
+}
+
+/// Which partitions [`Log::open`] may cut at a corrupt batch of their last
+/// segment, losing every record from it on (see [`Log::recovery_report`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Repair {
+    /// None: corruption followed by valid data fails the open.
+    #[default]
+    Nothing,
+    /// Every partition.
+    All,
+    /// One topic's partitions (all of them, or one).
+    Topic { topic: String, partition: Option<u32> },
+}
+
+impl Repair {
+    fn covers(&self, topic: &str, partition: u32) -> bool {
+        match self {
+            Repair::Nothing => false,
+            Repair::All => true,
+            Repair::Topic { topic: t, partition: p } => t == topic && p.is_none_or(|p| p == partition),
+        }
+    }
 }
 
 impl Default for LogOptions {
@@ -58,6 +85,7 @@ impl Default for LogOptions {
             background: true,
             maintenance_interval_ms: 30_000,
             flush_tick_ms: 10,
+            repair: Repair::Nothing,
         }
     }
 }
@@ -90,6 +118,8 @@ struct Inner {
     stop: (Mutex<bool>, Condvar),
     background_error: Mutex<Option<String>>,
     closed: AtomicBool,
+    /// What recovery cut at open, in topic and partition order.
+    recovery_report: Vec<RecoveryCut>,
 }
 
 /// An open data directory. Cheap to share across threads (`&Log` is enough).
@@ -193,7 +223,7 @@ impl Log {
                 fs::remove_dir_all(&path).map_err(Error::io("removing unfinished topic directory", &path))?;
                 continue;
             }
-            let topic = open_topic(&path, &name, &options.clock, clean_shutdown)?;
+            let topic = open_topic(&path, &name, &options.clock, clean_shutdown, &options.repair)?;
             topics.insert(name, Arc::new(topic));
         }
         if clean_shutdown {
@@ -201,6 +231,8 @@ impl Log {
             fs::remove_file(&marker).map_err(Error::io("removing", &marker))?;
         }
         partition::sync_dir(&dir)?;
+        let recovery_report =
+            topics.values().flat_map(|t| t.partitions.iter().filter_map(|p| p.recovery_cut.clone())).collect();
         let inner = Arc::new(Inner {
             dir,
             clock: options.clock.clone(),
@@ -210,6 +242,7 @@ impl Log {
             stop: (Mutex::new(false), Condvar::new()),
             background_error: Mutex::new(None),
             closed: AtomicBool::new(false),
+            recovery_report,
         });
         let mut log = Log { inner, background: None };
         if !log.inner.topics.read().expect("topics lock").contains_key(CONSUMER_OFFSETS_TOPIC) {
@@ -222,6 +255,14 @@ impl Log {
             log.background = Some(std::thread::spawn(move || background_loop(&inner, &options)));
         }
         Ok(log)
+    }
+
+    /// What recovery cut from the end of partitions when this log opened:
+    /// torn tails, and corrupt tails cut by [`LogOptions::repair`]. Empty
+    /// after a clean shutdown of an undamaged log. Callers should show it:
+    /// the first offset of each cut is given to new records.
+    pub fn recovery_report(&self) -> &[RecoveryCut] {
+        &self.inner.recovery_report
     }
 
     pub fn dir(&self) -> &Path {
@@ -283,7 +324,7 @@ impl Log {
         let path = topics_dir.join(name);
         fs::rename(&tmp, &path).map_err(Error::io("renaming new topic directory", &tmp))?;
         partition::sync_dir(&topics_dir)?;
-        let topic = open_topic(&path, name, &self.inner.clock, false)?;
+        let topic = open_topic(&path, name, &self.inner.clock, false, &Repair::Nothing)?;
         topics.insert(name.to_owned(), Arc::new(topic));
         Ok(())
     }
@@ -447,8 +488,16 @@ impl Log {
         drop(maintenance);
         old.retire();
         partition::truncate_directory(&old.dir, &plan)?;
-        let fresh =
-            Partition::open(topic, partition, old.dir.clone(), handle.config.clone(), self.inner.clock.clone(), false)?;
+        // The cut ends on a batch boundary: nothing for recovery to cut.
+        let fresh = Partition::open(
+            topic,
+            partition,
+            old.dir.clone(),
+            handle.config.clone(),
+            self.inner.clock.clone(),
+            false,
+            false,
+        )?;
         assert_eq!(fresh.high_watermark(), offset, "truncation leaves the partition ending at the cut");
         let mut partitions = handle.partitions.clone();
         partitions[partition as usize] = Arc::new(fresh);
@@ -537,7 +586,7 @@ impl Drop for Log {
     }
 }
 
-fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool) -> Result<Topic> {
+fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool, repair: &Repair) -> Result<Topic> {
     let meta_path = path.join("meta.json");
     let text = fs::read(&meta_path).map_err(Error::io("reading", &meta_path))?;
     let meta: TopicMeta = serde_json::from_slice(&text)
@@ -554,8 +603,9 @@ fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: b
     meta.config.validate()?;
     let partitions = (0..meta.config.partitions)
         .map(|p| {
-            Partition::open(name, p, path.join(p.to_string()), meta.config.clone(), clock.clone(), clean_shutdown)
-                .map(Arc::new)
+            let dir = path.join(p.to_string());
+            let repair = repair.covers(name, p);
+            Partition::open(name, p, dir, meta.config.clone(), clock.clone(), clean_shutdown, repair).map(Arc::new)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Topic { config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })

@@ -22,7 +22,7 @@ use crate::batch::{self, Record};
 use crate::clock::Clock;
 use crate::config::{FlushPolicy, TopicConfig};
 use crate::error::{Error, Result};
-use crate::segment::{self, OffsetEntry, OffsetRules, Segment, TimeEntry};
+use crate::segment::{self, OffsetEntry, OffsetRules, Segment, Tail, TimeEntry};
 
 /// Syncs of one partition that may run at once. Measured (`millpond bench
 /// log`, ext4 on virtio): allowing 2 did not lower ack latency, because the
@@ -46,6 +46,63 @@ pub struct PartitionInfo {
     pub high_watermark: u64,
     pub segments: usize,
     pub size_bytes: u64,
+}
+
+/// Why recovery cut the end of a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CutReason {
+    /// The first invalid batch had no valid batch after it: a write torn by
+    /// a crash (or damage to the last batch, which looks the same).
+    TornTail,
+    /// A valid batch followed the invalid one (corruption of data that was
+    /// written whole), and the log was opened with [`crate::Repair`] for
+    /// this partition: everything from the invalid batch on was cut.
+    Repair {
+        /// The valid batch that followed: its base offset and byte position.
+        next_valid_offset: u64,
+        next_valid_position: u64,
+    },
+}
+
+/// What recovery removed from the end of a partition's last segment, as
+/// listed by [`crate::Log::recovery_report`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryCut {
+    pub topic: String,
+    pub partition: u32,
+    /// The segment file that was cut.
+    pub path: PathBuf,
+    /// The byte the file was cut at (its new length).
+    pub position: u64,
+    /// The first offset cut: the next append gets it.
+    pub first_offset: u64,
+    /// Bytes removed.
+    pub bytes: u64,
+    /// Why the first removed batch was invalid.
+    pub error: batch::BatchError,
+    pub reason: CutReason,
+}
+
+impl std::fmt::Display for RecoveryCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = match &self.reason {
+            CutReason::TornTail => "torn tail".to_owned(),
+            CutReason::Repair { next_valid_offset, next_valid_position } => format!(
+                "repair of a corrupt batch (a valid batch at offset {next_valid_offset}, byte {next_valid_position}, was cut too)"
+            ),
+        };
+        write!(
+            f,
+            "recovery cut {}/{} at offset {} ({why}): {} bytes from byte {} of {} ({})",
+            self.topic,
+            self.partition,
+            self.first_offset,
+            self.bytes,
+            self.position,
+            self.path.display(),
+            self.error
+        )
+    }
 }
 
 /// The writer's view of the active segment.
@@ -96,6 +153,8 @@ pub(crate) struct Partition {
     /// dataflow's changelogs) keeps uncommitted records out of compaction.
     /// In memory; `u64::MAX` (no limit) when opened.
     pub(crate) cleanable_below: AtomicU64,
+    /// What recovery cut from the last segment when this handle opened.
+    pub(crate) recovery_cut: Option<RecoveryCut>,
     /// Set when the topic is deleted: this handle may outlive the directory
     /// (a background pass or an appender may hold it) and must not touch a
     /// directory that a new topic of the same name may own.
@@ -103,7 +162,10 @@ pub(crate) struct Partition {
 }
 
 impl Partition {
-    /// Opens (recovering) or creates the partition in `dir`.
+    /// Opens (recovering) or creates the partition in `dir`. The last
+    /// segment's torn tail is cut; a corrupt batch followed by a valid one is
+    /// [`Error::CorruptSegment`] (nothing is changed) unless `repair`, which
+    /// cuts there. Either cut is kept in `recovery_cut`.
     pub(crate) fn open(
         topic: &str,
         id: u32,
@@ -111,6 +173,7 @@ impl Partition {
         config: TopicConfig,
         clock: Arc<dyn Clock>,
         clean_shutdown: bool,
+        repair: bool,
     ) -> Result<Partition> {
         if !dir.exists() {
             fs::create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
@@ -126,6 +189,7 @@ impl Partition {
         }
         let mut segments = Vec::with_capacity(bases.len());
         let mut last_scan = None;
+        let mut recovery_cut = None;
         for (i, &base) in bases.iter().enumerate() {
             let is_last = i + 1 == bases.len();
             let trust_index = !is_last || clean_shutdown;
@@ -134,7 +198,44 @@ impl Partition {
                 contiguous: is_last || !config.cleanup_policy.compacts(),
                 limit: bases.get(i + 1).copied().unwrap_or(u64::MAX),
             };
-            let (segment, scan) = Segment::open(&dir, base, trust_index, is_last, config.index_interval_bytes, rules)?;
+            let tail = match (is_last, repair) {
+                (false, _) => Tail::Keep,
+                (true, false) => Tail::CutTorn,
+                (true, true) => Tail::Repair,
+            };
+            let (segment, scan, damage) =
+                Segment::open(&dir, base, trust_index, tail, config.index_interval_bytes, rules)?;
+            if let Some(damage) = damage {
+                if !damage.cut {
+                    let (next_valid_position, next_valid_offset) =
+                        damage.followed_by.expect("only corruption followed by a valid batch is kept");
+                    return Err(Error::CorruptSegment {
+                        topic: topic.to_owned(),
+                        partition: id,
+                        path: segment.path.clone(),
+                        position: damage.position,
+                        offset: damage.offset,
+                        reason: damage.error,
+                        next_valid_offset,
+                        next_valid_position,
+                    });
+                }
+                recovery_cut = Some(RecoveryCut {
+                    topic: topic.to_owned(),
+                    partition: id,
+                    path: segment.path.clone(),
+                    position: damage.position,
+                    first_offset: damage.offset,
+                    bytes: damage.bytes,
+                    error: damage.error,
+                    reason: match damage.followed_by {
+                        None => CutReason::TornTail,
+                        Some((next_valid_position, next_valid_offset)) => {
+                            CutReason::Repair { next_valid_offset, next_valid_position }
+                        }
+                    },
+                });
+            }
             if let Some(previous) = segments.last() {
                 let previous: &Arc<Segment> = previous;
                 assert!(previous.base_offset < base, "segment bases are sorted and distinct");
@@ -176,6 +277,7 @@ impl Partition {
             wake: (Mutex::new(()), Condvar::new()),
             failed: AtomicBool::new(false),
             cleanable_below: AtomicU64::new(u64::MAX),
+            recovery_cut,
             retired: AtomicBool::new(false),
         })
     }
