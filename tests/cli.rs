@@ -204,3 +204,29 @@ fn recovery_cuts_are_warned_about_and_corruption_is_repaired_on_request() {
     let output = millpond(dir, &["consume", "t"], "");
     assert!(!String::from_utf8(output.stderr).unwrap().contains("warning"), "the cut is reported once");
 }
+
+#[test]
+fn internal_topics_refuse_outside_writes_and_need_force_to_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    ok(dir, &["consume", "t", "--group", "g"], "");
+    for args in [&["produce", "__consumer_offsets"][..], &["produce", "__consumer_offsets", "--partition", "0"]] {
+        let error = fails(dir, args, "garbage\n");
+        assert!(error.contains("topic '__consumer_offsets' is internal"), "{error}");
+    }
+    // The directory still opens, and the group's offsets are intact.
+    let list: serde_json::Value = serde_json::from_str(&ok(dir, &["topic", "list", "--json"], "")).unwrap();
+    assert!(list.as_array().unwrap().iter().any(|t| t["name"] == "__consumer_offsets" && t["internal"] == true));
+    ok(dir, &["produce", "t"], "a\n");
+    assert_eq!(json_lines(&ok(dir, &["consume", "t", "--group", "g"], "")).len(), 1);
+
+    ok(dir, &["topic", "create", "__mine"], "");
+    let error = fails(dir, &["topic", "delete", "__mine"], "");
+    assert!(error.contains("'__mine' is internal") && error.contains("deleted"), "{error}");
+    ok(dir, &["topic", "delete", "__mine", "--force"], "");
+    let error = fails(dir, &["topic", "describe", "__mine"], "");
+    assert!(error.contains("unknown topic"), "{error}");
+    let error = fails(dir, &["topic", "delete", "__consumer_offsets", "--force"], "");
+    assert!(error.contains("even by force"), "{error}");
+}

@@ -20,8 +20,14 @@ pub(crate) enum TopicCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a topic and its data.
-    Delete { name: String },
+    /// Delete a topic and its data. Internal topics (names starting with
+    /// `__`) need --force, and their owner (the SQL catalog, a running job)
+    /// must be gone for good.
+    Delete {
+        name: String,
+        #[arg(long)]
+        force: bool,
+    },
     /// Open the log cutting this topic's partitions at a corrupt batch of
     /// their last segment (losing every record from it on), and print what
     /// was cut. Torn tails are cut by every open; this also cuts corruption
@@ -124,7 +130,7 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
                     .iter()
                     .map(|name| {
                         let partitions = log.topic_config(name).map(|c| c.partitions).unwrap_or(0);
-                        json!({ "name": name, "partitions": partitions, "internal": name.starts_with("__") })
+                        json!({ "name": name, "partitions": partitions, "internal": millpond_log::is_internal_topic(name) })
                     })
                     .collect();
                 println!("{}", serde_json::to_string(&list)?);
@@ -160,8 +166,12 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
                 }
             }
         }
-        TopicCommand::Delete { name } => {
-            log.delete_topic(&name)?;
+        TopicCommand::Delete { name, force } => {
+            if force {
+                log.delete_topic_forced(&name)?;
+            } else {
+                log.delete_topic(&name)?;
+            }
             println!("deleted topic '{name}'");
         }
         TopicCommand::Repair { name, partition } => repair(log, &name, partition)?,

@@ -44,6 +44,8 @@ pub enum Error {
         next_valid_offset: u64,
         next_valid_position: u64,
     },
+    #[error("topic '{topic}' is internal (its name starts with '__'): it cannot be {action} from outside its owner")]
+    InternalTopic { topic: String, action: &'static str },
     #[error("batch of {size_bytes} bytes exceeds the topic's max_batch_bytes {max_bytes}")]
     BatchTooLarge { size_bytes: usize, max_bytes: usize },
     #[error("an append needs at least one record")]

@@ -38,6 +38,6 @@ pub use cleaner::CompactionStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};
 pub use error::{Error, Result};
-pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, Log, LogOptions, Repair};
+pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, INTERNAL_TOPIC_PREFIX, Log, LogOptions, Repair, is_internal_topic};
 pub use partition::{AppendInfo, CutReason, PartitionInfo, RecoveryCut};
 pub use reader::{OffsetRecord, PartitionReader};

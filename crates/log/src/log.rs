@@ -170,6 +170,19 @@ impl Fetch {
     }
 }
 
+/// Whether `name` is an internal topic: one whose records only its owner
+/// writes (the log's own, or a layer above's, like the SQL catalog).
+pub fn is_internal_topic(name: &str) -> bool {
+    name.starts_with(INTERNAL_TOPIC_PREFIX)
+}
+
+/// Names of internal topics start with this.
+pub const INTERNAL_TOPIC_PREFIX: &str = "__";
+
+fn refuse_internal(topic: &str, action: &'static str) -> Result<()> {
+    if is_internal_topic(topic) { Err(Error::InternalTopic { topic: topic.to_owned(), action }) } else { Ok(()) }
+}
+
 fn validate_topic_name(name: &str) -> Result<()> {
     let bad = |reason| Err(Error::InvalidTopicName { name: name.to_owned(), reason });
     if name.is_empty() {
@@ -329,11 +342,25 @@ impl Log {
         Ok(())
     }
 
-    /// Deletes a topic and all its data.
+    /// Deletes a topic and all its data. Internal topics (names starting
+    /// with `__`) are refused with [`Error::InternalTopic`]: their owner
+    /// deletes them with [`Log::delete_topic_forced`].
     pub fn delete_topic(&self, name: &str) -> Result<()> {
+        refuse_internal(name, "deleted")?;
+        self.delete_topic_unchecked(name)
+    }
+
+    /// Deletes a topic, internal or not: for an internal topic's owner (or an
+    /// operator who knows its owner is gone: `millpond topic delete --force`).
+    /// [`CONSUMER_OFFSETS_TOPIC`] belongs to the log itself and is refused.
+    pub fn delete_topic_forced(&self, name: &str) -> Result<()> {
         if name == CONSUMER_OFFSETS_TOPIC {
-            return Err(Error::InvalidTopicName { name: name.to_owned(), reason: "internal topics cannot be deleted" });
+            return Err(Error::InternalTopic { topic: name.to_owned(), action: "deleted, even by force" });
         }
+        self.delete_topic_unchecked(name)
+    }
+
+    fn delete_topic_unchecked(&self, name: &str) -> Result<()> {
         let mut topics = self.inner.topics.write().expect("topics lock");
         let Some(topic) = topics.remove(name) else {
             return Err(Error::UnknownTopic(name.to_owned()));
@@ -366,8 +393,19 @@ impl Log {
         Ok(self.topic(name)?.partitions.iter().map(|p| p.info()).collect())
     }
 
-    /// Appends `records` to one partition as one batch.
+    /// Appends `records` to one partition as one batch. Internal topics
+    /// (names starting with `__`) are refused with [`Error::InternalTopic`]:
+    /// their records have formats only their owner writes (a foreign record
+    /// there would make every later open fail to decode it).
     pub fn append(&self, topic: &str, partition: u32, records: &[Record]) -> Result<AppendInfo> {
+        refuse_internal(topic, "appended to")?;
+        self.append_internal(topic, partition, records)
+    }
+
+    /// [`Log::append`] for any topic, internal ones included. Only for an
+    /// internal topic's owner, which writes its own record format (the log
+    /// for [`CONSUMER_OFFSETS_TOPIC`], the SQL layer for its catalog).
+    pub fn append_internal(&self, topic: &str, partition: u32, records: &[Record]) -> Result<AppendInfo> {
         self.check_open()?;
         self.partition(topic, partition)?.append(&records.iter().collect::<Vec<_>>())
     }
@@ -375,7 +413,15 @@ impl Log {
     /// Routes each record to its partition (by key, with Kafka's default
     /// partitioner; unkeyed records of one call to one partition) and appends
     /// one batch per partition. Order is kept within each partition.
+    /// Internal topics are refused, as by [`Log::append`].
     pub fn produce(&self, topic: &str, records: &[Record]) -> Result<Vec<AppendInfo>> {
+        refuse_internal(topic, "produced to")?;
+        self.produce_internal(topic, records)
+    }
+
+    /// [`Log::produce`] for any topic, internal ones included. Only for an
+    /// internal topic's owner (see [`Log::append_internal`]).
+    pub fn produce_internal(&self, topic: &str, records: &[Record]) -> Result<Vec<AppendInfo>> {
         self.check_open()?;
         let handle = self.topic(topic)?;
         let count = handle.partitions.len() as u32;
@@ -536,7 +582,7 @@ impl Log {
         self.partition(topic, partition)?;
         let record = offsets::encode(group, topic, partition, offset, self.inner.clock.now_ms());
         let mut committed = self.inner.offsets.lock().expect("offsets lock");
-        self.produce(CONSUMER_OFFSETS_TOPIC, &[record])?;
+        self.produce_internal(CONSUMER_OFFSETS_TOPIC, &[record])?;
         committed.insert((group.to_owned(), topic.to_owned(), partition), offset);
         Ok(())
     }
