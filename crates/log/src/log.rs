@@ -4,7 +4,7 @@
 //! ```text
 //! DATA_DIR/lock                         exclusive lock of the opening process
 //! DATA_DIR/clean-shutdown               present only after a clean close
-//! DATA_DIR/topics/NAME/meta.json        topic name and config (versioned JSON)
+//! DATA_DIR/topics/NAME/meta.json        topic name, id and config (versioned JSON, see `meta`)
 //! DATA_DIR/topics/NAME/P/               partition P's segments
 //! ```
 //! Invariants: a topic directory exists under its name only once complete
@@ -20,13 +20,12 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::batch::{self, BatchView, Record, RecordView};
 use crate::cleaner::{self, CompactionStats};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
+use crate::meta::{self, TopicId};
 use crate::offsets::{self, GroupOffsets};
 use crate::partition::{self, AppendInfo, Partition, PartitionInfo, RecoveryCut};
 use crate::partitioner;
@@ -35,7 +34,6 @@ use crate::partitioner;
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Longest topic name (Kafka's limit).
 pub(crate) const TOPIC_NAME_BYTES_MAX: usize = 249;
-const META_VERSION: u32 = 1;
 /// Longest consumer group name (stored with a u16 length).
 pub(crate) const GROUP_NAME_BYTES_MAX: usize = 1024;
 
@@ -90,16 +88,9 @@ impl Default for LogOptions {
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TopicMeta {
-    version: u32,
-    name: String,
-    config: TopicConfig,
-}
-
 #[derive(Debug)]
 struct Topic {
+    id: TopicId,
     config: TopicConfig,
     partitions: Vec<Arc<Partition>>,
     /// Unkeyed records of one produce call go to one partition; the next
@@ -321,15 +312,10 @@ impl Log {
         let tmp = topics_dir.join(format!(".tmp-{name}"));
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
-        let meta = TopicMeta { version: META_VERSION, name: name.to_owned(), config };
-        let meta_path = tmp.join("meta.json");
-        let text = serde_json::to_vec_pretty(&meta).expect("topic metadata serializes");
-        File::create(&meta_path)
-            .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
-            .map_err(Error::io("writing", &meta_path))?;
+        meta::write_new(&tmp, name, TopicId::random(), &config)?;
         // Partition directories exist before the rename, so the topic is
         // complete (and durable) the moment it appears under its name.
-        for partition in 0..meta.config.partitions {
+        for partition in 0..config.partitions {
             let dir = tmp.join(partition.to_string());
             fs::create_dir(&dir).map_err(Error::io("creating", &dir))?;
         }
@@ -382,6 +368,13 @@ impl Log {
     /// Topic names, sorted (including internal topics, which start with `__`).
     pub fn topics(&self) -> Vec<String> {
         self.inner.topics.read().expect("topics lock").keys().cloned().collect()
+    }
+
+    /// The id of this incarnation of topic `name` (a topic deleted and
+    /// created again has a new one). Other processes read it with
+    /// [`crate::read_topic_id`].
+    pub fn topic_id(&self, name: &str) -> Result<TopicId> {
+        Ok(self.topic(name)?.id)
     }
 
     pub fn topic_config(&self, name: &str) -> Result<TopicConfig> {
@@ -548,7 +541,10 @@ impl Log {
         let mut partitions = handle.partitions.clone();
         partitions[partition as usize] = Arc::new(fresh);
         let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
-        topics.insert(topic.to_owned(), Arc::new(Topic { config: handle.config.clone(), partitions, next_unkeyed }));
+        topics.insert(
+            topic.to_owned(),
+            Arc::new(Topic { id: handle.id, config: handle.config.clone(), partitions, next_unkeyed }),
+        );
         Ok(())
     }
 
@@ -633,20 +629,7 @@ impl Drop for Log {
 }
 
 fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool, repair: &Repair) -> Result<Topic> {
-    let meta_path = path.join("meta.json");
-    let text = fs::read(&meta_path).map_err(Error::io("reading", &meta_path))?;
-    let meta: TopicMeta = serde_json::from_slice(&text)
-        .map_err(|e| Error::BadMetadata { path: meta_path.clone(), reason: e.to_string() })?;
-    if meta.version != META_VERSION || meta.name != name {
-        return Err(Error::BadMetadata {
-            path: meta_path,
-            reason: format!(
-                "expected version {META_VERSION} and name '{name}', found {} and '{}'",
-                meta.version, meta.name
-            ),
-        });
-    }
-    meta.config.validate()?;
+    let meta = meta::load_or_upgrade(path, name)?;
     let partitions = (0..meta.config.partitions)
         .map(|p| {
             let dir = path.join(p.to_string());
@@ -654,7 +637,7 @@ fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: b
             Partition::open(name, p, dir, meta.config.clone(), clock.clone(), clean_shutdown, repair).map(Arc::new)
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Topic { config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })
+    Ok(Topic { id: meta.id, config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })
 }
 
 fn background_loop(inner: &Inner, options: &LogOptions) {
