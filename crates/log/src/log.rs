@@ -538,6 +538,11 @@ impl Log {
             false,
         )?;
         assert_eq!(fresh.high_watermark(), offset, "truncation leaves the partition ending at the cut");
+        // New records will take the cut offsets: a persisted bound above the
+        // cut would let them be compacted before they are committed.
+        if handle.config.compaction_bound_required && fresh.cleanable_below() > offset {
+            fresh.set_cleanable_below(offset)?;
+        }
         let mut partitions = handle.partitions.clone();
         partitions[partition as usize] = Arc::new(fresh);
         let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
@@ -550,14 +555,19 @@ impl Log {
 
     /// Lets compaction touch only segments that end at or below `offset` (and
     /// decide "latest per key" among their records only), like Kafka's last
-    /// stable offset for the cleaner. Kept in memory: a reopened log has no
-    /// limit until it is set again.
+    /// stable offset for the cleaner. For a topic with
+    /// [`TopicConfig::compaction_bound_required`] the bound is persisted in
+    /// the partition directory (written only when it changes) and honoured
+    /// by every process that opens the log later; otherwise it is kept in
+    /// memory only, and a reopened log has no limit until it is set again.
     pub fn set_cleanable_below(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
-        let partition = self.partition(topic, partition)?;
-        // Under the maintenance lock: a pass in progress finishes first.
-        let _maintenance = partition.maintenance.lock().expect("maintenance lock");
-        partition.cleanable_below.store(offset, Ordering::Release);
-        Ok(())
+        self.partition(topic, partition)?.set_cleanable_below(offset)
+    }
+
+    /// The compaction bound in force (`u64::MAX`: none; see
+    /// [`Log::set_cleanable_below`]).
+    pub fn cleanable_below(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.partition(topic, partition)?.cleanable_below())
     }
 
     /// Syncs one partition's unsynced data (a no-op when all is synced).

@@ -30,6 +30,13 @@ use crate::segment::{self, OffsetEntry, OffsetRules, Segment, Tail, TimeEntry};
 /// others wait for it (publication is `fetch_max`, so more would be safe).
 const SYNCS_IN_FLIGHT_MAX: usize = 1;
 
+/// The durable compaction bound of a partition (topics with
+/// `compaction_bound_required`): 8 bytes big-endian offset, then the CRC-32C
+/// of those 8 bytes. Absent or unreadable means 0 (compact nothing).
+pub(crate) const CLEANABLE_BELOW_FILE: &str = "cleanable-below";
+const CLEANABLE_BELOW_TMP_FILE: &str = "cleanable-below.tmp";
+const CLEANABLE_BELOW_BYTES: usize = 12;
+
 /// Where an appended batch landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -151,8 +158,13 @@ pub(crate) struct Partition {
     /// The cleaner only touches segments wholly below this offset (and builds
     /// its key map from them only): a writer that commits in steps (the
     /// dataflow's changelogs) keeps uncommitted records out of compaction.
-    /// In memory; `u64::MAX` (no limit) when opened.
+    /// `u64::MAX` (no limit) when opened, unless the topic has
+    /// `compaction_bound_required`: then it starts at the bound persisted in
+    /// `cleanable-below` (0 if there is none).
     pub(crate) cleanable_below: AtomicU64,
+    /// What `cleanable-below` holds (flagged topics only; changed under the
+    /// maintenance lock).
+    persisted_cleanable_below: AtomicU64,
     /// What recovery cut from the last segment when this handle opened.
     pub(crate) recovery_cut: Option<RecoveryCut>,
     /// Set when the topic is deleted: this handle may outlive the directory
@@ -182,6 +194,7 @@ impl Partition {
             }
         }
         let mut bases = recover_directory(&dir)?;
+        let cleanable_below = if config.compaction_bound_required { read_cleanable_below(&dir)? } else { u64::MAX };
         if bases.is_empty() {
             Segment::create(&dir, 0)?;
             sync_dir(&dir)?;
@@ -276,7 +289,8 @@ impl Partition {
             waiters: AtomicUsize::new(0),
             wake: (Mutex::new(()), Condvar::new()),
             failed: AtomicBool::new(false),
-            cleanable_below: AtomicU64::new(u64::MAX),
+            cleanable_below: AtomicU64::new(cleanable_below),
+            persisted_cleanable_below: AtomicU64::new(cleanable_below),
             recovery_cut,
             retired: AtomicBool::new(false),
         })
@@ -765,6 +779,84 @@ impl Partition {
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }
+
+    /// Sets the compaction bound (see [`crate::Log::set_cleanable_below`]).
+    /// With `compaction_bound_required` it is also persisted, only when it
+    /// differs from what is on disk: a larger bound without any fsync (if a
+    /// crash loses it, the older, smaller bound or 0 comes back: safe), a
+    /// smaller one durably (file fsync, rename, directory fsync) and in
+    /// memory first, so no process ever compacts above it again.
+    pub(crate) fn set_cleanable_below(&self, offset: u64) -> Result<()> {
+        // Under the maintenance lock: a pass in progress finishes first.
+        let _maintenance = self.maintenance.lock().expect("maintenance lock");
+        if !self.config.compaction_bound_required {
+            self.cleanable_below.store(offset, Ordering::Release);
+            return Ok(());
+        }
+        let persisted = self.persisted_cleanable_below.load(Ordering::Acquire);
+        if offset < persisted {
+            self.cleanable_below.store(offset, Ordering::Release);
+            write_cleanable_below(&self.dir, offset, true)?;
+        } else if offset > persisted {
+            write_cleanable_below(&self.dir, offset, false)?;
+            self.cleanable_below.store(offset, Ordering::Release);
+        } else {
+            self.cleanable_below.store(offset, Ordering::Release);
+            return Ok(());
+        }
+        self.persisted_cleanable_below.store(offset, Ordering::Release);
+        Ok(())
+    }
+
+    pub(crate) fn cleanable_below(&self) -> u64 {
+        self.cleanable_below.load(Ordering::Acquire)
+    }
+}
+
+/// The persisted compaction bound in `dir`: 0 when the file is absent, the
+/// wrong size or fails its CRC (a write that a crash tore or lost: falling
+/// back to "compact nothing" is always safe). A leftover temp file is removed.
+fn read_cleanable_below(dir: &Path) -> Result<u64> {
+    let tmp = dir.join(CLEANABLE_BELOW_TMP_FILE);
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("removing", &tmp)(e)),
+        _ => {}
+    }
+    let path = dir.join(CLEANABLE_BELOW_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io("reading", &path)(e)),
+    };
+    if bytes.len() != CLEANABLE_BELOW_BYTES {
+        return Ok(0);
+    }
+    let (offset, crc) = bytes.split_at(8);
+    if crc32c::crc32c(offset).to_be_bytes() != crc {
+        return Ok(0);
+    }
+    Ok(u64::from_be_bytes(offset.try_into().expect("8 bytes")))
+}
+
+/// Replaces `cleanable-below` in `dir` by `offset` (temp file, rename); with
+/// `durable`, the temp file is fsynced before the rename and the directory
+/// after it.
+fn write_cleanable_below(dir: &Path, offset: u64, durable: bool) -> Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(CLEANABLE_BELOW_TMP_FILE);
+    let path = dir.join(CLEANABLE_BELOW_FILE);
+    let mut bytes = [0u8; CLEANABLE_BELOW_BYTES];
+    bytes[..8].copy_from_slice(&offset.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[..8]);
+    bytes[8..].copy_from_slice(&crc.to_be_bytes());
+    fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&bytes).and_then(|()| if durable { f.sync_data() } else { Ok(()) }))
+        .map_err(Error::io("writing", &tmp))?;
+    fs::rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
+    if durable {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Open append handles on the active segment's two index files. Index files
