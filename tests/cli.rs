@@ -191,3 +191,79 @@ fn consume_prints_partitions_in_order_raw_or_json_from_any_start() {
     let error = fails(dir, &["consume", "t", "--offset", "middle"], "");
     assert!(error.contains("'middle' is not beginning, end, -N or an offset"), "{error}");
 }
+
+/// The segment file of partition 0 of `topic` (a topic with one segment).
+fn only_segment(dir: &Path, topic: &str) -> std::path::PathBuf {
+    dir.join("topics").join(topic).join("0").join(format!("{:020}.log", 0))
+}
+
+#[test]
+fn recovery_cuts_are_warned_about_and_corruption_is_repaired_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    // Three batches of two records: offsets 0-1, 2-3, 4-5.
+    ok(dir, &["produce", "t", "--batch-records", "2"], "a\nb\nc\nd\ne\nf\n");
+    let segment = only_segment(dir, "t");
+    let bytes = std::fs::read(&segment).unwrap();
+    let sizes: Vec<usize> = millpond_log::batch::Batches::new(&bytes).map(|b| b.size_bytes()).collect();
+    assert_eq!((sizes.len(), sizes.iter().sum::<usize>()), (3, bytes.len()), "three batches");
+
+    // A flipped byte inside the middle batch: every command refuses the directory.
+    let mut damaged = bytes.clone();
+    damaged[sizes[0] + 70] ^= 0x10;
+    std::fs::write(&segment, &damaged).unwrap();
+    let error = fails(dir, &["consume", "t"], "");
+    assert!(error.contains("corrupt batch") && error.contains("offset 2"), "{error}");
+    assert!(error.contains(&segment.display().to_string()) && error.contains("millpond topic repair t"), "{error}");
+    assert_eq!(std::fs::read(&segment).unwrap(), damaged, "nothing cut without repair");
+    let error = fails(dir, &["topic", "repair", "t", "--partition", "3"], "");
+    assert!(error.contains("corrupt batch"), "repair of another partition does not cut: {error}");
+    let repaired = ok(dir, &["topic", "repair", "t"], "");
+    assert!(
+        repaired.contains("cut t/0 at offset 2") && repaired.contains(&format!("{} bytes", sizes[1] + sizes[2])),
+        "{repaired}"
+    );
+    let records = json_lines(&ok(dir, &["consume", "t"], ""));
+    assert_eq!(records.iter().map(|r| r["value"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b"]);
+    assert!(ok(dir, &["topic", "repair", "t"], "").contains("nothing to repair"));
+
+    // A torn last batch is cut by any command, with a warning on stderr.
+    ok(dir, &["produce", "t", "--batch-records", "2"], "c\nd\n");
+    let len = std::fs::metadata(&segment).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&segment).unwrap().set_len(len - 5).unwrap();
+    std::fs::remove_file(dir.join("clean-shutdown")).unwrap();
+    let output = millpond(dir, &["consume", "t"], "");
+    assert!(output.status.success());
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("warning: recovery cut t/0 at offset 2 (torn tail)"), "{stderr}");
+    assert_eq!(json_lines(&String::from_utf8(output.stdout).unwrap()).len(), 2);
+    let output = millpond(dir, &["consume", "t"], "");
+    assert!(!String::from_utf8(output.stderr).unwrap().contains("warning"), "the cut is reported once");
+}
+
+#[test]
+fn internal_topics_refuse_outside_writes_and_need_force_to_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    ok(dir, &["consume", "t", "--group", "g"], "");
+    for args in [&["produce", "__consumer_offsets"][..], &["produce", "__consumer_offsets", "--partition", "0"]] {
+        let error = fails(dir, args, "garbage\n");
+        assert!(error.contains("topic '__consumer_offsets' is internal"), "{error}");
+    }
+    // The directory still opens, and the group's offsets are intact.
+    let list: serde_json::Value = serde_json::from_str(&ok(dir, &["topic", "list", "--json"], "")).unwrap();
+    assert!(list.as_array().unwrap().iter().any(|t| t["name"] == "__consumer_offsets" && t["internal"] == true));
+    ok(dir, &["produce", "t"], "a\n");
+    assert_eq!(json_lines(&ok(dir, &["consume", "t", "--group", "g"], "")).len(), 1);
+
+    ok(dir, &["topic", "create", "__mine"], "");
+    let error = fails(dir, &["topic", "delete", "__mine"], "");
+    assert!(error.contains("'__mine' is internal") && error.contains("deleted"), "{error}");
+    ok(dir, &["topic", "delete", "__mine", "--force"], "");
+    let error = fails(dir, &["topic", "describe", "__mine"], "");
+    assert!(error.contains("unknown topic"), "{error}");
+    let error = fails(dir, &["topic", "delete", "__consumer_offsets", "--force"], "");
+    assert!(error.contains("even by force"), "{error}");
+}

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use millpond_log::{Log, LogOptions};
+use millpond_log::{Log, LogOptions, Repair};
 
 #[derive(Debug, Parser)]
 #[command(name = "millpond", version, about = "Millpond: a stream-processing runtime whose log is the database")]
@@ -69,11 +69,24 @@ enum Command {
 }
 
 fn open_log(cli_dir: &std::path::Path) -> anyhow::Result<Log> {
-    Ok(Log::open(cli_dir, LogOptions::default())?)
+    open_log_with(cli_dir, Repair::Nothing)
+}
+
+/// Opens the log, printing one warning line on stderr per cut recovery made.
+fn open_log_with(cli_dir: &std::path::Path, repair: Repair) -> anyhow::Result<Log> {
+    let log = Log::open(cli_dir, LogOptions { repair, ..LogOptions::default() })?;
+    for cut in log.recovery_report() {
+        eprintln!("warning: {cut}");
+    }
+    Ok(log)
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Topic(topic::TopicCommand::Repair { name, partition }) => {
+            let repair = Repair::Topic { topic: name.clone(), partition };
+            topic::repair(&open_log_with(&cli.data_dir, repair)?, &name, partition)
+        }
         Command::Topic(command) => topic::run(&open_log(&cli.data_dir)?, command),
         Command::Produce(args) => produce::run(&open_log(&cli.data_dir)?, &args),
         Command::Consume(args) => consume::run(&open_log(&cli.data_dir)?, &args),

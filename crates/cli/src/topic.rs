@@ -1,4 +1,4 @@
-//! `millpond topic create|list|describe|delete`.
+//! `millpond topic create|list|describe|delete|repair`.
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -20,8 +20,52 @@ pub(crate) enum TopicCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a topic and its data.
-    Delete { name: String },
+    /// Delete a topic and its data. Internal topics (names starting with
+    /// `__`) need --force, and their owner (the SQL catalog, a running job)
+    /// must be gone for good.
+    Delete {
+        name: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Open the log cutting this topic's partitions at a corrupt batch of
+    /// their last segment (losing every record from it on), and print what
+    /// was cut. Torn tails are cut by every open; this also cuts corruption
+    /// that valid data follows, which an ordinary open refuses.
+    Repair {
+        name: String,
+        /// Only this partition.
+        #[arg(long)]
+        partition: Option<u32>,
+    },
+}
+
+/// Prints what the repair open (`log` was opened with repair of `name`) cut.
+pub(crate) fn repair(log: &Log, name: &str, partition: Option<u32>) -> Result<()> {
+    let count = log.topic_config(name)?.partitions;
+    if let Some(p) = partition
+        && p >= count
+    {
+        anyhow::bail!("topic '{name}' has no partition {p} (it has {count})");
+    }
+    let cuts: Vec<_> = log.recovery_report().iter().filter(|c| c.topic == name).collect();
+    if cuts.is_empty() {
+        println!("nothing to repair in topic '{name}'");
+    }
+    for cut in cuts {
+        println!(
+            "cut {}/{} at offset {}: {} bytes from byte {} of {} ({:?}: {})",
+            cut.topic,
+            cut.partition,
+            cut.first_offset,
+            cut.bytes,
+            cut.position,
+            cut.path.display(),
+            cut.reason,
+            cut.error
+        );
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -86,7 +130,7 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
                     .iter()
                     .map(|name| {
                         let partitions = log.topic_config(name).map(|c| c.partitions).unwrap_or(0);
-                        json!({ "name": name, "partitions": partitions, "internal": name.starts_with("__") })
+                        json!({ "name": name, "partitions": partitions, "internal": millpond_log::is_internal_topic(name) })
                     })
                     .collect();
                 println!("{}", serde_json::to_string(&list)?);
@@ -122,10 +166,15 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
                 }
             }
         }
-        TopicCommand::Delete { name } => {
-            log.delete_topic(&name)?;
+        TopicCommand::Delete { name, force } => {
+            if force {
+                log.delete_topic_forced(&name)?;
+            } else {
+                log.delete_topic(&name)?;
+            }
             println!("deleted topic '{name}'");
         }
+        TopicCommand::Repair { name, partition } => repair(log, &name, partition)?,
     }
     Ok(())
 }

@@ -47,6 +47,8 @@ fn sink_topic_config(cleanup_policy: CleanupPolicy, segment_bytes: u64) -> Topic
         cleanup_policy,
         // Synced by the checkpoint, before the commit that covers it.
         flush: FlushPolicy::Interval { interval_ms: 60_000, records: u64::MAX },
+        // Compacted only below the committed end the checkpoints persist, by any process.
+        compaction_bound_required: cleanup_policy.compacts(),
         ..TopicConfig::default()
     }
 }

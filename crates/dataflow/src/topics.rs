@@ -85,7 +85,8 @@ impl Topics {
     }
 
     /// Appends `records` (routed by key, Kafka's partitioner) and syncs every
-    /// partition written before returning.
+    /// partition written before returning. Internal topics (`__` names, like
+    /// the SQL catalog) are written too: the layers above own them.
     pub fn append(&self, topic: &str, records: Vec<TopicRecord>) -> Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -100,7 +101,11 @@ impl Topics {
                 headers: r.headers.into_iter().map(|(key, value)| Header { key, value: Some(value) }).collect(),
             })
             .collect();
-        let appended = self.log.produce(topic, &records)?;
+        let appended = if millpond_log::is_internal_topic(topic) {
+            self.log.produce_internal(topic, &records)?
+        } else {
+            self.log.produce(topic, &records)?
+        };
         for info in &appended {
             self.log.sync(topic, info.partition)?;
         }

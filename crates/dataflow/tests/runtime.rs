@@ -44,7 +44,7 @@ fn expected(records: &[(Option<String>, Option<String>)]) -> BTreeMap<String, i6
 }
 
 fn run(dir: &std::path::Path, workers: usize, state: StateBackend) -> millpond_dataflow::RunStats {
-    run_with(dir, workers, state, 64 << 20)
+    run_with(dir, workers, state, 64 << 20, 600_000)
 }
 
 fn run_with(
@@ -52,10 +52,12 @@ fn run_with(
     workers: usize,
     state: StateBackend,
     sink_segment_bytes: u64,
+    compaction_lag_ms: u64,
 ) -> millpond_dataflow::RunStats {
     // Small fetches and short epochs: the input spans many epochs.
     let config = RuntimeConfig::new(dir)
         .sink_segment_bytes(sink_segment_bytes)
+        .changelog_compaction_lag_ms(compaction_lag_ms)
         .workers(workers)
         .epoch_interval_ms(2)
         .fetch_bytes_max(2048)
@@ -139,7 +141,8 @@ fn a_compacted_changelog_still_gives_the_view_and_refuses_a_lost_epoch() {
         let input = bids(part * 2000..(part + 1) * 2000);
         produce(dir.path(), "bid", 2, &input);
         all.extend(input);
-        let stats = run_with(dir.path(), 1, StateBackend::RocksDb, 4096);
+        // No compaction lag: each commit lets the log compact up to itself.
+        let stats = run_with(dir.path(), 1, StateBackend::RocksDb, 4096, 0);
         first_epoch.get_or_insert(stats.committed_epoch);
     }
     let before = view_rows(dir.path(), "bid_stats");
@@ -158,6 +161,26 @@ fn a_compacted_changelog_still_gives_the_view_and_refuses_a_lost_epoch() {
         Err(millpond_dataflow::Error::EpochUnavailable { epoch, .. }) => assert_eq!(Some(epoch), first_epoch),
         other => panic!("expected EpochUnavailable, got {other:?}"),
     }
+}
+
+#[test]
+fn another_process_never_compacts_a_changelog_past_the_jobs_durable_bound() {
+    // The bound the job sets lives on disk: a process that opens the log
+    // later (any `consume --follow` or long `produce` runs the cleaner)
+    // honours it. With the default lag nothing committed is compactable yet.
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = Vec::new();
+    for part in 0..3u64 {
+        let input = bids(part * 2000..(part + 1) * 2000);
+        produce(dir.path(), "bid", 2, &input);
+        all.extend(input);
+        run_with(dir.path(), 1, StateBackend::RocksDb, 4096, 600_000);
+    }
+    let log = millpond_log::Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap();
+    let compaction = log.compact().unwrap();
+    log.close().unwrap();
+    assert_eq!(compaction.records_removed, 0, "nothing the bound protects is compacted: {compaction:?}");
+    assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&all));
 }
 
 #[test]

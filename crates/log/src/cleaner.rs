@@ -225,7 +225,8 @@ fn clean_group(
     fs::rename(&swap_path, segment::log_path(dir, first)).map_err(Error::io("completing swap", &swap_path))?;
     partition::sync_dir(dir)?;
     let rules = OffsetRules { contiguous: false, limit: end_offset };
-    let (cleaned, _) = Segment::open(dir, first, false, false, partition.config.index_interval_bytes, rules)?;
+    let (cleaned, _, _) =
+        Segment::open(dir, first, false, segment::Tail::Keep, partition.config.index_interval_bytes, rules)?;
     assert_eq!(cleaned.visible_bytes(), output.len() as u64, "the cleaned segment reads back whole");
     partition.replace_segments(first, end_offset, Arc::new(cleaned));
     stats.segments_rewritten += group.len();

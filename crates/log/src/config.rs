@@ -80,6 +80,12 @@ pub struct TopicConfig {
     pub max_batch_bytes: u64,
     /// Bytes of log between two sparse index entries.
     pub index_interval_bytes: u64,
+    /// The cleaner compacts this topic's partitions only below the bound
+    /// persisted by [`crate::Log::set_cleanable_below`] (a partition without
+    /// one is never compacted), in every process that opens the log. For
+    /// writers that commit in steps (the dataflow's view changelogs): records
+    /// above the last commit must survive until it covers them.
+    pub compaction_bound_required: bool,
 }
 
 pub const PARTITIONS_MAX: u32 = 10_000;
@@ -100,6 +106,7 @@ impl Default for TopicConfig {
             flush: FlushPolicy::Durable,
             max_batch_bytes: 8 << 20,
             index_interval_bytes: 4096,
+            compaction_bound_required: false,
         }
     }
 }

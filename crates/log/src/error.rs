@@ -27,6 +27,26 @@ pub enum Error {
     OffsetOutOfRange { topic: String, partition: u32, offset: u64, low: u64, high: u64 },
     #[error("corrupt batch in {topic}/{partition} at offset {offset} (segment {}, byte {position}): {reason}", segment.display())]
     CorruptBatch { topic: String, partition: u32, offset: u64, segment: PathBuf, position: u64, reason: BatchError },
+    #[error(
+        "corrupt batch in the last segment of {topic}/{partition} (file {}, byte {position}, offset {offset}): {reason}; \
+         a valid batch follows it (offset {next_valid_offset}, byte {next_valid_position}), so it is not a torn write and \
+         nothing was cut; `millpond topic repair {topic} --partition {partition}` cuts the partition there (offsets from \
+         {offset} on are lost)",
+        path.display()
+    )]
+    CorruptSegment {
+        topic: String,
+        partition: u32,
+        path: PathBuf,
+        position: u64,
+        offset: u64,
+        /// Boxed: the error enum stays small on every `Result`'s path.
+        reason: Box<BatchError>,
+        next_valid_offset: u64,
+        next_valid_position: u64,
+    },
+    #[error("topic '{topic}' is internal (its name starts with '__'): it cannot be {action} from outside its owner")]
+    InternalTopic { topic: String, action: &'static str },
     #[error("batch of {size_bytes} bytes exceeds the topic's max_batch_bytes {max_bytes}")]
     BatchTooLarge { size_bytes: usize, max_bytes: usize },
     #[error("an append needs at least one record")]

@@ -14,6 +14,7 @@
 //! - `segment`: one segment file and its indexes; scanning and recovery.
 //! - `partition`: appends, group commit, reads, retention.
 //! - `cleaner`: compaction and its crash-atomic swap.
+//! - `meta`: topic metadata (`meta.json`) and topic incarnation ids.
 //! - `offsets`: the consumer-offsets topic.
 //! - [`clock`]: time behind a trait, with a manual clock for tests.
 //!
@@ -27,6 +28,7 @@ pub mod clock;
 pub mod config;
 mod error;
 mod log;
+mod meta;
 mod offsets;
 mod partition;
 pub mod partitioner;
@@ -38,6 +40,7 @@ pub use cleaner::CompactionStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};
 pub use error::{Error, Result};
-pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, Log, LogOptions};
-pub use partition::{AppendInfo, PartitionInfo};
+pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, INTERNAL_TOPIC_PREFIX, Log, LogOptions, Repair, is_internal_topic};
+pub use meta::{TopicId, read_topic_id};
+pub use partition::{AppendInfo, CutReason, PartitionInfo, RecoveryCut};
 pub use reader::{OffsetRecord, PartitionReader};

@@ -4,7 +4,7 @@
 //! ```text
 //! DATA_DIR/lock                         exclusive lock of the opening process
 //! DATA_DIR/clean-shutdown               present only after a clean close
-//! DATA_DIR/topics/NAME/meta.json        topic name and config (versioned JSON)
+//! DATA_DIR/topics/NAME/meta.json        topic name, id and config (versioned JSON, see `meta`)
 //! DATA_DIR/topics/NAME/P/               partition P's segments
 //! ```
 //! Invariants: a topic directory exists under its name only once complete
@@ -20,22 +20,20 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::batch::{self, BatchView, Record, RecordView};
 use crate::cleaner::{self, CompactionStats};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
+use crate::meta::{self, TopicId};
 use crate::offsets::{self, GroupOffsets};
-use crate::partition::{self, AppendInfo, Partition, PartitionInfo};
+use crate::partition::{self, AppendInfo, Partition, PartitionInfo, RecoveryCut};
 use crate::partitioner;
 
 /// The internal compacted topic holding committed consumer offsets.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Longest topic name (Kafka's limit).
 pub(crate) const TOPIC_NAME_BYTES_MAX: usize = 249;
-const META_VERSION: u32 = 1;
 /// Longest consumer group name (stored with a u16 length).
 pub(crate) const GROUP_NAME_BYTES_MAX: usize = 1024;
 
@@ -49,6 +47,33 @@ pub struct LogOptions {
     pub maintenance_interval_ms: u64,
     /// How often the background thread checks interval flush policies.
     pub flush_tick_ms: u64,
+    /// Where recovery may cut at a corrupt batch that a valid batch follows
+    /// (by default nowhere: [`Log::open`] fails with
+    /// [`Error::CorruptSegment`]). Torn tails are always cut.
+    pub repair: Repair,
+}
+
+/// Which partitions [`Log::open`] may cut at a corrupt batch of their last
+/// segment, losing every record from it on (see [`Log::recovery_report`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Repair {
+    /// None: corruption followed by valid data fails the open.
+    #[default]
+    Nothing,
+    /// Every partition.
+    All,
+    /// One topic's partitions (all of them, or one).
+    Topic { topic: String, partition: Option<u32> },
+}
+
+impl Repair {
+    fn covers(&self, topic: &str, partition: u32) -> bool {
+        match self {
+            Repair::Nothing => false,
+            Repair::All => true,
+            Repair::Topic { topic: t, partition: p } => t == topic && p.is_none_or(|p| p == partition),
+        }
+    }
 }
 
 impl Default for LogOptions {
@@ -58,20 +83,14 @@ impl Default for LogOptions {
             background: true,
             maintenance_interval_ms: 30_000,
             flush_tick_ms: 10,
+            repair: Repair::Nothing,
         }
     }
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TopicMeta {
-    version: u32,
-    name: String,
-    config: TopicConfig,
-}
-
 #[derive(Debug)]
 struct Topic {
+    id: TopicId,
     config: TopicConfig,
     partitions: Vec<Arc<Partition>>,
     /// Unkeyed records of one produce call go to one partition; the next
@@ -90,6 +109,8 @@ struct Inner {
     stop: (Mutex<bool>, Condvar),
     background_error: Mutex<Option<String>>,
     closed: AtomicBool,
+    /// What recovery cut at open, in topic and partition order.
+    recovery_report: Vec<RecoveryCut>,
 }
 
 /// An open data directory. Cheap to share across threads (`&Log` is enough).
@@ -138,6 +159,19 @@ impl Fetch {
     pub fn next_offset(&self) -> u64 {
         self.batches().last().map_or(self.high_watermark.max(self.offset), |b| b.last_offset() + 1)
     }
+}
+
+/// Whether `name` is an internal topic: one whose records only its owner
+/// writes (the log's own, or a layer above's, like the SQL catalog).
+pub fn is_internal_topic(name: &str) -> bool {
+    name.starts_with(INTERNAL_TOPIC_PREFIX)
+}
+
+/// Names of internal topics start with this.
+pub const INTERNAL_TOPIC_PREFIX: &str = "__";
+
+fn refuse_internal(topic: &str, action: &'static str) -> Result<()> {
+    if is_internal_topic(topic) { Err(Error::InternalTopic { topic: topic.to_owned(), action }) } else { Ok(()) }
 }
 
 fn validate_topic_name(name: &str) -> Result<()> {
@@ -193,7 +227,7 @@ impl Log {
                 fs::remove_dir_all(&path).map_err(Error::io("removing unfinished topic directory", &path))?;
                 continue;
             }
-            let topic = open_topic(&path, &name, &options.clock, clean_shutdown)?;
+            let topic = open_topic(&path, &name, &options.clock, clean_shutdown, &options.repair)?;
             topics.insert(name, Arc::new(topic));
         }
         if clean_shutdown {
@@ -201,6 +235,8 @@ impl Log {
             fs::remove_file(&marker).map_err(Error::io("removing", &marker))?;
         }
         partition::sync_dir(&dir)?;
+        let recovery_report =
+            topics.values().flat_map(|t| t.partitions.iter().filter_map(|p| p.recovery_cut.clone())).collect();
         let inner = Arc::new(Inner {
             dir,
             clock: options.clock.clone(),
@@ -210,6 +246,7 @@ impl Log {
             stop: (Mutex::new(false), Condvar::new()),
             background_error: Mutex::new(None),
             closed: AtomicBool::new(false),
+            recovery_report,
         });
         let mut log = Log { inner, background: None };
         if !log.inner.topics.read().expect("topics lock").contains_key(CONSUMER_OFFSETS_TOPIC) {
@@ -222,6 +259,14 @@ impl Log {
             log.background = Some(std::thread::spawn(move || background_loop(&inner, &options)));
         }
         Ok(log)
+    }
+
+    /// What recovery cut from the end of partitions when this log opened:
+    /// torn tails, and corrupt tails cut by [`LogOptions::repair`]. Empty
+    /// after a clean shutdown of an undamaged log. Callers should show it:
+    /// the first offset of each cut is given to new records.
+    pub fn recovery_report(&self) -> &[RecoveryCut] {
+        &self.inner.recovery_report
     }
 
     pub fn dir(&self) -> &Path {
@@ -267,15 +312,10 @@ impl Log {
         let tmp = topics_dir.join(format!(".tmp-{name}"));
         let _ = fs::remove_dir_all(&tmp);
         fs::create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
-        let meta = TopicMeta { version: META_VERSION, name: name.to_owned(), config };
-        let meta_path = tmp.join("meta.json");
-        let text = serde_json::to_vec_pretty(&meta).expect("topic metadata serializes");
-        File::create(&meta_path)
-            .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
-            .map_err(Error::io("writing", &meta_path))?;
+        meta::write_new(&tmp, name, TopicId::random(), &config)?;
         // Partition directories exist before the rename, so the topic is
         // complete (and durable) the moment it appears under its name.
-        for partition in 0..meta.config.partitions {
+        for partition in 0..config.partitions {
             let dir = tmp.join(partition.to_string());
             fs::create_dir(&dir).map_err(Error::io("creating", &dir))?;
         }
@@ -283,16 +323,30 @@ impl Log {
         let path = topics_dir.join(name);
         fs::rename(&tmp, &path).map_err(Error::io("renaming new topic directory", &tmp))?;
         partition::sync_dir(&topics_dir)?;
-        let topic = open_topic(&path, name, &self.inner.clock, false)?;
+        let topic = open_topic(&path, name, &self.inner.clock, false, &Repair::Nothing)?;
         topics.insert(name.to_owned(), Arc::new(topic));
         Ok(())
     }
 
-    /// Deletes a topic and all its data.
+    /// Deletes a topic and all its data. Internal topics (names starting
+    /// with `__`) are refused with [`Error::InternalTopic`]: their owner
+    /// deletes them with [`Log::delete_topic_forced`].
     pub fn delete_topic(&self, name: &str) -> Result<()> {
+        refuse_internal(name, "deleted")?;
+        self.delete_topic_unchecked(name)
+    }
+
+    /// Deletes a topic, internal or not: for an internal topic's owner (or an
+    /// operator who knows its owner is gone: `millpond topic delete --force`).
+    /// [`CONSUMER_OFFSETS_TOPIC`] belongs to the log itself and is refused.
+    pub fn delete_topic_forced(&self, name: &str) -> Result<()> {
         if name == CONSUMER_OFFSETS_TOPIC {
-            return Err(Error::InvalidTopicName { name: name.to_owned(), reason: "internal topics cannot be deleted" });
+            return Err(Error::InternalTopic { topic: name.to_owned(), action: "deleted, even by force" });
         }
+        self.delete_topic_unchecked(name)
+    }
+
+    fn delete_topic_unchecked(&self, name: &str) -> Result<()> {
         let mut topics = self.inner.topics.write().expect("topics lock");
         let Some(topic) = topics.remove(name) else {
             return Err(Error::UnknownTopic(name.to_owned()));
@@ -316,6 +370,13 @@ impl Log {
         self.inner.topics.read().expect("topics lock").keys().cloned().collect()
     }
 
+    /// The id of this incarnation of topic `name` (a topic deleted and
+    /// created again has a new one). Other processes read it with
+    /// [`crate::read_topic_id`].
+    pub fn topic_id(&self, name: &str) -> Result<TopicId> {
+        Ok(self.topic(name)?.id)
+    }
+
     pub fn topic_config(&self, name: &str) -> Result<TopicConfig> {
         Ok(self.topic(name)?.config.clone())
     }
@@ -325,8 +386,19 @@ impl Log {
         Ok(self.topic(name)?.partitions.iter().map(|p| p.info()).collect())
     }
 
-    /// Appends `records` to one partition as one batch.
+    /// Appends `records` to one partition as one batch. Internal topics
+    /// (names starting with `__`) are refused with [`Error::InternalTopic`]:
+    /// their records have formats only their owner writes (a foreign record
+    /// there would make every later open fail to decode it).
     pub fn append(&self, topic: &str, partition: u32, records: &[Record]) -> Result<AppendInfo> {
+        refuse_internal(topic, "appended to")?;
+        self.append_internal(topic, partition, records)
+    }
+
+    /// [`Log::append`] for any topic, internal ones included. Only for an
+    /// internal topic's owner, which writes its own record format (the log
+    /// for [`CONSUMER_OFFSETS_TOPIC`], the SQL layer for its catalog).
+    pub fn append_internal(&self, topic: &str, partition: u32, records: &[Record]) -> Result<AppendInfo> {
         self.check_open()?;
         self.partition(topic, partition)?.append(&records.iter().collect::<Vec<_>>())
     }
@@ -334,7 +406,15 @@ impl Log {
     /// Routes each record to its partition (by key, with Kafka's default
     /// partitioner; unkeyed records of one call to one partition) and appends
     /// one batch per partition. Order is kept within each partition.
+    /// Internal topics are refused, as by [`Log::append`].
     pub fn produce(&self, topic: &str, records: &[Record]) -> Result<Vec<AppendInfo>> {
+        refuse_internal(topic, "produced to")?;
+        self.produce_internal(topic, records)
+    }
+
+    /// [`Log::produce`] for any topic, internal ones included. Only for an
+    /// internal topic's owner (see [`Log::append_internal`]).
+    pub fn produce_internal(&self, topic: &str, records: &[Record]) -> Result<Vec<AppendInfo>> {
         self.check_open()?;
         let handle = self.topic(topic)?;
         let count = handle.partitions.len() as u32;
@@ -447,26 +527,47 @@ impl Log {
         drop(maintenance);
         old.retire();
         partition::truncate_directory(&old.dir, &plan)?;
-        let fresh =
-            Partition::open(topic, partition, old.dir.clone(), handle.config.clone(), self.inner.clock.clone(), false)?;
+        // The cut ends on a batch boundary: nothing for recovery to cut.
+        let fresh = Partition::open(
+            topic,
+            partition,
+            old.dir.clone(),
+            handle.config.clone(),
+            self.inner.clock.clone(),
+            false,
+            false,
+        )?;
         assert_eq!(fresh.high_watermark(), offset, "truncation leaves the partition ending at the cut");
+        // New records will take the cut offsets: a persisted bound above the
+        // cut would let them be compacted before they are committed.
+        if handle.config.compaction_bound_required && fresh.cleanable_below() > offset {
+            fresh.set_cleanable_below(offset)?;
+        }
         let mut partitions = handle.partitions.clone();
         partitions[partition as usize] = Arc::new(fresh);
         let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
-        topics.insert(topic.to_owned(), Arc::new(Topic { config: handle.config.clone(), partitions, next_unkeyed }));
+        topics.insert(
+            topic.to_owned(),
+            Arc::new(Topic { id: handle.id, config: handle.config.clone(), partitions, next_unkeyed }),
+        );
         Ok(())
     }
 
     /// Lets compaction touch only segments that end at or below `offset` (and
     /// decide "latest per key" among their records only), like Kafka's last
-    /// stable offset for the cleaner. Kept in memory: a reopened log has no
-    /// limit until it is set again.
+    /// stable offset for the cleaner. For a topic with
+    /// [`TopicConfig::compaction_bound_required`] the bound is persisted in
+    /// the partition directory (written only when it changes) and honoured
+    /// by every process that opens the log later; otherwise it is kept in
+    /// memory only, and a reopened log has no limit until it is set again.
     pub fn set_cleanable_below(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
-        let partition = self.partition(topic, partition)?;
-        // Under the maintenance lock: a pass in progress finishes first.
-        let _maintenance = partition.maintenance.lock().expect("maintenance lock");
-        partition.cleanable_below.store(offset, Ordering::Release);
-        Ok(())
+        self.partition(topic, partition)?.set_cleanable_below(offset)
+    }
+
+    /// The compaction bound in force (`u64::MAX`: none; see
+    /// [`Log::set_cleanable_below`]).
+    pub fn cleanable_below(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.partition(topic, partition)?.cleanable_below())
     }
 
     /// Syncs one partition's unsynced data (a no-op when all is synced).
@@ -487,7 +588,7 @@ impl Log {
         self.partition(topic, partition)?;
         let record = offsets::encode(group, topic, partition, offset, self.inner.clock.now_ms());
         let mut committed = self.inner.offsets.lock().expect("offsets lock");
-        self.produce(CONSUMER_OFFSETS_TOPIC, &[record])?;
+        self.produce_internal(CONSUMER_OFFSETS_TOPIC, &[record])?;
         committed.insert((group.to_owned(), topic.to_owned(), partition), offset);
         Ok(())
     }
@@ -537,28 +638,16 @@ impl Drop for Log {
     }
 }
 
-fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool) -> Result<Topic> {
-    let meta_path = path.join("meta.json");
-    let text = fs::read(&meta_path).map_err(Error::io("reading", &meta_path))?;
-    let meta: TopicMeta = serde_json::from_slice(&text)
-        .map_err(|e| Error::BadMetadata { path: meta_path.clone(), reason: e.to_string() })?;
-    if meta.version != META_VERSION || meta.name != name {
-        return Err(Error::BadMetadata {
-            path: meta_path,
-            reason: format!(
-                "expected version {META_VERSION} and name '{name}', found {} and '{}'",
-                meta.version, meta.name
-            ),
-        });
-    }
-    meta.config.validate()?;
+fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool, repair: &Repair) -> Result<Topic> {
+    let meta = meta::load_or_upgrade(path, name)?;
     let partitions = (0..meta.config.partitions)
         .map(|p| {
-            Partition::open(name, p, path.join(p.to_string()), meta.config.clone(), clock.clone(), clean_shutdown)
-                .map(Arc::new)
+            let dir = path.join(p.to_string());
+            let repair = repair.covers(name, p);
+            Partition::open(name, p, dir, meta.config.clone(), clock.clone(), clean_shutdown, repair).map(Arc::new)
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Topic { config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })
+    Ok(Topic { id: meta.id, config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })
 }
 
 fn background_loop(inner: &Inner, options: &LogOptions) {

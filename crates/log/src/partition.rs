@@ -22,13 +22,20 @@ use crate::batch::{self, Record};
 use crate::clock::Clock;
 use crate::config::{FlushPolicy, TopicConfig};
 use crate::error::{Error, Result};
-use crate::segment::{self, OffsetEntry, OffsetRules, Segment, TimeEntry};
+use crate::segment::{self, OffsetEntry, OffsetRules, Segment, Tail, TimeEntry};
 
 /// Syncs of one partition that may run at once. Measured (`millpond bench
 /// log`, ext4 on virtio): allowing 2 did not lower ack latency, because the
 /// kernel serializes `fdatasync` on one inode; so one leader syncs while the
 /// others wait for it (publication is `fetch_max`, so more would be safe).
 const SYNCS_IN_FLIGHT_MAX: usize = 1;
+
+/// The durable compaction bound of a partition (topics with
+/// `compaction_bound_required`): 8 bytes big-endian offset, then the CRC-32C
+/// of those 8 bytes. Absent or unreadable means 0 (compact nothing).
+pub(crate) const CLEANABLE_BELOW_FILE: &str = "cleanable-below";
+const CLEANABLE_BELOW_TMP_FILE: &str = "cleanable-below.tmp";
+const CLEANABLE_BELOW_BYTES: usize = 12;
 
 /// Where an appended batch landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +53,63 @@ pub struct PartitionInfo {
     pub high_watermark: u64,
     pub segments: usize,
     pub size_bytes: u64,
+}
+
+/// Why recovery cut the end of a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CutReason {
+    /// The first invalid batch had no valid batch after it: a write torn by
+    /// a crash (or damage to the last batch, which looks the same).
+    TornTail,
+    /// A valid batch followed the invalid one (corruption of data that was
+    /// written whole), and the log was opened with [`crate::Repair`] for
+    /// this partition: everything from the invalid batch on was cut.
+    Repair {
+        /// The valid batch that followed: its base offset and byte position.
+        next_valid_offset: u64,
+        next_valid_position: u64,
+    },
+}
+
+/// What recovery removed from the end of a partition's last segment, as
+/// listed by [`crate::Log::recovery_report`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryCut {
+    pub topic: String,
+    pub partition: u32,
+    /// The segment file that was cut.
+    pub path: PathBuf,
+    /// The byte the file was cut at (its new length).
+    pub position: u64,
+    /// The first offset cut: the next append gets it.
+    pub first_offset: u64,
+    /// Bytes removed.
+    pub bytes: u64,
+    /// Why the first removed batch was invalid.
+    pub error: batch::BatchError,
+    pub reason: CutReason,
+}
+
+impl std::fmt::Display for RecoveryCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = match &self.reason {
+            CutReason::TornTail => "torn tail".to_owned(),
+            CutReason::Repair { next_valid_offset, next_valid_position } => format!(
+                "repair of a corrupt batch (a valid batch at offset {next_valid_offset}, byte {next_valid_position}, was cut too)"
+            ),
+        };
+        write!(
+            f,
+            "recovery cut {}/{} at offset {} ({why}): {} bytes from byte {} of {} ({})",
+            self.topic,
+            self.partition,
+            self.first_offset,
+            self.bytes,
+            self.position,
+            self.path.display(),
+            self.error
+        )
+    }
 }
 
 /// The writer's view of the active segment.
@@ -94,8 +158,15 @@ pub(crate) struct Partition {
     /// The cleaner only touches segments wholly below this offset (and builds
     /// its key map from them only): a writer that commits in steps (the
     /// dataflow's changelogs) keeps uncommitted records out of compaction.
-    /// In memory; `u64::MAX` (no limit) when opened.
+    /// `u64::MAX` (no limit) when opened, unless the topic has
+    /// `compaction_bound_required`: then it starts at the bound persisted in
+    /// `cleanable-below` (0 if there is none).
     pub(crate) cleanable_below: AtomicU64,
+    /// What `cleanable-below` holds (flagged topics only; changed under the
+    /// maintenance lock).
+    persisted_cleanable_below: AtomicU64,
+    /// What recovery cut from the last segment when this handle opened.
+    pub(crate) recovery_cut: Option<RecoveryCut>,
     /// Set when the topic is deleted: this handle may outlive the directory
     /// (a background pass or an appender may hold it) and must not touch a
     /// directory that a new topic of the same name may own.
@@ -103,7 +174,10 @@ pub(crate) struct Partition {
 }
 
 impl Partition {
-    /// Opens (recovering) or creates the partition in `dir`.
+    /// Opens (recovering) or creates the partition in `dir`. The last
+    /// segment's torn tail is cut; a corrupt batch followed by a valid one is
+    /// [`Error::CorruptSegment`] (nothing is changed) unless `repair`, which
+    /// cuts there. Either cut is kept in `recovery_cut`.
     pub(crate) fn open(
         topic: &str,
         id: u32,
@@ -111,6 +185,7 @@ impl Partition {
         config: TopicConfig,
         clock: Arc<dyn Clock>,
         clean_shutdown: bool,
+        repair: bool,
     ) -> Result<Partition> {
         if !dir.exists() {
             fs::create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
@@ -119,6 +194,7 @@ impl Partition {
             }
         }
         let mut bases = recover_directory(&dir)?;
+        let cleanable_below = if config.compaction_bound_required { read_cleanable_below(&dir)? } else { u64::MAX };
         if bases.is_empty() {
             Segment::create(&dir, 0)?;
             sync_dir(&dir)?;
@@ -126,6 +202,7 @@ impl Partition {
         }
         let mut segments = Vec::with_capacity(bases.len());
         let mut last_scan = None;
+        let mut recovery_cut = None;
         for (i, &base) in bases.iter().enumerate() {
             let is_last = i + 1 == bases.len();
             let trust_index = !is_last || clean_shutdown;
@@ -134,7 +211,44 @@ impl Partition {
                 contiguous: is_last || !config.cleanup_policy.compacts(),
                 limit: bases.get(i + 1).copied().unwrap_or(u64::MAX),
             };
-            let (segment, scan) = Segment::open(&dir, base, trust_index, is_last, config.index_interval_bytes, rules)?;
+            let tail = match (is_last, repair) {
+                (false, _) => Tail::Keep,
+                (true, false) => Tail::CutTorn,
+                (true, true) => Tail::Repair,
+            };
+            let (segment, scan, damage) =
+                Segment::open(&dir, base, trust_index, tail, config.index_interval_bytes, rules)?;
+            if let Some(damage) = damage {
+                if !damage.cut {
+                    let (next_valid_position, next_valid_offset) =
+                        damage.followed_by.expect("only corruption followed by a valid batch is kept");
+                    return Err(Error::CorruptSegment {
+                        topic: topic.to_owned(),
+                        partition: id,
+                        path: segment.path.clone(),
+                        position: damage.position,
+                        offset: damage.offset,
+                        reason: Box::new(damage.error),
+                        next_valid_offset,
+                        next_valid_position,
+                    });
+                }
+                recovery_cut = Some(RecoveryCut {
+                    topic: topic.to_owned(),
+                    partition: id,
+                    path: segment.path.clone(),
+                    position: damage.position,
+                    first_offset: damage.offset,
+                    bytes: damage.bytes,
+                    error: damage.error,
+                    reason: match damage.followed_by {
+                        None => CutReason::TornTail,
+                        Some((next_valid_position, next_valid_offset)) => {
+                            CutReason::Repair { next_valid_offset, next_valid_position }
+                        }
+                    },
+                });
+            }
             if let Some(previous) = segments.last() {
                 let previous: &Arc<Segment> = previous;
                 assert!(previous.base_offset < base, "segment bases are sorted and distinct");
@@ -175,7 +289,9 @@ impl Partition {
             waiters: AtomicUsize::new(0),
             wake: (Mutex::new(()), Condvar::new()),
             failed: AtomicBool::new(false),
-            cleanable_below: AtomicU64::new(u64::MAX),
+            cleanable_below: AtomicU64::new(cleanable_below),
+            persisted_cleanable_below: AtomicU64::new(cleanable_below),
+            recovery_cut,
             retired: AtomicBool::new(false),
         })
     }
@@ -663,6 +779,84 @@ impl Partition {
     pub(crate) fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }
+
+    /// Sets the compaction bound (see [`crate::Log::set_cleanable_below`]).
+    /// With `compaction_bound_required` it is also persisted, only when it
+    /// differs from what is on disk: a larger bound without any fsync (if a
+    /// crash loses it, the older, smaller bound or 0 comes back: safe), a
+    /// smaller one durably (file fsync, rename, directory fsync) and in
+    /// memory first, so no process ever compacts above it again.
+    pub(crate) fn set_cleanable_below(&self, offset: u64) -> Result<()> {
+        // Under the maintenance lock: a pass in progress finishes first.
+        let _maintenance = self.maintenance.lock().expect("maintenance lock");
+        if !self.config.compaction_bound_required {
+            self.cleanable_below.store(offset, Ordering::Release);
+            return Ok(());
+        }
+        let persisted = self.persisted_cleanable_below.load(Ordering::Acquire);
+        if offset < persisted {
+            self.cleanable_below.store(offset, Ordering::Release);
+            write_cleanable_below(&self.dir, offset, true)?;
+        } else if offset > persisted {
+            write_cleanable_below(&self.dir, offset, false)?;
+            self.cleanable_below.store(offset, Ordering::Release);
+        } else {
+            self.cleanable_below.store(offset, Ordering::Release);
+            return Ok(());
+        }
+        self.persisted_cleanable_below.store(offset, Ordering::Release);
+        Ok(())
+    }
+
+    pub(crate) fn cleanable_below(&self) -> u64 {
+        self.cleanable_below.load(Ordering::Acquire)
+    }
+}
+
+/// The persisted compaction bound in `dir`: 0 when the file is absent, the
+/// wrong size or fails its CRC (a write that a crash tore or lost: falling
+/// back to "compact nothing" is always safe). A leftover temp file is removed.
+fn read_cleanable_below(dir: &Path) -> Result<u64> {
+    let tmp = dir.join(CLEANABLE_BELOW_TMP_FILE);
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("removing", &tmp)(e)),
+        _ => {}
+    }
+    let path = dir.join(CLEANABLE_BELOW_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io("reading", &path)(e)),
+    };
+    if bytes.len() != CLEANABLE_BELOW_BYTES {
+        return Ok(0);
+    }
+    let (offset, crc) = bytes.split_at(8);
+    if crc32c::crc32c(offset).to_be_bytes() != crc {
+        return Ok(0);
+    }
+    Ok(u64::from_be_bytes(offset.try_into().expect("8 bytes")))
+}
+
+/// Replaces `cleanable-below` in `dir` by `offset` (temp file, rename); with
+/// `durable`, the temp file is fsynced before the rename and the directory
+/// after it.
+fn write_cleanable_below(dir: &Path, offset: u64, durable: bool) -> Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(CLEANABLE_BELOW_TMP_FILE);
+    let path = dir.join(CLEANABLE_BELOW_FILE);
+    let mut bytes = [0u8; CLEANABLE_BELOW_BYTES];
+    bytes[..8].copy_from_slice(&offset.to_be_bytes());
+    let crc = crc32c::crc32c(&bytes[..8]);
+    bytes[8..].copy_from_slice(&crc.to_be_bytes());
+    fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&bytes).and_then(|()| if durable { f.sync_data() } else { Ok(()) }))
+        .map_err(Error::io("writing", &tmp))?;
+    fs::rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
+    if durable {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Open append handles on the active segment's two index files. Index files

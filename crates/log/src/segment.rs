@@ -210,6 +210,86 @@ pub(crate) struct Scan {
     pub(crate) error: Option<(u64, BatchError)>,
 }
 
+/// What [`Segment::open`] does with the first invalid batch of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// Keep it on disk (closed segments: reads report it).
+    Keep,
+    /// Cut it off if it is a torn tail (no valid batch follows it); report
+    /// it, cutting nothing, if a valid batch follows.
+    CutTorn,
+    /// Cut it off in any case (an operator's repair).
+    Repair,
+}
+
+/// The first invalid batch of a segment being recovered.
+#[derive(Debug, Clone)]
+pub(crate) struct TailDamage {
+    /// Byte where the invalid batch starts (the end of the valid prefix).
+    pub(crate) position: u64,
+    /// The offset the invalid batch should have started at.
+    pub(crate) offset: u64,
+    /// Bytes from `position` to the end of the file.
+    pub(crate) bytes: u64,
+    pub(crate) error: BatchError,
+    /// A valid batch after it, `(position, base offset)`: proof that this is
+    /// not a torn tail.
+    pub(crate) followed_by: Option<(u64, u64)>,
+    /// Whether the file was truncated at `position`.
+    pub(crate) cut: bool,
+}
+
+/// The first position after `from` (exclusive) holding a whole, valid batch
+/// (length, magic, CRC and records checked) whose offsets come after
+/// `expected_offset` and fit the segment: `(position, base offset)`. Reads
+/// the tail in chunks; a candidate is parsed only if its length and magic
+/// are plausible, so garbage and zeros are skipped quickly.
+fn find_valid_batch_after(
+    path: &Path,
+    file: &File,
+    segment_base: u64,
+    from: u64,
+    file_bytes: u64,
+    expected_offset: u64,
+) -> Result<Option<(u64, u64)>> {
+    let io = |source| Error::Io { action: "reading segment", path: path.to_path_buf(), source };
+    let mut chunk = Vec::new();
+    let mut candidate = Vec::new();
+    let mut chunk_start = from + 1;
+    while chunk_start + (BATCH_HEADER_BYTES as u64) <= file_bytes {
+        let len = (file_bytes - chunk_start).min(SCAN_CHUNK_BYTES as u64 + BATCH_HEADER_BYTES as u64) as usize;
+        chunk.resize(len, 0);
+        file.read_exact_at(&mut chunk, chunk_start).map_err(io)?;
+        let last = len - BATCH_HEADER_BYTES; // every q <= last has a whole header in the chunk
+        for q in 0..=last {
+            let header = &chunk[q..];
+            if header[16] as i8 != batch::MAGIC {
+                continue;
+            }
+            let Ok(size) = batch::batch_size(header) else { continue };
+            let position = chunk_start + q as u64;
+            if position + size as u64 > file_bytes {
+                continue;
+            }
+            let bytes: &[u8] = if q + size <= chunk.len() {
+                &chunk[q..q + size]
+            } else {
+                candidate.resize(size, 0);
+                file.read_exact_at(&mut candidate, position).map_err(io)?;
+                &candidate
+            };
+            if let Ok(view) = BatchView::parse(bytes)
+                && view.base_offset() > expected_offset
+                && view.last_offset() - segment_base <= u64::from(u32::MAX)
+            {
+                return Ok(Some((position, view.base_offset())));
+            }
+        }
+        chunk_start += last as u64 + 1;
+    }
+    Ok(None)
+}
+
 impl Segment {
     pub(crate) fn new(base_offset: u64, path: PathBuf, file: File, scan: &Scan, rules: OffsetRules) -> Segment {
         Segment {
@@ -244,16 +324,17 @@ impl Segment {
     /// Opens an existing segment. With `trust_index`, valid index files are
     /// used and only the bytes after the last index entry are validated;
     /// otherwise (or if they are damaged) the whole file is validated and the
-    /// indexes rebuilt. With `truncate_invalid`, an invalid tail is cut off
-    /// (crash recovery of the segment that was being written).
+    /// indexes rebuilt. `tail` says what to do with an invalid batch (see
+    /// [`Tail`]); the returned [`TailDamage`] describes it, and whether it
+    /// was cut.
     pub(crate) fn open(
         dir: &Path,
         base_offset: u64,
         trust_index: bool,
-        truncate_invalid: bool,
+        tail: Tail,
         index_interval_bytes: u64,
         rules: OffsetRules,
-    ) -> Result<(Segment, Scan)> {
+    ) -> Result<(Segment, Scan, Option<TailDamage>)> {
         let path = log_path(dir, base_offset);
         let file =
             OpenOptions::new().read(true).write(true).open(&path).map_err(Error::io("opening segment", &path))?;
@@ -269,15 +350,40 @@ impl Segment {
             None => full_scan()?,
         };
         // Only the segment being recovered (the one being written at the
-        // crash) can have a torn tail: it is cut off at the first invalid
-        // batch. A closed segment was synced whole before the next one was
-        // created, so any damage there, even a batch that seems to run past
-        // the end of file (a damaged length), stays visible so that reads
-        // report it instead of silently skipping its offsets.
-        let truncate = scan.valid_bytes < file_bytes && truncate_invalid;
+        // crash) can have a torn tail. A closed segment was synced whole
+        // before the next one was created, so any damage there, even a batch
+        // that seems to run past the end of file (a damaged length), stays
+        // visible so that reads report it instead of silently skipping its
+        // offsets. In the segment being recovered, an invalid batch is a torn
+        // tail only if no valid batch follows it; otherwise it is corruption
+        // of acknowledged data, cut only on request.
+        let damage = if scan.valid_bytes < file_bytes && tail != Tail::Keep {
+            let error = scan
+                .error
+                .clone()
+                .map_or(BatchError::Incomplete { needed: LOG_OVERHEAD_BYTES, available: 0 }, |(_, error)| error);
+            let followed_by =
+                find_valid_batch_after(&path, &file, base_offset, scan.valid_bytes, file_bytes, scan.next_offset)?;
+            let cut = followed_by.is_none() || tail == Tail::Repair;
+            Some(TailDamage {
+                position: scan.valid_bytes,
+                offset: scan.next_offset,
+                bytes: file_bytes - scan.valid_bytes,
+                error,
+                followed_by,
+                cut,
+            })
+        } else {
+            None
+        };
+        let truncate = damage.as_ref().is_some_and(|d| d.cut);
         if truncate {
             file.set_len(scan.valid_bytes).map_err(Error::io("truncating segment", &path))?;
             file.sync_all().map_err(Error::io("syncing segment", &path))?;
+        } else if damage.is_some() {
+            // Corruption the caller reports: touch nothing.
+            let segment = Segment::new(base_offset, path, file, &scan, rules);
+            return Ok((segment, scan, damage));
         }
         let segment = Segment::new(base_offset, path, file, &scan, rules);
         if !truncate {
@@ -286,7 +392,7 @@ impl Segment {
         if loaded_lens != Some((scan.indexes.offsets.len(), scan.indexes.times.len())) {
             segment.write_indexes(dir)?; // rebuilt or extended
         }
-        Ok((segment, scan))
+        Ok((segment, scan, damage))
     }
 
     /// Rewrites both index files from memory and syncs them.

@@ -330,7 +330,13 @@ fn a_deleted_topic_can_be_created_again_empty() {
 fn the_background_thread_applies_retention() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(10_000));
-    let options = LogOptions { clock: clock.clone(), background: true, maintenance_interval_ms: 10, flush_tick_ms: 5 };
+    let options = LogOptions {
+        clock: clock.clone(),
+        background: true,
+        maintenance_interval_ms: 10,
+        flush_tick_ms: 5,
+        ..LogOptions::default()
+    };
     let log = Log::open(dir.path(), options).unwrap();
     log.create_topic("t", TopicConfig { segment_bytes: 600, retention_ms: Some(1_000), ..Default::default() }).unwrap();
     for _ in 0..40 {

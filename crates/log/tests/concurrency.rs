@@ -24,6 +24,7 @@ fn options(background: bool) -> LogOptions {
         background,
         maintenance_interval_ms: 3_600_000,
         flush_tick_ms: 1,
+        ..LogOptions::default()
     }
 }
 

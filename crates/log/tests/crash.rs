@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use millpond_log::batch::Batches;
-use millpond_log::{CleanupPolicy, Clock as _, Error, Header, Log, LogOptions, ManualClock, Record, TopicConfig};
+use millpond_log::{
+    CleanupPolicy, Clock as _, CutReason, Error, Header, Log, LogOptions, ManualClock, Record, Repair, TopicConfig,
+};
 use tempfile::TempDir;
 
 const TOPIC: &str = "t";
@@ -251,6 +253,17 @@ fn truncated_active_segment_recovers_at_every_byte() {
             let case = format!("clean={clean} len={len}");
 
             let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+            let report = log.recovery_report();
+            let reported = match report {
+                [] => len == kept_end,
+                [cut] => {
+                    len > kept_end
+                        && cut.reason == CutReason::TornTail
+                        && (cut.position, cut.first_offset, cut.bytes) == (kept_end, high, len - kept_end)
+                }
+                _ => false,
+            };
+            check!(failures, reported, "{case}: recovery report {report:?}");
             check!(
                 failures,
                 log.high_watermark(TOPIC, PART).unwrap() == high,
@@ -330,10 +343,13 @@ fn field_of(offset_in_batch: u64) -> &'static str {
     }
 }
 
-/// Bit rot in the active segment: recovery (after a crash) truncates at
-/// the damaged batch, keeps everything before it and serves nothing after.
+/// Bit rot in the active segment. A damaged batch that is the last one
+/// cannot be told from a torn write: recovery cuts it and reports the cut.
+/// A damaged batch followed by a valid one is corruption of acknowledged
+/// data: the open fails naming the file, byte and offset, and changes
+/// nothing on disk; an open with [`Repair`] then cuts there and reports it.
 #[test]
-fn bit_flips_in_active_segment_truncate_at_the_damaged_batch() {
+fn bit_flips_in_active_segment_are_cut_only_at_the_tail() {
     let golden = build_golden(2, 6);
     let pdir = partition_dir(golden.dir(), TOPIC, PART);
     let last_log = segment_logs(&pdir).pop().unwrap();
@@ -344,6 +360,8 @@ fn bit_flips_in_active_segment_truncate_at_the_damaged_batch() {
     let mut cases = 0;
     let from = batches[batches.len() - 3].start;
     let to = batches.last().unwrap().end;
+    let repair =
+        LogOptions { repair: Repair::Topic { topic: TOPIC.into(), partition: Some(PART) }, ..options(&golden.clock) };
     for position in from..to {
         // One bit per byte, a different one from byte to byte; the header's
         // bytes (where one flip can change a length or an offset) get two.
@@ -354,17 +372,83 @@ fn bit_flips_in_active_segment_truncate_at_the_damaged_batch() {
             let tmp = copy_of(golden.dir(), false);
             let seg = seg_file(&partition_dir(tmp.path(), TOPIC, PART), last_base, "log");
             flip_bit(&seg, position, bit);
-            let damaged = *batches.iter().find(|b| b.start <= position && position < b.end).unwrap();
+            let damaged_at = batches.iter().position(|b| b.start <= position && position < b.end).unwrap();
+            let damaged = batches[damaged_at];
             let field = field_of(position - damaged.start);
             let case = format!("byte {position} bit {bit} ({field} of batch at offset {})", damaged.base);
             // The base offset and the leader epoch are outside the CRC, as in
             // Kafka. No record depends on the leader epoch: the batch stays,
             // its records unchanged. A changed base offset breaks the active
-            // segment's dense offsets and is cut off like any other damage.
-            let (high, kept_end) =
-                if field == "partition_leader_epoch" { (golden_high, to) } else { (damaged.base, damaged.start) };
-
-            let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+            // segment's dense offsets and counts as damage like any other.
+            let harmless = field == "partition_leader_epoch";
+            let last = damaged_at + 1 == batches.len();
+            let flipped = fs::read(&seg).unwrap();
+            let log = if harmless || last {
+                let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+                let report = log.recovery_report().to_vec();
+                if harmless {
+                    check!(failures, report.is_empty(), "{case}: harmless flip reported {report:?}");
+                } else {
+                    let ok = matches!(
+                        report.as_slice(),
+                        [cut] if cut.reason == CutReason::TornTail && cut.path == seg && cut.partition == PART
+                            && cut.topic == TOPIC && cut.position == damaged.start && cut.first_offset == damaged.base
+                            && cut.bytes == damaged.end - damaged.start
+                    );
+                    check!(failures, ok, "{case}: torn-tail report {report:?}");
+                }
+                log
+            } else {
+                match Log::open(tmp.path(), options(&golden.clock)) {
+                    Ok(_) => {
+                        failures.push(format!("{case}: corruption before a valid batch was accepted"));
+                        continue;
+                    }
+                    Err(Error::CorruptSegment {
+                        topic,
+                        partition,
+                        path,
+                        position: at,
+                        offset,
+                        next_valid_offset,
+                        next_valid_position,
+                        ..
+                    }) => {
+                        let next = batches[damaged_at + 1];
+                        check!(
+                            failures,
+                            topic == TOPIC
+                                && partition == PART
+                                && path == seg
+                                && at == damaged.start
+                                && offset == damaged.base
+                                && next_valid_offset == next.base
+                                && next_valid_position == next.start,
+                            "{case}: error names {topic}/{partition} {path:?} byte {at} offset {offset}, next valid \
+                             {next_valid_offset} at {next_valid_position}"
+                        );
+                    }
+                    Err(other) => {
+                        failures.push(format!("{case}: wrong error {other}"));
+                        continue;
+                    }
+                }
+                check!(failures, fs::read(&seg).unwrap() == flipped, "{case}: a failed open changed the segment");
+                let log = Log::open(tmp.path(), repair.clone()).unwrap();
+                let report = log.recovery_report().to_vec();
+                let ok = matches!(
+                    report.as_slice(),
+                    [cut] if cut.path == seg && cut.position == damaged.start && cut.first_offset == damaged.base
+                        && cut.bytes == to - damaged.start
+                        && cut.reason == CutReason::Repair {
+                            next_valid_offset: batches[damaged_at + 1].base,
+                            next_valid_position: batches[damaged_at + 1].start,
+                        }
+                );
+                check!(failures, ok, "{case}: repair report {report:?}");
+                log
+            };
+            let (high, kept_end) = if harmless { (golden_high, to) } else { (damaged.base, damaged.start) };
             let got_high = log.high_watermark(TOPIC, PART).unwrap();
             let got = read_all(&log, TOPIC, PART);
             let len = fs::metadata(&seg).unwrap().len();
@@ -379,9 +463,167 @@ fn bit_flips_in_active_segment_truncate_at_the_damaged_batch() {
                 "{case}: append at {} with high watermark {got_high}",
                 info.base_offset
             );
+            drop(log);
+            let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+            check!(failures, log.recovery_report().is_empty(), "{case}: a second open cut again");
         }
     }
     assert_no_failures("active segment bit flips", cases, &failures);
+}
+
+/// A torn write, whatever it left at the end of the active segment (part of
+/// a batch, zeros from a file extended but not written, garbage), is cut
+/// and reported as a torn tail, and the partition takes appends again.
+#[test]
+fn torn_tails_are_cut_and_reported() {
+    let golden = build_golden(1, 4);
+    let pdir = partition_dir(golden.dir(), TOPIC, PART);
+    let last_log = segment_logs(&pdir).pop().unwrap();
+    let last_base = base_of(&last_log);
+    let batches = layout(&last_log);
+    let last = *batches.last().unwrap();
+    let end = last.end;
+    // (name, what to do to the segment, where the valid prefix ends, first offset cut)
+    let cases: Vec<(&str, Damage, u64, u64)> = vec![
+        (
+            "half of the last batch",
+            Box::new(move |p: &Path| truncate_file(p, last.start + (last.end - last.start) / 2)),
+            last.start,
+            last.base,
+        ),
+        (
+            "the last batch's header only",
+            Box::new(move |p: &Path| truncate_file(p, last.start + 20)),
+            last.start,
+            last.base,
+        ),
+        ("4 KiB of zeros", Box::new(|p: &Path| append_bytes(p, &[0; 4096])), end, last.last + 1),
+        ("seeded garbage", Box::new(|p: &Path| append_bytes(p, &garbage(3000, 42))), end, last.last + 1),
+        (
+            "a header promising more than the file holds",
+            Box::new(|p: &Path| append_bytes(p, &fake_header(1 << 20))),
+            end,
+            last.last + 1,
+        ),
+    ];
+    for (name, damage, kept, first_offset) in cases {
+        let tmp = copy_of(golden.dir(), false);
+        let seg = seg_file(&partition_dir(tmp.path(), TOPIC, PART), last_base, "log");
+        damage(&seg);
+        let damaged_len = fs::metadata(&seg).unwrap().len();
+        let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+        let report = log.recovery_report().to_vec();
+        assert_eq!(report.len(), 1, "{name}: {report:?}");
+        let cut = &report[0];
+        assert_eq!((cut.topic.as_str(), cut.partition, cut.path.as_path()), (TOPIC, PART, seg.as_path()), "{name}");
+        assert_eq!((cut.position, cut.first_offset, cut.bytes), (kept, first_offset, damaged_len - kept), "{name}");
+        assert_eq!(cut.reason, CutReason::TornTail, "{name}");
+        assert!(cut.to_string().contains("torn tail") && cut.to_string().contains(&seg.display().to_string()), "{cut}");
+        assert_eq!(fs::metadata(&seg).unwrap().len(), kept, "{name}: file cut at the valid prefix");
+        assert_eq!(log.high_watermark(TOPIC, PART).unwrap(), first_offset, "{name}");
+        assert_eq!(read_all(&log, TOPIC, PART), golden.records_below(first_offset), "{name}");
+        let info = log.append(TOPIC, PART, &[Record::new(Some(b"n"), Some(b"after"), START_MS)]).unwrap();
+        assert_eq!(info.base_offset, first_offset, "{name}: offsets continue at the cut");
+        drop(log);
+        let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+        assert!(log.recovery_report().is_empty(), "{name}: nothing left to cut");
+        assert_eq!(log.high_watermark(TOPIC, PART).unwrap(), first_offset + 1, "{name}");
+    }
+}
+
+/// Corruption of a middle batch of the active segment of a log that was not
+/// closed (the open validates the whole segment): the open fails and the
+/// directory stays byte for byte as it was (segment and indexes); [`Repair`]
+/// of another partition does not help; repair of this one cuts and reports,
+/// and appends continue. After a clean close the open trusts the index and
+/// validates only the segment's end, so damage before it is found by reads
+/// (and reported, never served), as in a closed segment; nothing is cut.
+#[test]
+fn corrupt_middle_batch_fails_the_open_until_repaired() {
+    let golden = build_golden(1, 5);
+    let pdir = partition_dir(golden.dir(), TOPIC, PART);
+    let last_log = segment_logs(&pdir).pop().unwrap();
+    let last_base = base_of(&last_log);
+    let batches = layout(&last_log);
+    let victim = batches[1];
+    let index = fs::read(last_log.with_extension("index")).unwrap();
+    let last_entry = u64::from(u32::from_be_bytes(index[index.len() - 4..].try_into().unwrap()));
+    assert!(victim.end <= last_entry, "the victim lies before the last index entry ({last_entry})");
+
+    let tmp = copy_of(golden.dir(), true);
+    let seg = seg_file(&partition_dir(tmp.path(), TOPIC, PART), last_base, "log");
+    flip_bit(&seg, victim.start + 70, 3);
+    let flipped = fs::read(&seg).unwrap();
+    let log = Log::open(tmp.path(), options(&golden.clock)).unwrap();
+    assert!(log.recovery_report().is_empty());
+    assert!(
+        matches!(log.fetch(TOPIC, PART, victim.base, 1), Err(Error::CorruptBatch { offset, .. }) if offset == victim.base)
+    );
+    drop(log);
+    assert_eq!(fs::read(&seg).unwrap(), flipped, "nothing cut after a clean close");
+
+    let tmp = copy_of(golden.dir(), false);
+    let dir = partition_dir(tmp.path(), TOPIC, PART);
+    let seg = seg_file(&dir, last_base, "log");
+    flip_bit(&seg, victim.start + 70, 3); // a record byte: CRC mismatch
+    let snapshot = |dir: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        files_with_ext(dir, "").into_iter().map(|p| (p.clone(), fs::read(&p).unwrap())).collect()
+    };
+    let before = snapshot(&dir);
+    let error = Log::open(tmp.path(), options(&golden.clock)).unwrap_err();
+    let message = error.to_string();
+    match &error {
+        Error::CorruptSegment { topic, partition, path, position, offset, .. } => {
+            assert_eq!(
+                (topic.as_str(), *partition, path, *position, *offset),
+                (TOPIC, PART, &seg, victim.start, victim.base)
+            );
+        }
+        other => panic!("wrong error: {other}"),
+    }
+    for needle in
+        [seg.display().to_string(), format!("byte {}", victim.start), format!("offset {}", victim.base), "t/1".into()]
+    {
+        assert!(message.contains(&needle), "'{needle}' missing from: {message}");
+    }
+    assert_eq!(snapshot(&dir), before, "a failed open changes nothing");
+    let other_partition =
+        LogOptions { repair: Repair::Topic { topic: TOPIC.into(), partition: Some(0) }, ..options(&golden.clock) };
+    assert!(matches!(Log::open(tmp.path(), other_partition), Err(Error::CorruptSegment { .. })));
+    assert_eq!(snapshot(&dir), before, "repair of another partition changes nothing here");
+
+    let log = Log::open(tmp.path(), LogOptions { repair: Repair::All, ..options(&golden.clock) }).unwrap();
+    let report = log.recovery_report().to_vec();
+    assert_eq!(report.len(), 1, "{report:?}");
+    assert_eq!((report[0].position, report[0].first_offset), (victim.start, victim.base));
+    assert_eq!(report[0].bytes, batches.last().unwrap().end - victim.start);
+    assert_eq!(
+        report[0].reason,
+        CutReason::Repair { next_valid_offset: batches[2].base, next_valid_position: batches[2].start }
+    );
+    assert!(matches!(report[0].error, millpond_log::batch::BatchError::BadCrc { .. }), "{:?}", report[0].error);
+    assert_eq!(fs::metadata(&seg).unwrap().len(), victim.start);
+    assert_eq!(read_all(&log, TOPIC, PART), golden.records_below(victim.base));
+    assert_eq!(
+        log.append(TOPIC, PART, &[Record::new(Some(b"k"), Some(b"v"), START_MS)]).unwrap().base_offset,
+        victim.base
+    );
+}
+
+/// Something done to a segment file.
+type Damage = Box<dyn Fn(&Path)>;
+
+fn append_bytes(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    fs::OpenOptions::new().append(true).open(path).unwrap().write_all(bytes).unwrap();
+}
+
+/// A plausible batch header (magic 2) whose length runs past the end of file.
+fn fake_header(length: i32) -> Vec<u8> {
+    let mut header = vec![0u8; 61];
+    header[8..12].copy_from_slice(&length.to_be_bytes());
+    header[16] = 2;
+    header
 }
 
 /// Bit rot in a closed segment: the batch stays on disk and every fetch

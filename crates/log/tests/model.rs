@@ -173,6 +173,7 @@ fn config_strategy() -> impl Strategy<Value = TopicConfig> {
                 flush,
                 max_batch_bytes,
                 index_interval_bytes,
+                compaction_bound_required: false,
             },
         )
 }
