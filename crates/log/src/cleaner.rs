@@ -14,14 +14,13 @@
 //!   finishes any `*.swap` it finds (see `partition::recover_directory`).
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
-use std::io::Write;
 use std::sync::Arc;
 
 use crate::batch::{self, Batches, EncodeRecord};
 use crate::error::{Error, Result};
 use crate::partition::{self, Partition};
 use crate::segment::{self, OffsetRules, Segment};
+use crate::storage::OpenMode;
 
 /// Bytes read from a segment at a time while cleaning.
 const READ_CHUNK_BYTES: usize = 1 << 20;
@@ -205,28 +204,24 @@ fn clean_group(
     }
 
     let cleaned_path = dir.join(format!("{first:020}.log.cleaned"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&cleaned_path)
-        .map_err(Error::io("creating", &cleaned_path))?;
-    file.write_all(&output).and_then(|()| file.sync_all()).map_err(Error::io("writing", &cleaned_path))?;
+    let st = &*partition.storage;
+    let file = st.open(&cleaned_path, OpenMode::Truncate).map_err(Error::io("creating", &cleaned_path))?;
+    file.write_all_at(&output, 0).and_then(|()| file.sync_all()).map_err(Error::io("writing", &cleaned_path))?;
     drop(file);
     let swap_path = dir.join(format!("{}.swap", swap_stem(first, end_offset)));
-    fs::rename(&cleaned_path, &swap_path).map_err(Error::io("renaming to swap", &cleaned_path))?;
-    partition::sync_dir(dir)?; // commit point
+    st.rename(&cleaned_path, &swap_path).map_err(Error::io("renaming to swap", &cleaned_path))?;
+    partition::sync_dir(st, dir)?; // commit point
     for segment in group {
-        partition::delete_segment_files(dir, segment.base_offset)?;
+        partition::delete_segment_files(st, dir, segment.base_offset)?;
     }
     // The deletions must be durable before the rename: otherwise a crash could
     // keep the rename but resurrect an old segment beside the cleaned one.
-    partition::sync_dir(dir)?;
-    fs::rename(&swap_path, segment::log_path(dir, first)).map_err(Error::io("completing swap", &swap_path))?;
-    partition::sync_dir(dir)?;
+    partition::sync_dir(st, dir)?;
+    st.rename(&swap_path, &segment::log_path(dir, first)).map_err(Error::io("completing swap", &swap_path))?;
+    partition::sync_dir(st, dir)?;
     let rules = OffsetRules { contiguous: false, limit: end_offset };
     let (cleaned, _, _) =
-        Segment::open(dir, first, false, segment::Tail::Keep, partition.config.index_interval_bytes, rules)?;
+        Segment::open(st, dir, first, false, segment::Tail::Keep, partition.config.index_interval_bytes, rules)?;
     assert_eq!(cleaned.visible_bytes(), output.len() as u64, "the cleaned segment reads back whole");
     partition.replace_segments(first, end_offset, Arc::new(cleaned));
     stats.segments_rewritten += group.len();

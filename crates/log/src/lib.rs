@@ -17,6 +17,8 @@
 //! - `meta`: topic metadata (`meta.json`) and topic incarnation ids.
 //! - `offsets`: the consumer-offsets topic.
 //! - [`clock`]: time behind a trait, with a manual clock for tests.
+//! - [`storage`]: file I/O behind a trait: the filesystem, an in-memory
+//!   double that models crashes, and fault injection.
 //!
 //! The on-disk format and durability rules are in `docs/log.md`.
 
@@ -34,6 +36,7 @@ mod partition;
 pub mod partitioner;
 pub mod reader;
 mod segment;
+pub mod storage;
 
 pub use batch::{BatchView, Header, Record, RecordView};
 pub use cleaner::CompactionStats;
@@ -44,3 +47,4 @@ pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, INTERNAL_TOPIC_PREFIX, Log, LogOpti
 pub use meta::{TopicId, read_topic_id};
 pub use partition::{AppendInfo, CutReason, PartitionInfo, RecoveryCut};
 pub use reader::{OffsetRecord, PartitionReader};
+pub use storage::{FaultPlan, FaultStorage, MemStorage, RealStorage, Storage};

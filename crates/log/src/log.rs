@@ -12,8 +12,6 @@
 //! `.deleted-NAME-…` first, so recovery never sees half a topic.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -29,6 +27,7 @@ use crate::meta::{self, TopicId};
 use crate::offsets::{self, GroupOffsets};
 use crate::partition::{self, AppendInfo, Partition, PartitionInfo, RecoveryCut};
 use crate::partitioner;
+use crate::storage::{self, LockGuard, RealStorage, Storage};
 
 /// The internal compacted topic holding committed consumer offsets.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -51,6 +50,8 @@ pub struct LogOptions {
     /// (by default nowhere: [`Log::open`] fails with
     /// [`Error::CorruptSegment`]). Torn tails are always cut.
     pub repair: Repair,
+    /// The filesystem (tests use [`crate::MemStorage`] or [`crate::FaultStorage`]).
+    pub storage: Arc<dyn Storage>,
 }
 
 /// Which partitions [`Log::open`] may cut at a corrupt batch of their last
@@ -84,6 +85,7 @@ impl Default for LogOptions {
             maintenance_interval_ms: 30_000,
             flush_tick_ms: 10,
             repair: Repair::Nothing,
+            storage: Arc::new(RealStorage),
         }
     }
 }
@@ -101,10 +103,11 @@ struct Topic {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// Held for the life of the log; the OS lock goes with the file.
-    _lock: File,
+    _lock: Box<dyn LockGuard>,
     offsets: Mutex<GroupOffsets>,
     stop: (Mutex<bool>, Condvar),
     background_error: Mutex<Option<String>>,
@@ -196,49 +199,42 @@ impl Log {
     pub fn open(dir: impl AsRef<Path>, options: LogOptions) -> Result<Log> {
         let dir = dir.as_ref().to_path_buf();
         let topics_dir = dir.join("topics");
-        fs::create_dir_all(&topics_dir).map_err(Error::io("creating data directory", &topics_dir))?;
-        let lock_path = dir.join("lock");
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(Error::io("opening", &lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(Error::Locked { dir }),
-            Err(fs::TryLockError::Error(source)) => {
-                return Err(Error::Io { action: "locking", path: lock_path, source });
-            }
+        let st = &*options.storage;
+        st.create_dir_all(&topics_dir).map_err(Error::io("creating data directory", &topics_dir))?;
+        // The data directory's own entry, for a directory created just now
+        // (the open syncs the directory itself, and with it `topics`, below).
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            partition::sync_dir(st, parent)?;
         }
-        lock.set_len(0)
-            .and_then(|()| writeln!(lock, "{}", std::process::id()))
-            .map_err(Error::io("writing", &lock_path))?;
+        let lock_path = dir.join("lock");
+        let lock = match st.lock(&lock_path, format!("{}\n", std::process::id()).as_bytes()) {
+            Ok(lock) => lock,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(Error::Locked { dir }),
+            Err(source) => return Err(Error::Io { action: "locking", path: lock_path, source }),
+        };
 
         let marker = dir.join("clean-shutdown");
-        let clean_shutdown = marker.exists();
+        let clean_shutdown = st.exists(&marker);
         let mut topics = BTreeMap::new();
-        for entry in fs::read_dir(&topics_dir).map_err(Error::io("listing", &topics_dir))? {
-            let entry = entry.map_err(Error::io("listing", &topics_dir))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
+        for name in st.list_dir(&topics_dir).map_err(Error::io("listing", &topics_dir))? {
+            let path = topics_dir.join(&name);
             if name.starts_with(".tmp-") || name.starts_with(".deleted-") {
-                fs::remove_dir_all(&path).map_err(Error::io("removing unfinished topic directory", &path))?;
+                st.remove_dir_all(&path).map_err(Error::io("removing unfinished topic directory", &path))?;
                 continue;
             }
-            let topic = open_topic(&path, &name, &options.clock, clean_shutdown, &options.repair)?;
+            let topic = open_topic(&options.storage, &path, &name, &options.clock, clean_shutdown, &options.repair)?;
             topics.insert(name, Arc::new(topic));
         }
         if clean_shutdown {
             // From here on a crash is unclean again.
-            fs::remove_file(&marker).map_err(Error::io("removing", &marker))?;
+            st.remove_file(&marker).map_err(Error::io("removing", &marker))?;
         }
-        partition::sync_dir(&dir)?;
+        partition::sync_dir(st, &dir)?;
         let recovery_report =
             topics.values().flat_map(|t| t.partitions.iter().filter_map(|p| p.recovery_cut.clone())).collect();
         let inner = Arc::new(Inner {
             dir,
+            storage: options.storage.clone(),
             clock: options.clock.clone(),
             topics: RwLock::new(topics),
             _lock: lock,
@@ -310,20 +306,21 @@ impl Log {
         }
         let topics_dir = self.inner.dir.join("topics");
         let tmp = topics_dir.join(format!(".tmp-{name}"));
-        let _ = fs::remove_dir_all(&tmp);
-        fs::create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
-        meta::write_new(&tmp, name, TopicId::random(), &config)?;
+        let st = &*self.inner.storage;
+        let _ = st.remove_dir_all(&tmp);
+        st.create_dir_all(&tmp).map_err(Error::io("creating", &tmp))?;
+        meta::write_new(st, &tmp, name, TopicId::random(), &config)?;
         // Partition directories exist before the rename, so the topic is
         // complete (and durable) the moment it appears under its name.
         for partition in 0..config.partitions {
             let dir = tmp.join(partition.to_string());
-            fs::create_dir(&dir).map_err(Error::io("creating", &dir))?;
+            st.create_dir(&dir).map_err(Error::io("creating", &dir))?;
         }
-        partition::sync_dir(&tmp)?;
+        partition::sync_dir(st, &tmp)?;
         let path = topics_dir.join(name);
-        fs::rename(&tmp, &path).map_err(Error::io("renaming new topic directory", &tmp))?;
-        partition::sync_dir(&topics_dir)?;
-        let topic = open_topic(&path, name, &self.inner.clock, false, &Repair::Nothing)?;
+        st.rename(&tmp, &path).map_err(Error::io("renaming new topic directory", &tmp))?;
+        partition::sync_dir(st, &topics_dir)?;
+        let topic = open_topic(&self.inner.storage, &path, name, &self.inner.clock, false, &Repair::Nothing)?;
         topics.insert(name.to_owned(), Arc::new(topic));
         Ok(())
     }
@@ -360,9 +357,10 @@ impl Log {
         let path = topics_dir.join(name);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let doomed = topics_dir.join(format!(".deleted-{name}-{nanos}"));
-        fs::rename(&path, &doomed).map_err(Error::io("renaming deleted topic", &path))?;
-        partition::sync_dir(&topics_dir)?;
-        fs::remove_dir_all(&doomed).map_err(Error::io("removing", &doomed))
+        let st = &*self.inner.storage;
+        st.rename(&path, &doomed).map_err(Error::io("renaming deleted topic", &path))?;
+        partition::sync_dir(st, &topics_dir)?;
+        st.remove_dir_all(&doomed).map_err(Error::io("removing", &doomed))
     }
 
     /// Topic names, sorted (including internal topics, which start with `__`).
@@ -521,14 +519,15 @@ impl Log {
         // which they skip it.
         let maintenance = old.maintenance.lock().expect("maintenance lock");
         old.flush(true)?;
-        let plan = partition::plan_truncation(&old.dir, offset).map_err(bad)?;
+        let plan = partition::plan_truncation(&*self.inner.storage, &old.dir, offset).map_err(bad)?;
         old.close()?;
         old.mark_retired();
         drop(maintenance);
         old.retire();
-        partition::truncate_directory(&old.dir, &plan)?;
+        partition::truncate_directory(&*self.inner.storage, &old.dir, &plan)?;
         // The cut ends on a batch boundary: nothing for recovery to cut.
         let fresh = Partition::open(
+            self.inner.storage.clone(),
             topic,
             partition,
             old.dir.clone(),
@@ -626,8 +625,9 @@ impl Log {
             partition.close()?;
         }
         let marker = self.inner.dir.join("clean-shutdown");
-        File::create(&marker).and_then(|f| f.sync_all()).map_err(Error::io("writing", &marker))?;
-        partition::sync_dir(&self.inner.dir)
+        let st = &*self.inner.storage;
+        storage::write_file(st, &marker, &[], true).map_err(Error::io("writing", &marker))?;
+        partition::sync_dir(st, &self.inner.dir)
     }
 }
 
@@ -638,13 +638,21 @@ impl Drop for Log {
     }
 }
 
-fn open_topic(path: &Path, name: &str, clock: &Arc<dyn Clock>, clean_shutdown: bool, repair: &Repair) -> Result<Topic> {
-    let meta = meta::load_or_upgrade(path, name)?;
+fn open_topic(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    name: &str,
+    clock: &Arc<dyn Clock>,
+    clean_shutdown: bool,
+    repair: &Repair,
+) -> Result<Topic> {
+    let meta = meta::load_or_upgrade(&**storage, path, name)?;
     let partitions = (0..meta.config.partitions)
         .map(|p| {
             let dir = path.join(p.to_string());
             let repair = repair.covers(name, p);
-            Partition::open(name, p, dir, meta.config.clone(), clock.clone(), clean_shutdown, repair).map(Arc::new)
+            Partition::open(storage.clone(), name, p, dir, meta.config.clone(), clock.clone(), clean_shutdown, repair)
+                .map(Arc::new)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Topic { id: meta.id, config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })

@@ -11,9 +11,7 @@
 //! id, so an id names one incarnation of a topic, as Kafka's topic ids do.
 
 use std::fmt;
-use std::fs::{self, File};
 use std::hash::{BuildHasher, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,6 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::TopicConfig;
 use crate::error::{Error, Result};
+use crate::storage::{self, RealStorage, Storage};
 
 /// The `meta.json` version written now.
 pub(crate) const META_VERSION: u32 = 2;
@@ -125,9 +124,9 @@ fn meta_path(topic_dir: &Path) -> PathBuf {
 
 /// Parses and checks `meta.json` of topic `name`. A version-1 file comes back
 /// with `id: None`.
-fn read_meta(topic_dir: &Path, name: &str) -> Result<(Option<TopicId>, TopicConfig)> {
+fn read_meta(storage: &dyn Storage, topic_dir: &Path, name: &str) -> Result<(Option<TopicId>, TopicConfig)> {
     let path = meta_path(topic_dir);
-    let text = fs::read(&path).map_err(Error::io("reading", &path))?;
+    let text = storage.read(&path).map_err(Error::io("reading", &path))?;
     let meta: TopicMeta =
         serde_json::from_slice(&text).map_err(|e| Error::BadMetadata { path: path.clone(), reason: e.to_string() })?;
     let bad = |reason: String| Err(Error::BadMetadata { path: path.clone(), reason });
@@ -151,36 +150,40 @@ fn read_meta(topic_dir: &Path, name: &str) -> Result<(Option<TopicId>, TopicConf
 /// Writes a version-2 `meta.json` into `topic_dir` (which may be a topic
 /// being built) and syncs it. Not atomic by itself: used on a directory no
 /// one else sees yet.
-pub(crate) fn write_new(topic_dir: &Path, name: &str, id: TopicId, config: &TopicConfig) -> Result<()> {
-    write_file(&meta_path(topic_dir), name, id, config)
+pub(crate) fn write_new(
+    storage: &dyn Storage,
+    topic_dir: &Path,
+    name: &str,
+    id: TopicId,
+    config: &TopicConfig,
+) -> Result<()> {
+    write_file(storage, &meta_path(topic_dir), name, id, config)
 }
 
-fn write_file(path: &Path, name: &str, id: TopicId, config: &TopicConfig) -> Result<()> {
+fn write_file(storage: &dyn Storage, path: &Path, name: &str, id: TopicId, config: &TopicConfig) -> Result<()> {
     let meta = TopicMeta { version: META_VERSION, name: name.to_owned(), id: Some(id), config: config.clone() };
     let text = serde_json::to_vec_pretty(&meta).expect("topic metadata serializes");
-    File::create(path)
-        .and_then(|mut f| f.write_all(&text).and_then(|()| f.sync_all()))
-        .map_err(Error::io("writing", path))
+    storage::write_file(storage, path, &text, true).map_err(Error::io("writing", path))
 }
 
 /// Reads topic `name`'s metadata for the log's owner; a version-1 file gets
 /// an id, persisted atomically (temp + fsync, rename, directory fsync)
 /// before this returns.
-pub(crate) fn load_or_upgrade(topic_dir: &Path, name: &str) -> Result<Meta> {
+pub(crate) fn load_or_upgrade(storage: &dyn Storage, topic_dir: &Path, name: &str) -> Result<Meta> {
     let tmp = topic_dir.join(META_TMP_FILE);
-    match fs::remove_file(&tmp) {
+    match storage.remove_file(&tmp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("removing", &tmp)(e)),
         _ => {} // an upgrade interrupted before its rename: the old file stands
     }
-    let (id, config) = read_meta(topic_dir, name)?;
+    let (id, config) = read_meta(storage, topic_dir, name)?;
     let id = match id {
         Some(id) => id,
         None => {
             let id = TopicId::random();
-            write_file(&tmp, name, id, &config)?;
+            write_file(storage, &tmp, name, id, &config)?;
             let path = meta_path(topic_dir);
-            fs::rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
-            crate::partition::sync_dir(topic_dir)?;
+            storage.rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
+            crate::partition::sync_dir(storage, topic_dir)?;
             id
         }
     };
@@ -197,7 +200,7 @@ pub fn read_topic_id(data_dir: impl AsRef<Path>, topic: &str) -> Result<TopicId>
     if !topic_dir.is_dir() {
         return Err(Error::UnknownTopic(topic.to_owned()));
     }
-    match read_meta(&topic_dir, topic)? {
+    match read_meta(&RealStorage, &topic_dir, topic)? {
         (Some(id), _) => Ok(id),
         (None, _) => Err(Error::BadMetadata {
             path: meta_path(&topic_dir),

@@ -12,7 +12,6 @@
 //! - `segments` is sorted by base offset; the low watermark is the first
 //!   segment's base offset; the last (active) segment is never deleted.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -23,6 +22,7 @@ use crate::clock::Clock;
 use crate::config::{FlushPolicy, TopicConfig};
 use crate::error::{Error, Result};
 use crate::segment::{self, OffsetEntry, OffsetRules, Segment, Tail, TimeEntry};
+use crate::storage::{OpenMode, Storage, StorageFile};
 
 /// Syncs of one partition that may run at once. Measured (`millpond bench
 /// log`, ext4 on virtio): allowing 2 did not lower ack latency, because the
@@ -134,6 +134,7 @@ struct Writer {
 
 #[derive(Debug)]
 pub(crate) struct Partition {
+    pub(crate) storage: Arc<dyn Storage>,
     pub(crate) topic: String,
     pub(crate) id: u32,
     pub(crate) dir: PathBuf,
@@ -178,7 +179,9 @@ impl Partition {
     /// segment's torn tail is cut; a corrupt batch followed by a valid one is
     /// [`Error::CorruptSegment`] (nothing is changed) unless `repair`, which
     /// cuts there. Either cut is kept in `recovery_cut`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
+        storage: Arc<dyn Storage>,
         topic: &str,
         id: u32,
         dir: PathBuf,
@@ -187,17 +190,18 @@ impl Partition {
         clean_shutdown: bool,
         repair: bool,
     ) -> Result<Partition> {
-        if !dir.exists() {
-            fs::create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
+        let st = &*storage;
+        if !st.exists(&dir) {
+            st.create_dir_all(&dir).map_err(Error::io("creating partition directory", &dir))?;
             if let Some(parent) = dir.parent() {
-                sync_dir(parent)?;
+                sync_dir(st, parent)?;
             }
         }
-        let mut bases = recover_directory(&dir)?;
-        let cleanable_below = if config.compaction_bound_required { read_cleanable_below(&dir)? } else { u64::MAX };
+        let mut bases = recover_directory(st, &dir)?;
+        let cleanable_below = if config.compaction_bound_required { read_cleanable_below(st, &dir)? } else { u64::MAX };
         if bases.is_empty() {
-            Segment::create(&dir, 0)?;
-            sync_dir(&dir)?;
+            Segment::create(st, &dir, 0)?;
+            sync_dir(st, &dir)?;
             bases.push(0);
         }
         let mut segments = Vec::with_capacity(bases.len());
@@ -217,7 +221,7 @@ impl Partition {
                 (true, true) => Tail::Repair,
             };
             let (segment, scan, damage) =
-                Segment::open(&dir, base, trust_index, tail, config.index_interval_bytes, rules)?;
+                Segment::open(st, &dir, base, trust_index, tail, config.index_interval_bytes, rules)?;
             if let Some(damage) = damage {
                 if !damage.cut {
                     let (next_valid_position, next_valid_offset) =
@@ -265,7 +269,7 @@ impl Partition {
         let next_offset = active_segment.next_offset();
         assert!(next_offset >= active_segment.base_offset);
         let active = Active {
-            index_files: IndexAppender::open(&dir, active_segment.base_offset)?,
+            index_files: IndexAppender::open(st, &dir, active_segment.base_offset)?,
             written_bytes: scan.valid_bytes,
             bytes_since_index: scan.bytes_since_index,
             max_timestamp: scan.max_timestamp,
@@ -273,6 +277,7 @@ impl Partition {
             segment: active_segment,
         };
         Ok(Partition {
+            storage,
             topic: topic.to_owned(),
             id,
             dir,
@@ -405,7 +410,6 @@ impl Partition {
         last_offset: u64,
         max_timestamp: i64,
     ) -> Result<()> {
-        use std::os::unix::fs::FileExt;
         let active = &mut writer.active;
         let segment = &active.segment;
         let position = active.written_bytes;
@@ -473,17 +477,18 @@ impl Partition {
         old.publish(writer.active.written_bytes);
         self.durable_offset.fetch_max(writer.next_offset, Ordering::AcqRel);
         self.publish_high_watermark(writer.next_offset);
-        old.write_indexes(&self.dir)?;
+        let st = &*self.storage;
+        old.write_indexes(st, &self.dir)?;
         let base = writer.next_offset;
-        let created = Segment::create(&self.dir, base).and_then(|segment| {
-            let index_files = IndexAppender::open(&self.dir, base)?;
-            sync_dir(&self.dir)?;
+        let created = Segment::create(st, &self.dir, base).and_then(|segment| {
+            let index_files = IndexAppender::open(st, &self.dir, base)?;
+            sync_dir(st, &self.dir)?;
             Ok((segment, index_files))
         });
         let (segment, index_files) = match created {
             Ok(created) => created,
             Err(error) => {
-                let _ = delete_segment_files(&self.dir, base); // best effort; recovery ignores no-op
+                let _ = delete_segment_files(st, &self.dir, base); // best effort; recovery ignores no-op
                 return Err(error);
             }
         };
@@ -577,13 +582,8 @@ impl Partition {
     pub(crate) fn close(&self) -> Result<()> {
         self.flush(true)?;
         let writer = self.writer.lock().expect("writer lock");
-        writer.active.segment.write_indexes(&self.dir)?;
-        for path in [
-            segment::offset_index_path(&self.dir, writer.active.segment.base_offset),
-            segment::time_index_path(&self.dir, writer.active.segment.base_offset),
-        ] {
-            fs::File::open(&path).and_then(|f| f.sync_all()).map_err(Error::io("syncing index", &path))?;
-        }
+        // Written whole and fsynced.
+        writer.active.segment.write_indexes(&*self.storage, &self.dir)?;
         Ok(())
     }
 
@@ -759,9 +759,9 @@ impl Partition {
             removed
         };
         for segment in removed {
-            delete_segment_files(&self.dir, segment.base_offset)?;
+            delete_segment_files(&*self.storage, &self.dir, segment.base_offset)?;
         }
-        sync_dir(&self.dir)
+        sync_dir(&*self.storage, &self.dir)
     }
 
     /// Replaces the segments with base offsets in `[first, end)` by `segment`
@@ -796,9 +796,9 @@ impl Partition {
         let persisted = self.persisted_cleanable_below.load(Ordering::Acquire);
         if offset < persisted {
             self.cleanable_below.store(offset, Ordering::Release);
-            write_cleanable_below(&self.dir, offset, true)?;
+            write_cleanable_below(&*self.storage, &self.dir, offset, true)?;
         } else if offset > persisted {
-            write_cleanable_below(&self.dir, offset, false)?;
+            write_cleanable_below(&*self.storage, &self.dir, offset, false)?;
             self.cleanable_below.store(offset, Ordering::Release);
         } else {
             self.cleanable_below.store(offset, Ordering::Release);
@@ -816,14 +816,14 @@ impl Partition {
 /// The persisted compaction bound in `dir`: 0 when the file is absent, the
 /// wrong size or fails its CRC (a write that a crash tore or lost: falling
 /// back to "compact nothing" is always safe). A leftover temp file is removed.
-fn read_cleanable_below(dir: &Path) -> Result<u64> {
+fn read_cleanable_below(storage: &dyn Storage, dir: &Path) -> Result<u64> {
     let tmp = dir.join(CLEANABLE_BELOW_TMP_FILE);
-    match fs::remove_file(&tmp) {
+    match storage.remove_file(&tmp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io("removing", &tmp)(e)),
         _ => {}
     }
     let path = dir.join(CLEANABLE_BELOW_FILE);
-    let bytes = match fs::read(&path) {
+    let bytes = match storage.read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(Error::io("reading", &path)(e)),
@@ -841,20 +841,17 @@ fn read_cleanable_below(dir: &Path) -> Result<u64> {
 /// Replaces `cleanable-below` in `dir` by `offset` (temp file, rename); with
 /// `durable`, the temp file is fsynced before the rename and the directory
 /// after it.
-fn write_cleanable_below(dir: &Path, offset: u64, durable: bool) -> Result<()> {
-    use std::io::Write;
+fn write_cleanable_below(storage: &dyn Storage, dir: &Path, offset: u64, durable: bool) -> Result<()> {
     let tmp = dir.join(CLEANABLE_BELOW_TMP_FILE);
     let path = dir.join(CLEANABLE_BELOW_FILE);
     let mut bytes = [0u8; CLEANABLE_BELOW_BYTES];
     bytes[..8].copy_from_slice(&offset.to_be_bytes());
     let crc = crc32c::crc32c(&bytes[..8]);
     bytes[8..].copy_from_slice(&crc.to_be_bytes());
-    fs::File::create(&tmp)
-        .and_then(|mut f| f.write_all(&bytes).and_then(|()| if durable { f.sync_data() } else { Ok(()) }))
-        .map_err(Error::io("writing", &tmp))?;
-    fs::rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
+    crate::storage::write_file(storage, &tmp, &bytes, durable).map_err(Error::io("writing", &tmp))?;
+    storage.rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
     if durable {
-        sync_dir(dir)?;
+        sync_dir(storage, dir)?;
     }
     Ok(())
 }
@@ -863,15 +860,13 @@ fn write_cleanable_below(dir: &Path, offset: u64, durable: bool) -> Result<()> {
 /// are a cache (rebuilt on recovery), so entries are not synced here.
 #[derive(Debug)]
 struct IndexAppender {
-    offsets: fs::File,
-    times: fs::File,
+    offsets: Arc<dyn StorageFile>,
+    times: Arc<dyn StorageFile>,
 }
 
 impl IndexAppender {
-    fn open(dir: &Path, base_offset: u64) -> Result<IndexAppender> {
-        let open = |path: PathBuf| {
-            fs::OpenOptions::new().append(true).create(true).open(&path).map_err(Error::io("opening index", &path))
-        };
+    fn open(storage: &dyn Storage, dir: &Path, base_offset: u64) -> Result<IndexAppender> {
+        let open = |path: PathBuf| storage.open(&path, OpenMode::Append).map_err(Error::io("opening index", &path));
         Ok(IndexAppender {
             offsets: open(segment::offset_index_path(dir, base_offset))?,
             times: open(segment::time_index_path(dir, base_offset))?,
@@ -879,7 +874,6 @@ impl IndexAppender {
     }
 
     fn append(&mut self, relative_offset: u32, position: u32, max_timestamp_before: i64) {
-        use std::io::Write;
         let mut offset_entry = [0u8; segment::OFFSET_ENTRY_BYTES];
         offset_entry[..4].copy_from_slice(&relative_offset.to_be_bytes());
         offset_entry[4..].copy_from_slice(&position.to_be_bytes());
@@ -888,13 +882,13 @@ impl IndexAppender {
         time_entry[8..].copy_from_slice(&relative_offset.to_be_bytes());
         // Both or neither: a time entry without its offset entry would make
         // the pair inconsistent (recovery would rebuild, but need not).
-        if self.offsets.write_all(&offset_entry).is_ok() {
-            let _ = self.times.write_all(&time_entry);
+        if self.offsets.append(&offset_entry).is_ok() {
+            let _ = self.times.append(&time_entry);
         }
     }
 }
 
-pub(crate) fn delete_segment_files(dir: &Path, base_offset: u64) -> Result<()> {
+pub(crate) fn delete_segment_files(storage: &dyn Storage, dir: &Path, base_offset: u64) -> Result<()> {
     // The .log goes first: without it the index files are orphans that
     // recovery removes, never a segment without data.
     for path in [
@@ -902,7 +896,7 @@ pub(crate) fn delete_segment_files(dir: &Path, base_offset: u64) -> Result<()> {
         segment::offset_index_path(dir, base_offset),
         segment::time_index_path(dir, base_offset),
     ] {
-        match fs::remove_file(&path) {
+        match storage.remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(Error::Io { action: "deleting", path, source }),
@@ -911,22 +905,20 @@ pub(crate) fn delete_segment_files(dir: &Path, base_offset: u64) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io("syncing directory", dir))
+pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    storage.sync_dir(dir).map_err(Error::io("syncing directory", dir))
 }
 
 /// Finishes or discards what a crash interrupted (cleaner swaps, partial
 /// files) and returns the base offsets of the segments, sorted.
-fn recover_directory(dir: &Path) -> Result<Vec<u64>> {
+fn recover_directory(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>> {
     let mut logs = Vec::new();
     let mut indexes = Vec::new();
     let mut swaps = Vec::new();
-    for entry in fs::read_dir(dir).map_err(Error::io("listing", dir))? {
-        let entry = entry.map_err(Error::io("listing", dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path();
+    for name in storage.list_dir(dir).map_err(Error::io("listing", dir))? {
+        let path = dir.join(&name);
         if name.ends_with(".cleaned") {
-            fs::remove_file(&path).map_err(Error::io("removing partial cleaner output", &path))?;
+            storage.remove_file(&path).map_err(Error::io("removing partial cleaner output", &path))?;
         } else if let Some(stem) = name.strip_suffix(".swap") {
             swaps.push((
                 crate::cleaner::parse_swap_name(stem).ok_or_else(|| Error::BadMetadata {
@@ -953,28 +945,28 @@ fn recover_directory(dir: &Path) -> Result<Vec<u64>> {
     for ((first, end), swap_path) in swaps {
         // The swap file is the cleaner's commit point: finish the swap.
         for &base in logs.iter().filter(|&&b| b >= first && b < end) {
-            delete_segment_files(dir, base)?;
+            delete_segment_files(storage, dir, base)?;
         }
         logs.retain(|&b| b < first || b >= end);
-        sync_dir(dir)?; // deletions durable before the rename (see cleaner.rs)
+        sync_dir(storage, dir)?; // deletions durable before the rename (see cleaner.rs)
         let target = segment::log_path(dir, first);
-        fs::rename(&swap_path, &target).map_err(Error::io("completing cleaner swap", &swap_path))?;
+        storage.rename(&swap_path, &target).map_err(Error::io("completing cleaner swap", &swap_path))?;
         for path in [segment::offset_index_path(dir, first), segment::time_index_path(dir, first)] {
-            let _ = fs::remove_file(path); // rebuilt when the segment opens
+            let _ = storage.remove_file(&path); // rebuilt when the segment opens
         }
         logs.push(first);
     }
     logs.sort_unstable();
     for (base, path) in indexes {
         if logs.binary_search(&base).is_err() {
-            match fs::remove_file(&path) {
+            match storage.remove_file(&path) {
                 // Already gone: a completed swap deleted its old segments' indexes.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 result => result.map_err(Error::io("removing orphan index", &path))?,
             }
         }
     }
-    sync_dir(dir)?;
+    sync_dir(storage, dir)?;
     Ok(logs)
 }
 
@@ -998,12 +990,16 @@ pub(crate) struct TruncationPlan {
 /// Checks that `offset` is a batch boundary between the first segment's base
 /// and the partition's end, and says where to cut. Reads only; the error is
 /// the reason, for the caller to wrap.
-pub(crate) fn plan_truncation(dir: &Path, offset: u64) -> std::result::Result<TruncationPlan, String> {
-    let bases = list_segment_bases(dir).map_err(|e| e.to_string())?;
+pub(crate) fn plan_truncation(
+    storage: &dyn Storage,
+    dir: &Path,
+    offset: u64,
+) -> std::result::Result<TruncationPlan, String> {
+    let bases = list_segment_bases(storage, dir).map_err(|e| e.to_string())?;
     let keep = bases.iter().rposition(|&b| b <= offset).ok_or("it is below the first segment")?;
     let base = bases[keep];
     let path = segment::log_path(dir, base);
-    let bytes = fs::read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let bytes = storage.read(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut batches = crate::batch::Batches::new(&bytes);
     let mut start = 0;
     let mut next = base;
@@ -1029,11 +1025,9 @@ pub(crate) fn plan_truncation(dir: &Path, offset: u64) -> std::result::Result<Tr
 }
 
 /// The bases of the `.log` files in a partition directory, sorted.
-fn list_segment_bases(dir: &Path) -> Result<Vec<u64>> {
+fn list_segment_bases(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>> {
     let mut bases = Vec::new();
-    for entry in fs::read_dir(dir).map_err(Error::io("listing", dir))? {
-        let entry = entry.map_err(Error::io("listing", dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for name in storage.list_dir(dir).map_err(Error::io("listing", dir))? {
         if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_offset_name) {
             bases.push(base);
         }
@@ -1046,15 +1040,15 @@ fn list_segment_bases(dir: &Path) -> Result<Vec<u64>> {
 /// highest first, so a crash part way leaves a contiguous prefix), then the
 /// kept segment is cut and its indexes emptied (the reopen rebuilds them).
 /// No handle may be open on the directory.
-pub(crate) fn truncate_directory(dir: &Path, plan: &TruncationPlan) -> Result<()> {
+pub(crate) fn truncate_directory(storage: &dyn Storage, dir: &Path, plan: &TruncationPlan) -> Result<()> {
     for &base in plan.delete_bases.iter().rev() {
-        delete_segment_files(dir, base)?;
+        delete_segment_files(storage, dir, base)?;
     }
     let path = segment::log_path(dir, plan.keep_base);
-    let file = fs::OpenOptions::new().write(true).open(&path).map_err(Error::io("opening segment", &path))?;
+    let file = storage.open(&path, OpenMode::Existing).map_err(Error::io("opening segment", &path))?;
     file.set_len(plan.keep_bytes).and_then(|()| file.sync_all()).map_err(Error::io("truncating segment", &path))?;
     for index in [segment::offset_index_path(dir, plan.keep_base), segment::time_index_path(dir, plan.keep_base)] {
-        fs::File::create(&index).and_then(|f| f.sync_all()).map_err(Error::io("emptying index", &index))?;
+        crate::storage::write_file(storage, &index, &[], true).map_err(Error::io("emptying index", &index))?;
     }
-    sync_dir(dir)
+    sync_dir(storage, dir)
 }

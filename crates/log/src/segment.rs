@@ -13,15 +13,13 @@
 //! - Index files are a cache: a missing or inconsistent one is rebuilt from
 //!   the `.log` file, which is the only source of truth.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use crate::batch::{self, BATCH_HEADER_BYTES, BatchError, BatchView, Batches, LOG_OVERHEAD_BYTES};
 use crate::error::{Error, Result};
+use crate::storage::{OpenMode, Storage, StorageFile};
 
 pub(crate) const OFFSET_ENTRY_BYTES: usize = 8;
 pub(crate) const TIME_ENTRY_BYTES: usize = 12;
@@ -181,7 +179,7 @@ impl OffsetCheck {
 pub(crate) struct Segment {
     pub(crate) base_offset: u64,
     pub(crate) path: PathBuf,
-    pub(crate) file: File,
+    pub(crate) file: Arc<dyn StorageFile>,
     /// Bytes readers may see; always a batch boundary.
     visible_bytes: AtomicU64,
     /// One past the last offset of the last written batch (`base_offset` if empty).
@@ -246,7 +244,7 @@ pub(crate) struct TailDamage {
 /// are plausible, so garbage and zeros are skipped quickly.
 fn find_valid_batch_after(
     path: &Path,
-    file: &File,
+    file: &dyn StorageFile,
     segment_base: u64,
     from: u64,
     file_bytes: u64,
@@ -291,7 +289,13 @@ fn find_valid_batch_after(
 }
 
 impl Segment {
-    pub(crate) fn new(base_offset: u64, path: PathBuf, file: File, scan: &Scan, rules: OffsetRules) -> Segment {
+    pub(crate) fn new(
+        base_offset: u64,
+        path: PathBuf,
+        file: Arc<dyn StorageFile>,
+        scan: &Scan,
+        rules: OffsetRules,
+    ) -> Segment {
         Segment {
             contiguous: rules.contiguous,
             limit_offset: AtomicU64::new(rules.limit),
@@ -306,17 +310,12 @@ impl Segment {
     }
 
     /// Creates empty `.log`, `.index` and `.timeindex` files.
-    pub(crate) fn create(dir: &Path, base_offset: u64) -> Result<Segment> {
+    pub(crate) fn create(storage: &dyn Storage, dir: &Path, base_offset: u64) -> Result<Segment> {
         // A new segment is the active one: dense, unbounded until the next roll.
         let path = log_path(dir, base_offset);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(Error::io("creating segment", &path))?;
+        let file = storage.open(&path, OpenMode::CreateNew).map_err(Error::io("creating segment", &path))?;
         for index in [offset_index_path(dir, base_offset), time_index_path(dir, base_offset)] {
-            File::create(&index).map_err(Error::io("creating index", &index))?;
+            storage.open(&index, OpenMode::Truncate).map_err(Error::io("creating index", &index))?;
         }
         Ok(Segment::new(base_offset, path, file, &Scan::empty(base_offset), OffsetRules::ACTIVE))
     }
@@ -328,6 +327,7 @@ impl Segment {
     /// [`Tail`]); the returned [`TailDamage`] describes it, and whether it
     /// was cut.
     pub(crate) fn open(
+        storage: &dyn Storage,
         dir: &Path,
         base_offset: u64,
         trust_index: bool,
@@ -336,14 +336,13 @@ impl Segment {
         rules: OffsetRules,
     ) -> Result<(Segment, Scan, Option<TailDamage>)> {
         let path = log_path(dir, base_offset);
-        let file =
-            OpenOptions::new().read(true).write(true).open(&path).map_err(Error::io("opening segment", &path))?;
-        let file_bytes = file.metadata().map_err(Error::io("reading size of", &path))?.len();
-        let loaded = if trust_index { load_indexes(dir, base_offset, file_bytes) } else { None };
+        let file = storage.open(&path, OpenMode::Existing).map_err(Error::io("opening segment", &path))?;
+        let file_bytes = file.len().map_err(Error::io("reading size of", &path))?;
+        let loaded = if trust_index { load_indexes(storage, dir, base_offset, file_bytes) } else { None };
         let loaded_lens = loaded.as_ref().map(|i| (i.offsets.len(), i.times.len()));
-        let full_scan = || scan_file(&path, &file, base_offset, None, Indexes::default(), index_interval_bytes, rules);
+        let full_scan = || scan_file(&path, &*file, base_offset, None, Indexes::default(), index_interval_bytes, rules);
         let scan = match loaded {
-            Some(indexes) => match scan_from_index(&path, &file, base_offset, indexes, index_interval_bytes, rules)? {
+            Some(indexes) => match scan_from_index(&path, &*file, base_offset, indexes, index_interval_bytes, rules)? {
                 Some(scan) => scan,
                 None => full_scan()?,
             },
@@ -363,7 +362,7 @@ impl Segment {
                 .clone()
                 .map_or(BatchError::Incomplete { needed: LOG_OVERHEAD_BYTES, available: 0 }, |(_, error)| error);
             let followed_by =
-                find_valid_batch_after(&path, &file, base_offset, scan.valid_bytes, file_bytes, scan.next_offset)?;
+                find_valid_batch_after(&path, &*file, base_offset, scan.valid_bytes, file_bytes, scan.next_offset)?;
             let cut = followed_by.is_none() || tail == Tail::Repair;
             Some(TailDamage {
                 position: scan.valid_bytes,
@@ -390,20 +389,18 @@ impl Segment {
             segment.publish(file_bytes);
         }
         if loaded_lens != Some((scan.indexes.offsets.len(), scan.indexes.times.len())) {
-            segment.write_indexes(dir)?; // rebuilt or extended
+            segment.write_indexes(storage, dir)?; // rebuilt or extended
         }
         Ok((segment, scan, damage))
     }
 
     /// Rewrites both index files from memory and syncs them.
-    pub(crate) fn write_indexes(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn write_indexes(&self, storage: &dyn Storage, dir: &Path) -> Result<()> {
         let (offsets, times) = self.indexes.read().expect("index lock").encode();
         for (path, bytes) in
             [(offset_index_path(dir, self.base_offset), offsets), (time_index_path(dir, self.base_offset), times)]
         {
-            File::create(&path)
-                .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_data()))
-                .map_err(Error::io("writing index", &path))?;
+            crate::storage::write_file(storage, &path, &bytes, true).map_err(Error::io("writing index", &path))?;
         }
         Ok(())
     }
@@ -465,7 +462,7 @@ impl Segment {
     ) -> std::result::Result<Option<Vec<u8>>, (u64, u64, BatchError)> {
         let visible = self.visible_bytes();
         let (start, check) = self.index_position(offset, visible);
-        let mut headers = HeaderScanner::new(&self.file, start, visible, check);
+        let mut headers = HeaderScanner::new(&*self.file, start, visible, check);
         let (position, first_size) = loop {
             match headers.next_header() {
                 Ok(None) => return Ok(None),
@@ -519,7 +516,7 @@ impl Segment {
                 .map_or(self.base_offset, |i| self.base_offset + u64::from(indexes.times[i].relative_offset))
         };
         let (start, check) = self.index_position(start_offset, visible);
-        let mut headers = HeaderScanner::new(&self.file, start, visible, check);
+        let mut headers = HeaderScanner::new(&*self.file, start, visible, check);
         loop {
             let header = match headers.next_header() {
                 Ok(None) => return Ok(None),
@@ -560,9 +557,9 @@ impl Scan {
     }
 }
 
-fn load_indexes(dir: &Path, base_offset: u64, log_bytes: u64) -> Option<Indexes> {
-    let offsets = fs::read(offset_index_path(dir, base_offset)).ok()?;
-    let times = fs::read(time_index_path(dir, base_offset)).ok()?;
+fn load_indexes(storage: &dyn Storage, dir: &Path, base_offset: u64, log_bytes: u64) -> Option<Indexes> {
+    let offsets = storage.read(&offset_index_path(dir, base_offset)).ok()?;
+    let times = storage.read(&time_index_path(dir, base_offset)).ok()?;
     Indexes::decode(&offsets, &times, log_bytes)
 }
 
@@ -570,7 +567,7 @@ fn load_indexes(dir: &Path, base_offset: u64, log_bytes: u64) -> Option<Indexes>
 /// `None` if the index does not match the file (the caller then rescans).
 fn scan_from_index(
     path: &Path,
-    file: &File,
+    file: &dyn StorageFile,
     base_offset: u64,
     mut indexes: Indexes,
     interval: u64,
@@ -609,7 +606,7 @@ fn scan_from_index(
     Ok(Some(scan))
 }
 
-fn first_batch_max_timestamp(file: &File) -> Option<i64> {
+fn first_batch_max_timestamp(file: &dyn StorageFile) -> Option<i64> {
     let mut header = [0u8; BATCH_HEADER_BYTES];
     file.read_exact_at(&mut header, 0).ok()?;
     Some(i64::from_be_bytes(header[35..43].try_into().expect("8")))
@@ -621,7 +618,7 @@ fn first_batch_max_timestamp(file: &File) -> Option<i64> {
 /// Batches must also satisfy `rules`.
 fn scan_file(
     path: &Path,
-    file: &File,
+    file: &dyn StorageFile,
     base_offset: u64,
     resume: Option<(u64, u64)>,
     indexes: Indexes,
@@ -630,10 +627,8 @@ fn scan_file(
 ) -> Result<Scan> {
     let (start, start_offset) = resume.unwrap_or((0, base_offset));
     let mut offsets = OffsetCheck::new(base_offset, rules, resume.map(|(_, offset)| offset));
-    let file_bytes = file
-        .metadata()
-        .map_err(|source| Error::Io { action: "reading size of", path: path.to_path_buf(), source })?
-        .len();
+    let file_bytes =
+        file.len().map_err(|source| Error::Io { action: "reading size of", path: path.to_path_buf(), source })?;
     let mut scan = Scan { indexes, ..Scan::empty(base_offset) };
     scan.next_offset = start_offset;
     scan.valid_bytes = start;
@@ -738,7 +733,7 @@ impl BatchHeader {
 /// read), reading ahead in chunks so a short scan costs few syscalls.
 #[derive(Debug)]
 struct HeaderScanner<'f> {
-    file: &'f File,
+    file: &'f dyn StorageFile,
     position: u64,
     end: u64,
     buffer: Vec<u8>,
@@ -747,7 +742,7 @@ struct HeaderScanner<'f> {
 }
 
 impl<'f> HeaderScanner<'f> {
-    fn new(file: &'f File, position: u64, end: u64, check: OffsetCheck) -> HeaderScanner<'f> {
+    fn new(file: &'f dyn StorageFile, position: u64, end: u64, check: OffsetCheck) -> HeaderScanner<'f> {
         HeaderScanner { file, position, end, buffer: Vec::new(), buffer_start: position, check }
     }
 
