@@ -267,3 +267,40 @@ fn internal_topics_refuse_outside_writes_and_need_force_to_delete() {
     let error = fails(dir, &["topic", "delete", "__consumer_offsets", "--force"], "");
     assert!(error.contains("even by force"), "{error}");
 }
+
+#[test]
+fn topic_describe_prints_settings_as_the_flags_spell_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(
+        dir,
+        &[
+            "topic",
+            "create",
+            "t",
+            "--partitions",
+            "2",
+            "--retention-ms",
+            "86400000",
+            "--cleanup-policy",
+            "compact,delete",
+        ],
+        "",
+    );
+    let text = ok(dir, &["topic", "describe", "t"], "");
+    let first = text.lines().next().unwrap();
+    for setting in [
+        "partitions=2",
+        "retention-ms=86400000",
+        "retention-bytes=none",
+        "cleanup-policy=compact,delete",
+        "flush=durable",
+    ] {
+        assert!(first.contains(setting), "{setting} in {first}");
+    }
+    assert!(!first.contains("Some(") && !first.contains("CompactDelete"), "{first}");
+    let described: serde_json::Value =
+        serde_json::from_str(&ok(dir, &["topic", "describe", "t", "--json"], "")).unwrap();
+    let id = described["id"].as_str().unwrap();
+    assert!(first.contains(id) && id.len() == 32, "the topic id: {first}");
+}

@@ -256,3 +256,41 @@ fn a_view_dropped_by_a_statement_is_not_served_before_a_job_applies_the_drop() {
         assert!(error.contains("view 'totals' was dropped"), "{args:?}: {error}");
     }
 }
+
+#[test]
+fn a_topic_that_a_source_or_job_reads_is_not_deleted_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let file = dir.join("src.sql");
+    std::fs::write(
+        &file,
+        "CREATE SOURCE ev (k BIGINT) FROM TOPIC 'ev' FORMAT JSON;
+         CREATE MATERIALIZED VIEW c AS SELECT k, COUNT(*) AS n FROM ev GROUP BY k;",
+    )
+    .unwrap();
+    ok(dir, &["topic", "create", "ev"]);
+    let mut produce = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["produce", "ev"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    produce.stdin.take().unwrap().write_all(b"{\"k\":1}\n{\"k\":2}\n").unwrap();
+    assert!(produce.wait().unwrap().success());
+    ok(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
+
+    let output = millpond(dir, &["topic", "delete", "ev"]);
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("topic 'ev' is read by the committed reader(s)") && error.contains("--force"), "{error}");
+    assert!(ok(dir, &["topic", "list"]).contains("ev"), "nothing was deleted");
+
+    // Forced: the job then refuses to resume at the old incarnation's offsets.
+    ok(dir, &["topic", "delete", "ev", "--force"]);
+    let output = millpond(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("deleted and created again"), "{error}");
+}

@@ -11,12 +11,15 @@ pub(crate) enum TopicCommand {
     Create(CreateArgs),
     /// List topics.
     List {
+        /// Print one JSON array of {name, partitions}.
         #[arg(long)]
         json: bool,
     },
     /// Show a topic's config and, per partition, watermarks, segments and bytes.
     Describe {
+        /// The topic.
         name: String,
+        /// Print one JSON object {name, id, config, partitions}.
         #[arg(long)]
         json: bool,
     },
@@ -24,7 +27,10 @@ pub(crate) enum TopicCommand {
     /// `__`) need --force, and their owner (the SQL catalog, a running job)
     /// must be gone for good.
     Delete {
+        /// The topic.
         name: String,
+        /// Delete even a topic that a job's reader or the SQL catalog reads
+        /// (their views then refuse to resume), or an internal topic.
         #[arg(long)]
         force: bool,
     },
@@ -33,6 +39,7 @@ pub(crate) enum TopicCommand {
     /// was cut. Torn tails are cut by every open; this also cuts corruption
     /// that valid data follows, which an ordinary open refuses.
     Repair {
+        /// The topic.
         name: String,
         /// Only this partition.
         #[arg(long)]
@@ -144,19 +151,15 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
             let config = log.topic_config(&name)?;
             let partitions = log.describe(&name)?;
             if json {
+                let id = log.topic_id(&name)?.to_string();
                 println!(
                     "{}",
-                    serde_json::to_string(&json!({ "name": name, "config": config, "partitions": partitions }))?
+                    serde_json::to_string(
+                        &json!({ "name": name, "id": id, "config": config, "partitions": partitions })
+                    )?
                 );
             } else {
-                println!(
-                    "topic {name}: partitions={} cleanup_policy={:?} retention_ms={:?} retention_bytes={:?} segment_bytes={}",
-                    config.partitions,
-                    config.cleanup_policy,
-                    config.retention_ms,
-                    config.retention_bytes,
-                    config.segment_bytes
-                );
+                println!("topic {name} (id {}): {}", log.topic_id(&name)?, settings(&config));
                 println!("{:>9} {:>14} {:>14} {:>8} {:>14}", "partition", "low", "high", "segments", "bytes");
                 for p in partitions {
                     println!(
@@ -167,6 +170,9 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
             }
         }
         TopicCommand::Delete { name, force } => {
+            if !force {
+                refuse_if_read(log, &name)?;
+            }
             if force {
                 log.delete_topic_forced(&name)?;
             } else {
@@ -175,6 +181,51 @@ pub(crate) fn run(log: &Log, command: TopicCommand) -> Result<()> {
             println!("deleted topic '{name}'");
         }
         TopicCommand::Repair { name, partition } => repair(log, &name, partition)?,
+    }
+    Ok(())
+}
+
+/// A topic's settings as `topic create` spells them (`--retention-ms 5` is
+/// `retention-ms=5`); "none" for a setting that is off.
+fn settings(config: &TopicConfig) -> String {
+    let or_none = |value: Option<String>| value.unwrap_or_else(|| "none".to_owned());
+    let policy = match config.cleanup_policy {
+        CleanupPolicy::Delete => "delete",
+        CleanupPolicy::Compact => "compact",
+        CleanupPolicy::CompactDelete => "compact,delete",
+    };
+    let flush = match config.flush {
+        FlushPolicy::Durable => "durable".to_owned(),
+        FlushPolicy::Interval { interval_ms, records } => format!("flush-ms={interval_ms} flush-records={records}"),
+    };
+    format!(
+        "partitions={} cleanup-policy={policy} retention-ms={} retention-bytes={} segment-bytes={} segment-ms={} \
+         delete-retention-ms={} flush={flush}",
+        config.partitions,
+        or_none(config.retention_ms.map(|ms| ms.to_string())),
+        or_none(config.retention_bytes.map(|b| b.to_string())),
+        config.segment_bytes,
+        config.segment_ms,
+        config.delete_retention_ms,
+    )
+}
+
+/// Refuses to delete a topic that something still reads: a job's committed
+/// reader (its views would resume at offsets of a topic that is gone) or a
+/// source or table of the SQL catalog.
+fn refuse_if_read(log: &Log, name: &str) -> Result<()> {
+    let readers: Vec<String> = millpond_dataflow::CheckpointMeta::read_published(log.dir())?
+        .map(|meta| meta.readers.into_iter().filter(|(_, topic)| topic == name).map(|(reader, _)| reader).collect())
+        .unwrap_or_default();
+    if !readers.is_empty() {
+        anyhow::bail!(
+            "topic '{name}' is read by the committed reader(s) {} of this data directory's job: deleting it would \
+             leave their views unable to resume. Drop those views first, or pass --force",
+            readers.join(", ")
+        );
+    }
+    if let Some(source) = millpond_sql::topic_reader(log.dir(), name)? {
+        anyhow::bail!("topic '{name}' is read by {source} in the SQL catalog: drop it first, or pass --force");
     }
     Ok(())
 }

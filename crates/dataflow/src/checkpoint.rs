@@ -101,6 +101,12 @@ pub struct CheckpointMeta {
     /// 0 with an unknown row count).
     #[serde(default)]
     pub changelogs: BTreeMap<String, ViewChangelog>,
+    /// Per reader with offsets, the id of the topic incarnation they are
+    /// offsets in (version 4; `millpond_log::TopicId` as 32 hex digits). A
+    /// topic deleted and created again has another id: the reader is
+    /// refused rather than resumed at offsets of the old one.
+    #[serde(default)]
+    pub topic_ids: BTreeMap<String, String>,
 }
 
 /// What a view's changelog holds (see "Replacing and dropping a view" in
@@ -487,6 +493,14 @@ impl Checkpoints {
         (replaced, rows)
     }
 
+    /// The reader `reader` reads the topic incarnation `topic_id` (recorded
+    /// by the next commit; the source checked it against the resumed one).
+    pub(crate) fn register_topic_id(&self, reader: &str, topic_id: &str) {
+        let resumed = self.resumed.topic_ids.get(reader).filter(|_| !self.resumed.is_fresh(reader));
+        assert!(resumed.is_none_or(|id| id == topic_id), "a reader resumes only in the incarnation it read");
+        self.meta.lock().expect("meta lock").topic_ids.insert(reader.to_owned(), topic_id.to_owned());
+    }
+
     /// The view `name` holds `rows` distinct rows after `epoch` (its sink
     /// wrote the epoch).
     pub(crate) fn view_rows(&self, epoch: Epoch, name: &str, rows: u64) {
@@ -517,6 +531,7 @@ impl Checkpoints {
         for reader in undeclared_readers {
             meta.sources.remove(&reader);
             meta.readers.remove(&reader);
+            meta.topic_ids.remove(&reader);
             dropped.push(format!("reader {reader}"));
         }
         let undeclared_views: Vec<String> =

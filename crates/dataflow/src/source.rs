@@ -132,6 +132,19 @@ where
         }
     };
     let partitions = config.map_or(0, |c| c.partitions);
+    // Offsets belong to one incarnation of the topic (Kafka's topic ids):
+    // a topic deleted and created again is not resumed at the old offsets.
+    if let Ok(id) = log.topic_id(topic).map(|id| id.to_string()) {
+        match resumed.topic_ids.get(reader) {
+            Some(committed) if *committed != id && !resumed.is_fresh(reader) => ctx.build_error(format!(
+                "reader '{reader}' committed offsets in topic '{topic}' with id {committed}, but '{topic}' now has \
+                 id {id}: it was deleted and created again, so those offsets mean other records. Drop and re-create \
+                 the views that read it (or give them a new reader), which read the new topic from its start"
+            )),
+            _ if scope.index() == 0 => shared.checkpoints.register_topic_id(reader, &id),
+            _ => {}
+        }
+    }
     let topic = topic.to_owned();
     let fresh = resumed.is_fresh(reader);
     let committed = resumed.sources.get(reader).cloned().unwrap_or_default();

@@ -823,3 +823,26 @@ fn a_reader_whose_committed_offsets_the_log_no_longer_has_is_refused() {
     let refused = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| build(job, STATS_ONLY)));
     assert!(refused.contains("committed offset 300 of bid/0") && refused.contains("ends at 200"), "{refused}");
 }
+
+#[test]
+fn a_source_topic_deleted_and_created_again_is_not_resumed_at_the_old_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    produce(dir, "bid", 1, &bids(0..500));
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    let id = published(dir).topic_ids["bid"].clone();
+    assert_eq!(id.len(), 32, "the reader's topic incarnation is committed: {id}");
+    // The topic is deleted and created again with fewer records: its
+    // offsets now mean other records.
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    log.delete_topic("bid").unwrap();
+    log.close().unwrap();
+    produce(dir, "bid", 1, &bids(1000..1700));
+    let refused = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| build(job, STATS_ONLY)));
+    assert!(refused.contains("deleted and created again") && refused.contains(&id), "{refused}");
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&bids(0..500)), "the view is untouched");
+    // A new reader (a new view) reads the new incarnation from its start.
+    let both = run_dropping(dir, StateBackend::RocksDb, Views { stats: false, max_reader: Some("bid_max_2") });
+    assert!(both.dropped.contains(&"reader bid".to_owned()), "{:?}", both.dropped);
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&bids(1000..1700)));
+}

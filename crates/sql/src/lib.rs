@@ -80,11 +80,31 @@ pub fn decode_json_row(json: &[u8], columns: &[(String, Type)]) -> std::result::
 /// epoch retracts the old definition's rows (`Job::materialize_definition`).
 /// The names the data directory's SQL catalog defines (sources, tables and
 /// views), read without opening the log (so while a job runs), or `None`
-/// if the directory's catalog was never written. A view that a job committed but the
-/// catalog no longer names was dropped by a statement that no job has
-/// applied yet: readers must not serve it.
+/// if the directory's catalog was never written. A view that a job
+/// committed but the catalog no longer names was dropped by a statement
+/// that no job has applied yet: readers must not serve it.
 #[cfg(feature = "runtime")]
 pub fn catalog_names(data_dir: &std::path::Path) -> Result<Option<std::collections::BTreeSet<String>>> {
+    Ok(catalog_objects(data_dir)?.map(|objects| objects.into_keys().collect()))
+}
+
+/// The source or table of the data directory's SQL catalog that reads
+/// `topic` (as "source NAME" or "table NAME"), if any; read without opening
+/// the log.
+#[cfg(feature = "runtime")]
+pub fn topic_reader(data_dir: &std::path::Path, topic: &str) -> Result<Option<String>> {
+    Ok(catalog_objects(data_dir)?
+        .unwrap_or_default()
+        .into_iter()
+        .find_map(|(name, reads)| reads.filter(|(_, t)| t == topic).map(|(kind, _)| format!("{kind} {name}"))))
+}
+
+/// The catalog's objects: name to the (kind, topic) it reads, for sources
+/// and tables; `None` for a catalog never written.
+#[cfg(feature = "runtime")]
+fn catalog_objects(
+    data_dir: &std::path::Path,
+) -> Result<Option<std::collections::BTreeMap<String, Option<(&'static str, String)>>>> {
     let Some(records) = millpond_dataflow::read_partition_unlocked(data_dir, CATALOG_TOPIC, 0)? else {
         return Ok(None);
     };
@@ -96,16 +116,26 @@ pub fn catalog_names(data_dir: &std::path::Path) -> Result<Option<std::collectio
         let key = record
             .key
             .ok_or_else(|| Error::Catalog { offset: record.offset, message: "a record without a key".into() })?;
-        latest.insert(key, record.value.is_some());
+        latest.insert(key, (record.offset, record.value));
     }
-    Ok(Some(
-        latest
-            .into_iter()
-            .filter(|(_, live)| *live)
-            .filter_map(|(key, _)| String::from_utf8(key).ok())
-            .filter(|name| !name.contains('/')) // markers, not objects
-            .collect(),
-    ))
+    let mut objects = std::collections::BTreeMap::new();
+    for (key, (offset, value)) in latest {
+        let (Ok(name), Some(value)) = (String::from_utf8(key), value) else { continue };
+        if name.contains('/') {
+            continue; // a marker, not an object
+        }
+        let text = String::from_utf8_lossy(&value);
+        let statements = parse::parse(&text, None).map_err(|e| Error::Catalog { offset, message: e.to_string() })?;
+        let reads = match statements.first().map(|s| &s.stmt) {
+            Some(parse::Stmt::CreateSource(source)) => Some(("source", source.topic.clone())),
+            Some(parse::Stmt::Sql(statement)) if matches!(**statement, sqlparser::ast::Statement::CreateTable(_)) => {
+                Some(("table", catalog::table_topic(&name)))
+            }
+            _ => None,
+        };
+        objects.insert(name, reads);
+    }
+    Ok(Some(objects))
 }
 
 #[cfg(feature = "runtime")]
