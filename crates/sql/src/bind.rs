@@ -16,6 +16,7 @@ use sqlparser::ast::{self, Spanned};
 use crate::catalog::{Catalog, ObjectKind, suggestion};
 use crate::error::{Error, Location, Result};
 use crate::eval::eval;
+use crate::parse::NESTING_MAX;
 use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey};
 use crate::time;
 use crate::value::{Type, Value, cast, parse_decimal};
@@ -60,6 +61,9 @@ pub(crate) struct Binder<'a> {
     /// The CTEs in scope, one map per WITH.
     ctes: Vec<BTreeMap<String, Cte>>,
     view_depth: usize,
+    /// How deep the query bound so far nests, with the views inlined into
+    /// it (at most `NESTING_MAX`: every pass over the plan recurses).
+    pub(crate) nesting: usize,
     /// Every catalog object the bound query reads, directly or through views.
     pub(crate) dependencies: BTreeSet<String>,
     /// The view whose definition is bound, if any: naming it in its own
@@ -283,6 +287,7 @@ impl<'a> Binder<'a> {
             statement,
             ctes: Vec::new(),
             view_depth: 0,
+            nesting: 0,
             dependencies: BTreeSet::new(),
             defining: None,
         }
@@ -1142,12 +1147,24 @@ impl<'a> Binder<'a> {
                     scope: scope_of(&cols),
                 })
             }
-            ObjectKind::View { query, .. } => {
+            ObjectKind::View { query, nesting, .. } => {
                 if self.view_depth >= VIEW_DEPTH_MAX {
                     return Err(
                         self.error(ident.span, format!("views nest more than {VIEW_DEPTH_MAX} deep at \"{name}\""))
                     );
                 }
+                let outer_nesting = self.nesting;
+                if outer_nesting + nesting > NESTING_MAX {
+                    return Err(self.error(
+                        ident.span,
+                        format!(
+                            "reading view \"{name}\" ({nesting} levels deep) here nests {} levels deep; the limit \
+                             is {NESTING_MAX}: split the views differently",
+                            outer_nesting + nesting
+                        ),
+                    ));
+                }
+                self.nesting += nesting;
                 let query = query.clone();
                 // A view's own query is bound on its own: no CTEs of the using query.
                 let saved = std::mem::take(&mut self.ctes);
@@ -1157,6 +1174,7 @@ impl<'a> Binder<'a> {
                 self.view_depth += 1;
                 let bound = self.bind_query(&query);
                 self.view_depth -= 1;
+                self.nesting = outer_nesting;
                 self.ctes = saved;
                 self.statement = statement;
                 self.file = file;

@@ -173,7 +173,7 @@ impl Session {
             Stmt::CreateSource(source) => self.source_object(source, at),
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => self.table_object(create, at),
-                ast::Statement::CreateView(create) => view_object(create, at),
+                ast::Statement::CreateView(create) => view_object(create, at, parsed.nesting),
                 _ => Err(Error::sql(at.clone(), "not a CREATE statement")),
             },
             Stmt::DropSource { .. } => Err(Error::sql(at.clone(), "not a CREATE statement")),
@@ -369,7 +369,7 @@ impl Session {
                     if create.or_alter || create.secure || !create.cluster_by.is_empty() {
                         return Err(Error::sql(at.clone(), "not supported: OR ALTER, SECURE and CLUSTER BY"));
                     }
-                    let object = view_object(create, at)?;
+                    let object = view_object(create, at, parsed.nesting)?;
                     // The definition must bind now, against the catalog as it is at this point.
                     bind_view(working, &object, Some(at))?;
                     let name_at = name_location(at, &create.name);
@@ -959,7 +959,7 @@ fn key_indexes(idents: &[ast::Ident], columns: &[Column], at: &Location) -> Resu
         .collect()
 }
 
-fn view_object(create: &ast::CreateView, at: &Location) -> Result<Object> {
+fn view_object(create: &ast::CreateView, at: &Location, nesting: usize) -> Result<Object> {
     let Some(ident) = single_name(&create.name) else {
         return Err(Error::sql(at.clone(), "not supported: qualified view names"));
     };
@@ -1026,7 +1026,7 @@ fn view_object(create: &ast::CreateView, at: &Location) -> Result<Object> {
     }
     Ok(Object {
         name,
-        kind: ObjectKind::View { query, materialized: create.materialized },
+        kind: ObjectKind::View { query, materialized: create.materialized, nesting },
         columns: Vec::new(),
         definition: ast::Statement::CreateView(canonical).to_string(),
     })
@@ -1038,9 +1038,10 @@ type BoundView = (crate::plan::Rel, Vec<(String, Type)>, BTreeSet<String>);
 
 /// Binds a view's query.
 fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location>) -> Result<BoundView> {
-    let ObjectKind::View { query, .. } = &object.kind else { unreachable!("a view") };
+    let ObjectKind::View { query, nesting, .. } = &object.kind else { unreachable!("a view") };
     let location = at.cloned().unwrap_or_default();
     let mut binder = Binder::new(catalog, location.file.clone(), location);
+    binder.nesting = *nesting;
     if binder.dependencies.contains(&object.name) {
         unreachable!("no dependencies before binding");
     }
