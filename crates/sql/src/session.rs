@@ -777,12 +777,13 @@ impl Session {
             for (index, expr, location) in &assignments {
                 let column = &object.columns[*index];
                 let value = eval(expr, old_row);
-                row[*index] = cast(&value, column.ty).ok_or_else(|| {
+                let value = cast(&value, column.ty).ok_or_else(|| {
                     Error::sql(
                         location.clone(),
                         format!("'{value}' is not a valid {} for \"{}\"", column.ty, column.name),
                     )
                 })?;
+                row[*index] = storable(value, column, location)?;
             }
             let rowid = std::str::from_utf8(old_key)
                 .ok()
@@ -1075,7 +1076,23 @@ fn constant(catalog: &Catalog, expr: &ast::Expr, column: &Column, at: &Location)
     let bound = bind_scalar(catalog, expr, &Scope::default(), at)?;
     let value = eval(&bound, &[]);
     let location = span_location(at, expr.span());
-    cast(&value, column.ty).ok_or_else(|| {
-        Error::sql(location, format!("'{value}' is not a valid {} for column \"{}\"", column.ty, column.name))
-    })
+    let value = cast(&value, column.ty).ok_or_else(|| {
+        Error::sql(location.clone(), format!("'{value}' is not a valid {} for column \"{}\"", column.ty, column.name))
+    })?;
+    storable(value, column, &location)
+}
+
+/// A table's rows are JSON, which has no infinities or NaN: a DOUBLE that
+/// is one is refused (stored, it would read back as NULL).
+fn storable(value: Value, column: &Column, at: &Location) -> Result<Value> {
+    match value.as_f64() {
+        Some(x) if matches!(value, Value::Double(_)) && !x.is_finite() => Err(Error::sql(
+            at.clone(),
+            format!(
+                "column \"{}\" cannot store {value}: a table holds JSON, which has no infinities or NaN",
+                column.name
+            ),
+        )),
+        _ => Ok(value),
+    }
 }
