@@ -16,11 +16,18 @@
 //! the next session to open the data directory — before anything else can
 //! write the table — finds it so and deletes the marker, and the statement
 //! is applied at the next run of the file. A marker that stays means applied.
+//!
+//! A marker belongs to its file (its canonical path) and to its table's
+//! incarnation: DROP TABLE deletes the table's markers (in the catalog
+//! append of its tombstone), so a table created again takes the file's DML
+//! again. Markers are typed ([`Marker`], with a version); one that does not
+//! read is an error naming it, never taken for a cut one.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use millpond_dataflow::{TopicRecord, TopicSpec, Topics};
+use serde::{Deserialize, Serialize};
 use sqlparser::ast::{self, Spanned};
 
 use crate::bind::{Binder, Scope, ScopeColumn, data_type, normalize};
@@ -52,14 +59,69 @@ impl std::fmt::Display for Outcome {
 pub struct Session {
     topics: Topics,
     catalog: Catalog,
-    /// Catalog markers of file statements already applied: key → value.
-    markers: BTreeMap<String, serde_json::Value>,
+    /// Catalog markers of file statements already applied, by key.
+    markers: BTreeMap<String, Marker>,
+}
+
+/// Catalog keys of DML markers start so; then `v1/FILE/STATEMENT/N`.
+const MARKER_PREFIX: &str = "applied/";
+/// The marker format written (docs/sql.md, "DML of a file runs once").
+const MARKER_VERSION: u32 = 1;
+
+/// A file statement's DML marker, the value of catalog key
+/// `applied/v1/FILE/STATEMENT/N` (FNV-1a of the file's canonical path and
+/// of the statement's canonical text, in hex; N its occurrence in the file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Marker {
+    version: u32,
+    /// The file, as the key's hash was taken of it.
+    file: String,
+    /// The table written: its markers go when it is dropped.
+    table: String,
+    /// Where the statement's rows go: `records` records from `offset` of `topic`.
+    topic: String,
+    offset: u64,
+    records: u64,
+}
+
+/// The marker a file statement gets: its key, and its file.
+#[derive(Clone, Debug)]
+struct MarkerKey {
+    key: String,
+    file: String,
+}
+
+impl Marker {
+    /// Reads a marker back: a malformed one, or one of another version, is an
+    /// error that names it (and its offset).
+    fn read(key: &str, offset: u64, value: &[u8]) -> Result<Marker> {
+        let refuse = |message: String| Error::Catalog { offset, message: format!("DML marker \"{key}\": {message}") };
+        let Some(rest) = key.strip_prefix(MARKER_PREFIX).and_then(|k| k.strip_prefix("v1/")) else {
+            return Err(refuse(
+                "not a version 1 key (markers before version 1, `applied/HASH/N`, were never released; delete the \
+                 data directory's catalog to start over)"
+                    .into(),
+            ));
+        };
+        if rest.split('/').count() != 3 {
+            return Err(refuse("a version 1 key is applied/v1/FILE/STATEMENT/N".into()));
+        }
+        let json: serde_json::Value = serde_json::from_slice(value).map_err(|e| refuse(format!("not JSON: {e}")))?;
+        match json.get("version").and_then(serde_json::Value::as_u64) {
+            Some(v) if v == u64::from(MARKER_VERSION) => {}
+            Some(v) => return Err(refuse(format!("version {v}, this build reads version {MARKER_VERSION}"))),
+            None => return Err(refuse("no version".into())),
+        }
+        serde_json::from_value(json).map_err(|e| refuse(format!("malformed: {e}")))
+    }
 }
 
 /// A change a checked statement will make.
 enum Effect {
     CatalogPut { name: String, definition: String },
     CatalogDelete { name: String },
+    MarkerPut { key: String, marker: Marker },
     CreateTopic { topic: String, spec: TopicSpec },
     TableWrite { topic: String, records: Vec<TopicRecord> },
 }
@@ -124,10 +186,9 @@ impl Session {
             let Some(value) = value else { continue };
             let key = String::from_utf8(key)
                 .map_err(|_| Error::Catalog { offset, message: "a key that is not UTF-8".into() })?;
-            if let Some(marker) = key.strip_prefix("applied/") {
-                let value = serde_json::from_slice(&value)
-                    .map_err(|e| Error::Catalog { offset, message: format!("marker {marker}: {e}") })?;
-                self.markers.insert(key.clone(), value);
+            if key.starts_with(MARKER_PREFIX) {
+                let marker = Marker::read(&key, offset, &value)?;
+                self.markers.insert(key, marker);
                 continue;
             }
             let text = String::from_utf8(value)
@@ -148,12 +209,8 @@ impl Session {
     fn drop_cut_markers(&mut self) -> Result<()> {
         let mut cut = Vec::new();
         for (key, marker) in &self.markers {
-            let topic = marker["topic"].as_str().unwrap_or_default();
-            let offset = marker["offset"].as_u64().unwrap_or(0);
-            // Markers without a count come from statements that wrote rows.
-            let records = marker["records"].as_u64().unwrap_or(1);
-            let end = if self.topics.exists(topic) { self.topics.end_offset(topic, 0)? } else { 0 };
-            if records > 0 && end < offset + records {
+            let end = if self.topics.exists(&marker.topic) { self.topics.end_offset(&marker.topic, 0)? } else { 0 };
+            if marker.records > 0 && end < marker.offset.saturating_add(marker.records) {
                 cut.push(key.clone());
             }
         }
@@ -291,6 +348,10 @@ impl Session {
     /// `once`, each DML statement is applied once per data directory (see
     /// the module docs); without, every time.
     pub fn execute(&mut self, sql: &str, file: Option<&str>, once: bool) -> Result<Vec<Outcome>> {
+        // A marker belongs to its file: the same statement in another file is another.
+        let file_id = file.map_or_else(String::new, |f| {
+            std::fs::canonicalize(f).map_or_else(|_| f.to_owned(), |path| path.display().to_string())
+        });
         let file: Option<Arc<str>> = file.map(Into::into);
         let statements = parse(sql, file.clone())?;
         let mut working = self.catalog.clone();
@@ -305,12 +366,15 @@ impl Session {
                 let hash = fnv64(parsed.stmt.to_string().as_bytes());
                 let n = occurrences.entry(hash).or_insert(0);
                 *n += 1;
-                Some(format!("applied/{hash:016x}/{n}"))
+                let key = format!("{MARKER_PREFIX}v1/{:016x}/{hash:016x}/{n}", fnv64(file_id.as_bytes()));
+                Some(MarkerKey { key, file: file_id.clone() })
             } else {
                 None
             };
+            // Applied, unless a DROP TABLE earlier in the batch deleted it.
             if let Some(marker) = &marker
-                && self.markers.contains_key(marker)
+                && self.markers.contains_key(&marker.key)
+                && !effects.iter().any(|e| matches!(e, Effect::CatalogDelete { name } if *name == marker.key))
             {
                 outcomes.push(Outcome { tag: format!("{} (already applied)", statement_tag(parsed)) });
                 continue;
@@ -330,7 +394,7 @@ impl Session {
         working: &mut Catalog,
         tables: &mut BTreeMap<String, TableRows>,
         effects: &mut Vec<Effect>,
-        marker: Option<String>,
+        marker: Option<MarkerKey>,
         table_ends: &mut BTreeMap<String, u64>,
     ) -> Result<Outcome> {
         let at = &parsed.location;
@@ -520,11 +584,23 @@ impl Session {
             let object = working.objects.remove(gone).expect("doomed objects exist");
             effects.push(Effect::CatalogDelete { name: gone.clone() });
             if let ObjectKind::Table { .. } = &object.kind {
+                // Its markers go with it: a table created again takes the files' DML again.
+                let mut markers: Vec<String> =
+                    self.markers.iter().filter(|(_, m)| m.table == *gone).map(|(k, _)| k.clone()).collect();
+                markers.extend(effects.iter().filter_map(|e| match e {
+                    Effect::MarkerPut { key, marker } if marker.table == *gone => Some(key.clone()),
+                    _ => None,
+                }));
+                for key in markers {
+                    effects.push(Effect::CatalogDelete { name: key });
+                }
                 // Its rows are deleted and its topic kept: a table created again
                 // under the name continues its offsets, so the readers of views
                 // over it (created again too, they may resume) see the rows go.
                 let keys: Vec<Vec<u8>> = self.table_rows(tables, &object)?.keys().cloned().collect();
-                tables.remove(gone);
+                // Empty from here on: a table created again in this batch starts without
+                // the rows (their tombstones are not written yet).
+                tables.insert(gone.clone(), TableRows::new());
                 let records = keys.into_iter().map(|key| TopicRecord { key: Some(key), value: None, headers: vec![] });
                 self.write_table(&object, records.collect(), None, effects, table_ends)?;
             }
@@ -622,16 +698,23 @@ impl Session {
         &self,
         object: &Object,
         records: Vec<TopicRecord>,
-        marker: Option<String>,
+        marker: Option<MarkerKey>,
         effects: &mut Vec<Effect>,
         table_ends: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         let ObjectKind::Table { topic, .. } = &object.kind else { unreachable!("a table") };
         let start = self.next_rowid(object, table_ends)?;
         table_ends.insert(topic.clone(), start + records.len() as u64);
-        if let Some(marker) = &marker {
-            let value = serde_json::json!({ "topic": topic, "offset": start, "records": records.len() }).to_string();
-            effects.push(Effect::CatalogPut { name: marker.clone(), definition: value });
+        if let Some(MarkerKey { key, file }) = marker {
+            let marker = Marker {
+                version: MARKER_VERSION,
+                file,
+                table: object.name.clone(),
+                topic: topic.clone(),
+                offset: start,
+                records: records.len() as u64,
+            };
+            effects.push(Effect::MarkerPut { key, marker });
         }
         effects.push(Effect::TableWrite { topic: topic.clone(), records });
         Ok(())
@@ -644,7 +727,7 @@ impl Session {
         working: &Catalog,
         tables: &mut BTreeMap<String, TableRows>,
         effects: &mut Vec<Effect>,
-        marker: Option<String>,
+        marker: Option<MarkerKey>,
         table_ends: &mut BTreeMap<String, u64>,
         at: &Location,
     ) -> Result<Outcome> {
@@ -741,7 +824,7 @@ impl Session {
         working: &Catalog,
         tables: &mut BTreeMap<String, TableRows>,
         effects: &mut Vec<Effect>,
-        marker: Option<String>,
+        marker: Option<MarkerKey>,
         table_ends: &mut BTreeMap<String, u64>,
         at: &Location,
     ) -> Result<Outcome> {
@@ -819,7 +902,7 @@ impl Session {
         working: &Catalog,
         tables: &mut BTreeMap<String, TableRows>,
         effects: &mut Vec<Effect>,
-        marker: Option<String>,
+        marker: Option<MarkerKey>,
         table_ends: &mut BTreeMap<String, u64>,
         at: &Location,
     ) -> Result<Outcome> {
@@ -861,6 +944,11 @@ impl Session {
                     value: None,
                     headers: vec![],
                 }),
+                Effect::MarkerPut { key, marker } => catalog_records.push(TopicRecord {
+                    key: Some(key.clone().into_bytes()),
+                    value: Some(serde_json::to_vec(marker).expect("a marker serializes")),
+                    headers: vec![],
+                }),
                 _ => {}
             }
         }
@@ -874,8 +962,11 @@ impl Session {
                     self.topics.ensure(&topic, TopicSpec { partitions: 1, compacted: true })?;
                     self.topics.append(&topic, records)?;
                 }
-                Effect::CatalogPut { name, definition } if name.starts_with("applied/") => {
-                    self.markers.insert(name, serde_json::from_str(&definition).unwrap_or_default());
+                Effect::MarkerPut { key, marker } => {
+                    self.markers.insert(key, marker);
+                }
+                Effect::CatalogDelete { name } if name.starts_with(MARKER_PREFIX) => {
+                    self.markers.remove(&name);
                 }
                 Effect::CatalogPut { .. } | Effect::CatalogDelete { .. } => {}
             }
