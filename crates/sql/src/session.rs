@@ -126,6 +126,18 @@ enum Effect {
     TableWrite { topic: String, records: Vec<TopicRecord> },
 }
 
+/// What a batch of statements has checked so far and will write: the
+/// working catalog, the tables as its DML left them, the effects queued,
+/// and the tables' predicted end offsets. Applied whole, or not at all.
+struct PendingBatch {
+    working: Catalog,
+    /// The rows of the tables read so far, as the batch's statements left them.
+    tables: BTreeMap<String, TableRows>,
+    effects: Vec<Effect>,
+    /// Predicted end offsets of the tables written by this batch.
+    table_ends: BTreeMap<String, u64>,
+}
+
 /// The rows of a table as DML sees them: key bytes → row.
 type TableRows = BTreeMap<Vec<u8>, Row>;
 /// A table row with its key.
@@ -354,12 +366,13 @@ impl Session {
         });
         let file: Option<Arc<str>> = file.map(Into::into);
         let statements = parse(sql, file.clone())?;
-        let mut working = self.catalog.clone();
-        let mut tables: BTreeMap<String, TableRows> = BTreeMap::new();
-        let mut effects = Vec::new();
+        let mut batch = PendingBatch {
+            working: self.catalog.clone(),
+            tables: BTreeMap::new(),
+            effects: Vec::new(),
+            table_ends: BTreeMap::new(),
+        };
         let mut outcomes = Vec::new();
-        // Predicted end offsets of the tables written by this batch.
-        let mut table_ends: BTreeMap<String, u64> = BTreeMap::new();
         let mut occurrences: BTreeMap<u64, usize> = BTreeMap::new();
         for parsed in &statements {
             let marker = if once && is_dml(parsed) {
@@ -374,29 +387,20 @@ impl Session {
             // Applied, unless a DROP TABLE earlier in the batch deleted it.
             if let Some(marker) = &marker
                 && self.markers.contains_key(&marker.key)
-                && !effects.iter().any(|e| matches!(e, Effect::CatalogDelete { name } if *name == marker.key))
+                && !batch.effects.iter().any(|e| matches!(e, Effect::CatalogDelete { name } if *name == marker.key))
             {
                 outcomes.push(Outcome { tag: format!("{} (already applied)", statement_tag(parsed)) });
                 continue;
             }
-            let outcome = self.plan(parsed, &mut working, &mut tables, &mut effects, marker, &mut table_ends)?;
+            let outcome = self.plan(parsed, &mut batch, marker)?;
             outcomes.push(outcome);
         }
-        self.apply(effects)?;
-        self.catalog = working;
+        self.apply(batch.effects)?;
+        self.catalog = batch.working;
         Ok(outcomes)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn plan(
-        &self,
-        parsed: &Parsed,
-        working: &mut Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
-        marker: Option<MarkerKey>,
-        table_ends: &mut BTreeMap<String, u64>,
-    ) -> Result<Outcome> {
+    fn plan(&self, parsed: &Parsed, batch: &mut PendingBatch, marker: Option<MarkerKey>) -> Result<Outcome> {
         let at = &parsed.location;
         match &parsed.stmt {
             Stmt::CreateSource(source) => {
@@ -405,27 +409,41 @@ impl Session {
                 let spec = TopicSpec { partitions: 1, compacted: upsert_key.is_some() };
                 let topic = topic.clone();
                 let name_at = span_location(at, source.name.span);
-                let outcome =
-                    self.create(working, object, source.or_replace, source.if_not_exists, &name_at, effects)?;
+                let outcome = self.create(
+                    &mut batch.working,
+                    object,
+                    source.or_replace,
+                    source.if_not_exists,
+                    &name_at,
+                    &mut batch.effects,
+                )?;
                 if !self.topics.exists(&topic) {
-                    effects.push(Effect::CreateTopic { topic, spec });
+                    batch.effects.push(Effect::CreateTopic { topic, spec });
                 }
                 Ok(outcome)
             }
             Stmt::DropSource { name, if_exists, cascade } => {
                 let name_at = span_location(at, name.span);
                 let name = normalize(name);
-                self.drop(working, tables, table_ends, &name, "source", *if_exists, *cascade, &name_at, effects)
+                self.drop(batch, &name, "source", *if_exists, *cascade, &name_at)
             }
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => {
                     let object = self.table_object(create, at)?;
                     let topic = table_topic(&object.name);
                     let name_at = name_location(at, &create.name);
-                    let outcome =
-                        self.create(working, object, create.or_replace, create.if_not_exists, &name_at, effects)?;
+                    let outcome = self.create(
+                        &mut batch.working,
+                        object,
+                        create.or_replace,
+                        create.if_not_exists,
+                        &name_at,
+                        &mut batch.effects,
+                    )?;
                     if !self.topics.exists(&topic) {
-                        effects.push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
+                        batch
+                            .effects
+                            .push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
                     }
                     Ok(outcome)
                 }
@@ -435,9 +453,16 @@ impl Session {
                     }
                     let object = view_object(create, at, parsed.nesting)?;
                     // The definition must bind now, against the catalog as it is at this point.
-                    bind_view(working, &object, Some(at))?;
+                    bind_view(&batch.working, &object, Some(at))?;
                     let name_at = name_location(at, &create.name);
-                    self.create(working, object, create.or_replace, create.if_not_exists, &name_at, effects)
+                    self.create(
+                        &mut batch.working,
+                        object,
+                        create.or_replace,
+                        create.if_not_exists,
+                        &name_at,
+                        &mut batch.effects,
+                    )
                 }
                 ast::Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                     let kind = match object_type {
@@ -452,23 +477,13 @@ impl Session {
                             return Err(Error::sql(at.clone(), "not supported: qualified names"));
                         };
                         let name_at = span_location(at, ident.span);
-                        outcome = Some(self.drop(
-                            working,
-                            tables,
-                            table_ends,
-                            &normalize(ident),
-                            kind,
-                            *if_exists,
-                            *cascade,
-                            &name_at,
-                            effects,
-                        )?);
+                        outcome = Some(self.drop(batch, &normalize(ident), kind, *if_exists, *cascade, &name_at)?);
                     }
                     Ok(outcome.unwrap_or(Outcome { tag: format!("DROP {}", kind.to_uppercase()) }))
                 }
-                ast::Statement::Insert(insert) => self.insert(insert, working, tables, effects, marker, table_ends, at),
-                ast::Statement::Update(update) => self.update(update, working, tables, effects, marker, table_ends, at),
-                ast::Statement::Delete(delete) => self.delete(delete, working, tables, effects, marker, table_ends, at),
+                ast::Statement::Insert(insert) => self.insert(insert, batch, marker, at),
+                ast::Statement::Update(update) => self.update(update, batch, marker, at),
+                ast::Statement::Delete(delete) => self.delete(delete, batch, marker, at),
                 ast::Statement::Query(_) => Err(Error::sql(
                     at.clone(),
                     "not supported: a query on its own; define it with CREATE MATERIALIZED VIEW name AS SELECT ... \
@@ -529,19 +544,16 @@ impl Session {
         Ok(Outcome { tag: if replaced { format!("{tag} (replaced)") } else { tag } })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn drop(
         &self,
-        working: &mut Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        table_ends: &mut BTreeMap<String, u64>,
+        batch: &mut PendingBatch,
         name: &str,
         kind: &str,
         if_exists: bool,
         cascade: bool,
         at: &Location,
-        effects: &mut Vec<Effect>,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         let tag = format!("DROP {} {name}", kind.to_uppercase());
         let Some(object) = working.get(name) else {
             if if_exists {
@@ -720,17 +732,14 @@ impl Session {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn insert(
         &self,
         insert: &ast::Insert,
-        working: &Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
+        batch: &mut PendingBatch,
         marker: Option<MarkerKey>,
-        table_ends: &mut BTreeMap<String, u64>,
         at: &Location,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(Error::sql(at.clone(), "not supported: INSERT INTO a table function"));
         };
@@ -817,17 +826,14 @@ impl Session {
         Ok((scope, matching))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn update(
         &self,
         update: &ast::Update,
-        working: &Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
+        batch: &mut PendingBatch,
         marker: Option<MarkerKey>,
-        table_ends: &mut BTreeMap<String, u64>,
         at: &Location,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         if update.from.is_some()
             || !update.table.joins.is_empty()
             || update.returning.is_some()
@@ -895,17 +901,14 @@ impl Session {
         Ok(Outcome { tag: format!("UPDATE {count}") })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn delete(
         &self,
         delete: &ast::Delete,
-        working: &Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
+        batch: &mut PendingBatch,
         marker: Option<MarkerKey>,
-        table_ends: &mut BTreeMap<String, u64>,
         at: &Location,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         let from = match &delete.from {
             ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from) => from,
         };
