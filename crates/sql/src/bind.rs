@@ -16,7 +16,9 @@ use sqlparser::ast::{self, Spanned};
 use crate::catalog::{Catalog, ObjectKind, suggestion};
 use crate::error::{Error, Location, Result};
 use crate::eval::eval;
+use crate::parse::NESTING_MAX;
 use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey};
+use crate::rewrite::{JoinCondition, and_all, apply_filter, conjuncts, split_condition};
 use crate::time;
 use crate::value::{Type, Value, cast, parse_decimal};
 
@@ -60,6 +62,9 @@ pub(crate) struct Binder<'a> {
     /// The CTEs in scope, one map per WITH.
     ctes: Vec<BTreeMap<String, Cte>>,
     view_depth: usize,
+    /// How deep the query bound so far nests, with the views inlined into
+    /// it (at most `NESTING_MAX`: every pass over the plan recurses).
+    pub(crate) nesting: usize,
     /// Every catalog object the bound query reads, directly or through views.
     pub(crate) dependencies: BTreeSet<String>,
     /// The view whose definition is bound, if any: naming it in its own
@@ -209,72 +214,6 @@ fn literal_int(expr: &Expr) -> Option<i64> {
     }
 }
 
-/// Splits a predicate into its AND-ed parts.
-fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
-    match expr {
-        Expr::Binary(BinaryOp::And, l, r) => {
-            conjuncts(*l, out);
-            conjuncts(*r, out);
-        }
-        other => out.push(other),
-    }
-}
-
-fn and_all(mut parts: Vec<Expr>) -> Option<Expr> {
-    let first = parts.pop()?;
-    Some(parts.into_iter().rev().fold(first, |acc, e| Expr::binary(BinaryOp::And, e, acc)))
-}
-
-fn shift(mut expr: Expr, by: usize) -> Expr {
-    expr.map_columns(&mut |c| c - by);
-    expr
-}
-
-/// A join ON condition split against a left width: key pairs, and the
-/// conjuncts reading only the left, only the right, or both sides.
-#[derive(Default)]
-struct JoinCondition {
-    left_keys: Vec<Expr>,
-    right_keys: Vec<Expr>,
-    left_only: Vec<Expr>,
-    right_only: Vec<Expr>,
-    both: Vec<Expr>,
-}
-
-fn split_condition(parts: Vec<Expr>, left_width: usize) -> JoinCondition {
-    let mut out = JoinCondition::default();
-    for part in parts {
-        let columns = part.columns();
-        let in_left = |cols: &[usize]| cols.iter().all(|c| *c < left_width);
-        let in_right = |cols: &[usize]| cols.iter().all(|c| *c >= left_width);
-        if let Expr::Binary(BinaryOp::Eq, a, b) = &part {
-            let (ca, cb) = (a.columns(), b.columns());
-            if !ca.is_empty() && !cb.is_empty() {
-                if in_left(&ca) && in_right(&cb) {
-                    out.left_keys.push((**a).clone());
-                    out.right_keys.push(shift((**b).clone(), left_width));
-                    continue;
-                }
-                if in_right(&ca) && in_left(&cb) {
-                    out.left_keys.push((**b).clone());
-                    out.right_keys.push(shift((**a).clone(), left_width));
-                    continue;
-                }
-            }
-        }
-        if columns.is_empty() {
-            out.both.push(part);
-        } else if in_left(&columns) {
-            out.left_only.push(part);
-        } else if in_right(&columns) {
-            out.right_only.push(shift(part, left_width));
-        } else {
-            out.both.push(part);
-        }
-    }
-    out
-}
-
 impl<'a> Binder<'a> {
     pub(crate) fn new(catalog: &'a Catalog, file: Option<Arc<str>>, statement: Location) -> Binder<'a> {
         Binder {
@@ -283,6 +222,7 @@ impl<'a> Binder<'a> {
             statement,
             ctes: Vec::new(),
             view_depth: 0,
+            nesting: 0,
             dependencies: BTreeSet::new(),
             defining: None,
         }
@@ -615,7 +555,7 @@ impl<'a> Binder<'a> {
             }
             let (predicate, ty) = self.bind_expr(selection, &mut Context::Rows(&from.scope))?;
             self.expect_bool(ty, selection.span(), "WHERE")?;
-            from.rel = self.apply_filter(from.rel, predicate);
+            from.rel = apply_filter(from.rel, predicate);
         }
 
         let group_exprs: &[ast::Expr] = match &select.group_by {
@@ -855,28 +795,6 @@ impl<'a> Binder<'a> {
             Ok(())
         } else {
             Err(self.error(span, format!("{clause} needs a BOOLEAN condition, not {ty}")))
-        }
-    }
-
-    /// Adds a filter, first using its parts where the plan can: an equality
-    /// across an inner join becomes a join key; `rn <= k` bounds a ROW_NUMBER.
-    fn apply_filter(&self, mut rel: Rel, predicate: Expr) -> Rel {
-        let mut parts = Vec::new();
-        conjuncts(predicate, &mut parts);
-        let mut kept = Vec::new();
-        for part in parts {
-            if let Some(column_and_k) = row_number_bound(&part) {
-                limit_row_number(&mut rel, column_and_k.0, column_and_k.1);
-                kept.push(part);
-                continue;
-            }
-            if let Some(rest) = push_into_join(&mut rel, part) {
-                kept.push(rest);
-            }
-        }
-        match and_all(kept) {
-            Some(predicate) => Rel::Filter { input: Box::new(rel), predicate },
-            None => rel,
         }
     }
 
@@ -1142,12 +1060,24 @@ impl<'a> Binder<'a> {
                     scope: scope_of(&cols),
                 })
             }
-            ObjectKind::View { query, .. } => {
+            ObjectKind::View { query, nesting, .. } => {
                 if self.view_depth >= VIEW_DEPTH_MAX {
                     return Err(
                         self.error(ident.span, format!("views nest more than {VIEW_DEPTH_MAX} deep at \"{name}\""))
                     );
                 }
+                let outer_nesting = self.nesting;
+                if outer_nesting + nesting > NESTING_MAX {
+                    return Err(self.error(
+                        ident.span,
+                        format!(
+                            "reading view \"{name}\" ({nesting} levels deep) here nests {} levels deep; the limit \
+                             is {NESTING_MAX}: split the views differently",
+                            outer_nesting + nesting
+                        ),
+                    ));
+                }
+                self.nesting += nesting;
                 let query = query.clone();
                 // A view's own query is bound on its own: no CTEs of the using query.
                 let saved = std::mem::take(&mut self.ctes);
@@ -1157,6 +1087,7 @@ impl<'a> Binder<'a> {
                 self.view_depth += 1;
                 let bound = self.bind_query(&query);
                 self.view_depth -= 1;
+                self.nesting = outer_nesting;
                 self.ctes = saved;
                 self.statement = statement;
                 self.file = file;
@@ -2062,72 +1993,4 @@ fn conform(expr: Expr, ty: Type) -> Expr {
 /// Evaluates an expression without columns once, at bind time.
 fn fold(expr: Expr) -> Expr {
     if expr.columns().is_empty() { Expr::Literal(eval(&expr, &[])) } else { expr }
-}
-
-/// `rn <= k`, `rn < k`, `rn = 1` (and mirrored): the column and the bound.
-fn row_number_bound(predicate: &Expr) -> Option<(usize, usize)> {
-    let Expr::Binary(op, a, b) = predicate else { return None };
-    let (column, k, op) = match (a.as_ref(), b.as_ref()) {
-        (Expr::Column(c), Expr::Literal(Value::Int(k))) => (*c, *k, *op),
-        (Expr::Literal(Value::Int(k)), Expr::Column(c)) => {
-            let flipped = match op {
-                BinaryOp::GtEq => BinaryOp::LtEq,
-                BinaryOp::Gt => BinaryOp::Lt,
-                BinaryOp::Eq => BinaryOp::Eq,
-                _ => return None,
-            };
-            (*c, *k, flipped)
-        }
-        _ => return None,
-    };
-    let limit = match op {
-        BinaryOp::LtEq => k,
-        BinaryOp::Lt => k - 1,
-        BinaryOp::Eq if k == 1 => 1,
-        _ => return None,
-    };
-    Some((column, limit.max(0) as usize))
-}
-
-/// Sets the limit of the ROW_NUMBER whose rank is output column `column` of
-/// `rel`, if there is one.
-fn limit_row_number(rel: &mut Rel, column: usize, k: usize) {
-    match rel {
-        Rel::Project { input, exprs } => {
-            if let Some(Expr::Column(c)) = exprs.get(column) {
-                limit_row_number(input, *c, k);
-            }
-        }
-        Rel::Filter { input, .. } => limit_row_number(input, column, k),
-        Rel::TopK { limit, row_number: true, input_width, .. } if column == *input_width => {
-            *limit = Some(limit.map_or(k, |l| l.min(k)));
-        }
-        _ => {}
-    }
-}
-
-/// Makes an equality across an inner join's sides one of its keys; returns
-/// the predicate when it cannot be used that way.
-fn push_into_join(rel: &mut Rel, predicate: Expr) -> Option<Expr> {
-    let Rel::Join { kind: JoinKind::Inner, left, right, left_keys, right_keys, left_width, .. } = rel else {
-        return Some(predicate);
-    };
-    let columns = predicate.columns();
-    if columns.is_empty() {
-        return Some(predicate);
-    }
-    if columns.iter().all(|c| c < left_width) {
-        return push_into_join(left, predicate);
-    }
-    if columns.iter().all(|c| c >= left_width) {
-        let shifted = shift(predicate.clone(), *left_width);
-        return push_into_join(right, shifted).map(|_| predicate);
-    }
-    let split = split_condition(vec![predicate.clone()], *left_width);
-    if split.left_keys.len() == 1 {
-        left_keys.extend(split.left_keys);
-        right_keys.extend(split.right_keys);
-        return None;
-    }
-    Some(predicate)
 }

@@ -33,19 +33,16 @@ pub(crate) struct Column {
 pub(crate) enum ObjectKind {
     /// Rows decoded from a topic's JSON values; with `upsert_key`, the
     /// latest value per record key is a row, and a tombstone deletes it.
-    Source {
-        topic: String,
-        upsert_key: Option<Vec<usize>>,
-    },
+    Source { topic: String, upsert_key: Option<Vec<usize>> },
     /// Rows written by INSERT/UPDATE/DELETE to the topic `table.NAME`,
     /// keyed by the primary key (or a row id).
-    Table {
-        topic: String,
-        primary_key: Option<Vec<usize>>,
-    },
+    Table { topic: String, primary_key: Option<Vec<usize>> },
     View {
         query: Box<Query>,
         materialized: bool,
+        /// How deep its definition nests (`parse::check_nesting`): a view
+        /// inlined into another adds its depth to the other's.
+        nesting: usize,
     },
 }
 

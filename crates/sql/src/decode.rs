@@ -8,13 +8,15 @@
 //! JSON conventions: a TIMESTAMP is an ISO 8601 string or a number of
 //! milliseconds since 1970-01-01; a DATE is a "YYYY-MM-DD" string; an
 //! INTERVAL a string such as "10 seconds" or a number of milliseconds; a
-//! DECIMAL a number or a numeric string.
+//! DECIMAL a number or a numeric string, both read exactly from their
+//! digits (never through a binary floating point).
 use std::fmt;
 
+use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
 use crate::time;
-use crate::value::{DECIMAL_ONE, Row, Type, Value, cast, parse_decimal};
+use crate::value::{Row, Type, Value, cast, parse_decimal};
 
 /// Decodes `json` (an object) into a row of `columns`; `wanted[i]` says
 /// whether column `i` is decoded at all.
@@ -111,6 +113,11 @@ struct ValueSeed {
 impl<'de> DeserializeSeed<'de> for ValueSeed {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        if let Type::Decimal { .. } = self.ty {
+            // The number's own text: through an f64, 1234567890123.456789 would lose digits.
+            let raw = <&serde_json::value::RawValue>::deserialize(deserializer)?;
+            return self.decimal(raw.get());
+        }
         deserializer.deserialize_any(self)
     }
 }
@@ -119,6 +126,28 @@ impl ValueSeed {
     fn wrong<E: de::Error>(&self, found: impl fmt::Display) -> E {
         E::custom(format!("expected {}, found {found}", self.ty))
     }
+
+    /// A DECIMAL from a JSON value's text (valid JSON: the parser checked it).
+    fn decimal<E: de::Error>(self, json: &str) -> Result<Value, E> {
+        match json.as_bytes().first() {
+            Some(b'-' | b'0'..=b'9') => parse_decimal(json)
+                .and_then(|units| cast(&Value::Decimal(units.into()), self.ty))
+                .ok_or_else(|| self.wrong(format_args!("{}, out of range", shown(json)))),
+            Some(b'"') => {
+                let text: std::borrow::Cow<'_, str> = serde_json::from_str(json).map_err(E::custom)?;
+                self.visit_str(&text)
+            }
+            Some(b'n') => Ok(Value::Null),
+            Some(b't' | b'f') => Err(self.wrong(format_args!("boolean {json}"))),
+            Some(b'[') => Err(self.wrong("an array")),
+            _ => Err(self.wrong("an object")),
+        }
+    }
+}
+
+/// At most 40 characters of a value, for an error.
+fn shown(text: &str) -> String {
+    text.chars().take(40).collect()
 }
 
 impl<'de> Visitor<'de> for ValueSeed {
@@ -142,9 +171,6 @@ impl<'de> Visitor<'de> for ValueSeed {
         match self.ty {
             Type::Int => Ok(Value::Int(i)),
             Type::Double => Ok(Value::double(i as f64)),
-            Type::Decimal { .. } => {
-                cast(&Value::Int(i), self.ty).ok_or_else(|| self.wrong(format_args!("{i}, out of range")))
-            }
             Type::Timestamp => {
                 i.checked_mul(1000).map(Value::Timestamp).ok_or_else(|| self.wrong(format_args!("{i}, out of range")))
             }
@@ -164,9 +190,6 @@ impl<'de> Visitor<'de> for ValueSeed {
     fn visit_f64<E: de::Error>(self, x: f64) -> Result<Value, E> {
         match self.ty {
             Type::Double => Ok(Value::double(x)),
-            Type::Decimal { .. } => {
-                cast(&Value::double(x), self.ty).ok_or_else(|| self.wrong(format_args!("{x}, out of range")))
-            }
             // An integer column accepts 12.0, not 12.5.
             Type::Int if x.fract() == 0.0 && x.abs() < 9.2e18 => Ok(Value::Int(x as i64)),
             _ => Err(self.wrong(format_args!("number {x}"))),
@@ -178,13 +201,10 @@ impl<'de> Visitor<'de> for ValueSeed {
             Type::Timestamp => time::parse_timestamp(s).map(Value::Timestamp),
             Type::Date => time::parse_date(s).map(Value::Date),
             Type::Interval => time::parse_interval(s).map(Value::Interval),
-            Type::Decimal { .. } => parse_decimal(s).and_then(|units| {
-                cast(&Value::Decimal(units.into()), self.ty).filter(|_| units.abs() < i128::MAX / DECIMAL_ONE)
-            }),
+            Type::Decimal { .. } => parse_decimal(s).and_then(|units| cast(&Value::Decimal(units.into()), self.ty)),
             _ => None,
         };
-        let shown: String = s.chars().take(40).collect();
-        parsed.ok_or_else(|| self.wrong(format_args!("string \"{shown}\"")))
+        parsed.ok_or_else(|| self.wrong(format_args!("string \"{}\"", shown(s))))
     }
     fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Value, A::Error> {
         Err(self.wrong("an array"))
@@ -221,5 +241,30 @@ mod tests {
         assert!(decode_row(b"[1, 2]", &columns(), &[true; 3]).is_err());
         assert!(decode_row(b"{\"id\": 1} trailing", &columns(), &[true; 3]).is_err());
         assert!(decode_row(br#"{"id": 1.5}"#, &columns(), &[true; 3]).is_err());
+    }
+
+    #[test]
+    fn decimals_read_exactly_from_numbers_and_strings() {
+        let columns = vec![("d".to_owned(), Type::Decimal { precision: 38, scale: 6 })];
+        let decode = |json: &str| decode_row(json.as_bytes(), &columns, &[true]).map(|row| row[0].to_string());
+        // Through an f64 this was 1234567890123.456768.
+        assert_eq!(decode(r#"{"d": 1234567890123.456789}"#).unwrap(), "1234567890123.456789");
+        assert_eq!(decode(r#"{"d": "1234567890123.456789"}"#).unwrap(), "1234567890123.456789");
+        assert_eq!(decode(r#"{"d": 1.5e3}"#).unwrap(), "1500");
+        assert_eq!(decode(r#"{"d": -12}"#).unwrap(), "-12");
+        assert_eq!(decode(r#"{"d": null}"#).unwrap(), "NULL");
+        // Up to 10^32 - 10^-6, from a number and from a string (was: about 1.7e26).
+        let max = "99999999999999999999999999999999.999999";
+        assert_eq!(decode(&format!(r#"{{"d": {max}}}"#)).unwrap(), max);
+        assert_eq!(decode(&format!(r#"{{"d": "-{max}"}}"#)).unwrap(), format!("-{max}"));
+        let error = decode(r#"{"d": 100000000000000000000000000000000}"#).unwrap_err();
+        assert!(error.contains("column \"d\": expected DECIMAL") && error.contains("out of range"), "{error}");
+        assert!(decode(r#"{"d": true}"#).unwrap_err().contains("found boolean true"));
+        assert!(decode(r#"{"d": [1]}"#).unwrap_err().contains("found an array"));
+        assert!(decode(r#"{"d": {"x": 1}}"#).unwrap_err().contains("found an object"));
+        let columns = vec![("d".to_owned(), Type::Decimal { precision: 10, scale: 2 })];
+        let decode = |json: &str| decode_row(json.as_bytes(), &columns, &[true]).map(|row| row[0].to_string());
+        assert_eq!(decode(r#"{"d": 12345678.125}"#).unwrap(), "12345678.13");
+        assert!(decode(r#"{"d": 123456789.5}"#).is_err());
     }
 }

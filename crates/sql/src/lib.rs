@@ -11,7 +11,7 @@
 //!
 //! Module map: `parse` (sqlparser, plus CREATE/DROP SOURCE), `catalog`
 //! (objects and their persistence), `bind` (names, types, plans), `plan`
-//! (the plan types), `eval` (expressions on rows), `value` and `time`
+//! (the plan types), `rewrite` (plan-to-plan rewrites), `eval` (expressions on rows), `value` and `time`
 //! (SQL values), `decode` (JSON records to rows), `render` (plans to
 //! collections), `session` (executing statements).
 //!
@@ -40,6 +40,8 @@ mod parse;
 mod plan;
 #[cfg(feature = "runtime")]
 mod render;
+#[cfg(feature = "runtime")]
+mod rewrite;
 #[cfg(feature = "runtime")]
 mod session;
 mod time;

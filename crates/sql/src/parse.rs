@@ -15,7 +15,7 @@ use sqlparser::ast::{ColumnDef, Ident, Statement};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Location as SqlLocation, Token};
+use sqlparser::tokenizer::{Location as SqlLocation, Token, TokenWithSpan, Tokenizer, Word};
 
 use crate::error::{Error, Location, Result};
 
@@ -24,6 +24,8 @@ use crate::error::{Error, Location, Result};
 pub(crate) struct Parsed {
     pub(crate) stmt: Stmt,
     pub(crate) location: Location,
+    /// How deep the statement nests (at most [`NESTING_MAX`]; see [`check_nesting`]).
+    pub(crate) nesting: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -114,7 +116,13 @@ fn parse_error(file: &Option<Arc<str>>, error: ParserError, fallback: SqlLocatio
 pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
     let dialect = GenericDialect {};
     let start = SqlLocation { line: 1, column: 1 };
-    let mut parser = Parser::new(&dialect).try_with_sql(sql).map_err(|e| parse_error(&file, e, start))?;
+    let tokens = Tokenizer::new(&dialect, sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(|e| parse_error(&file, e.into(), start))?;
+    // Before the parser builds a tree too deep for the passes after it.
+    let depths = check_nesting(&tokens, &file)?;
+    let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
     let mut out = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -132,7 +140,12 @@ pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
         } else {
             Stmt::Sql(Box::new(parser.parse_statement().map_err(|e| parse_error(&file, e, next.span.start))?))
         };
-        out.push(Parsed { stmt, location: at });
+        let nesting = depths
+            .iter()
+            .find(|(start, _)| *start == next.span.start)
+            .or(depths.iter().max_by_key(|(_, depth)| *depth))
+            .map_or(0, |(_, depth)| *depth);
+        out.push(Parsed { stmt, location: at, nesting });
         let after = parser.peek_token();
         if after.token != Token::EOF && after.token != Token::SemiColon {
             return Err(Error::sql(
@@ -142,6 +155,200 @@ pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
         }
     }
     Ok(out)
+}
+
+/// How deep a statement may nest (see [`check_nesting`]).
+pub(crate) const NESTING_MAX: usize = 500;
+
+/// One parenthesized group of a statement's tokens, as [`check_nesting`] scans it.
+#[derive(Default)]
+struct Group {
+    /// Operators in the current comma-separated item.
+    item_operators: usize,
+    /// The deepest group nested in the current item.
+    item_inner: usize,
+    /// The deepest item so far.
+    deepest_item: usize,
+    /// Set operations and joins: they chain across commas.
+    chain: usize,
+    /// Between FROM and the clause after it, where a comma is a join.
+    in_from: bool,
+}
+
+impl Group {
+    fn end_item(&mut self) {
+        self.deepest_item = self.deepest_item.max(self.item_operators + self.item_inner);
+        self.item_operators = 0;
+        self.item_inner = 0;
+    }
+    fn depth(mut self) -> usize {
+        self.end_item();
+        self.deepest_item + self.chain
+    }
+}
+
+/// Infix and postfix keywords: sqlparser builds a chain of them in a loop,
+/// one tree level each (the tokens are sqlparser's infix precedence table).
+fn is_operator_keyword(word: &Word) -> bool {
+    use Keyword as K;
+    word.quote_style.is_none()
+        && matches!(
+            word.keyword,
+            K::AND
+                | K::OR
+                | K::XOR
+                | K::NOT
+                | K::IS
+                | K::IN
+                | K::BETWEEN
+                | K::OVERLAPS
+                | K::LIKE
+                | K::ILIKE
+                | K::RLIKE
+                | K::REGEXP
+                | K::MATCH
+                | K::GLOB
+                | K::SIMILAR
+                | K::MEMBER
+                | K::OPERATOR
+                | K::DIV
+                | K::NOTNULL
+                | K::GLOBAL
+                | K::AT
+                | K::COLLATE
+        )
+}
+
+/// Refuses a statement that nests deeper than [`NESTING_MAX`], before it
+/// is parsed: every pass over a statement (parsing's tree, binding,
+/// rendering, evaluation, printing, and dropping the trees) recurses once
+/// per level, and a long chain of operators (`a + b + ...`, `x AND y AND
+/// ...`), set operations or joins is one level per link. sqlparser bounds
+/// its own recursion (parentheses, subqueries, CASE) but builds chains in a
+/// loop, so the chains are bounded here, from the tokens, without building
+/// a tree. Returns each statement's start and depth.
+///
+/// The depth counted is an upper bound of the tree's: for each
+/// parenthesized group, the operators of its deepest comma-separated item
+/// plus the depth of the deepest group inside that item, plus the group's
+/// set operations and joins, plus one per parenthesis.
+fn check_nesting(tokens: &[TokenWithSpan], file: &Option<Arc<str>>) -> Result<Vec<(SqlLocation, usize)>> {
+    let mut depths = Vec::new();
+    let mut groups = vec![Group::default()];
+    // The depth of the current position, counted on the way in: where it first
+    // passes the limit is where the error points.
+    let mut running = 0usize;
+    let mut first_over: Option<SqlLocation> = None;
+    let mut statement_start: Option<SqlLocation> = None;
+    for token in tokens {
+        if statement_start.is_none() && !matches!(token.token, Token::Whitespace(_) | Token::SemiColon) {
+            statement_start = Some(token.span.start);
+        }
+        let nested = groups.len() > 1;
+        let group = groups.last_mut().expect("the statement's group stays");
+        match &token.token {
+            Token::Whitespace(_)
+            | Token::EOF
+            | Token::Period
+            | Token::Number(..)
+            | Token::Char(_)
+            | Token::Placeholder(_)
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::NationalStringLiteral(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::HexStringLiteral(_)
+            | Token::RBracket => {}
+            Token::Word(word) if is_operator_keyword(word) => {
+                group.item_operators += 1;
+                running += 1;
+            }
+            Token::Word(word) if word.quote_style.is_none() => match word.keyword {
+                Keyword::UNION | Keyword::EXCEPT | Keyword::INTERSECT | Keyword::MINUS => {
+                    group.chain += 1;
+                    group.in_from = false;
+                    running += 1;
+                }
+                Keyword::JOIN => {
+                    group.chain += 1;
+                    running += 1;
+                }
+                Keyword::FROM => group.in_from = true,
+                Keyword::WHERE
+                | Keyword::GROUP
+                | Keyword::HAVING
+                | Keyword::ORDER
+                | Keyword::LIMIT
+                | Keyword::OFFSET
+                | Keyword::FETCH
+                | Keyword::WINDOW
+                | Keyword::QUALIFY
+                | Keyword::SELECT => group.in_from = false,
+                _ => {}
+            },
+            Token::Word(_) => {}
+            Token::Comma if group.in_from => {
+                group.chain += 1;
+                running += 1;
+            }
+            Token::Comma => {
+                running = running.saturating_sub(group.item_operators);
+                group.end_item();
+            }
+            Token::LParen => {
+                groups.push(Group::default());
+                running += 1;
+            }
+            Token::RParen if nested => {
+                let inner = groups.pop().expect("more than one");
+                running = running.saturating_sub(inner.item_operators + inner.chain + 1);
+                let outer = groups.last_mut().expect("the statement's group stays");
+                outer.item_inner = outer.item_inner.max(inner.depth() + 1);
+            }
+            // Unbalanced: the parser reports it.
+            Token::RParen => {}
+            Token::SemiColon => {
+                depths.extend(end_statement(&mut groups, &mut first_over, &mut statement_start, file)?);
+                running = 0;
+            }
+            _ => {
+                group.item_operators += 1;
+                running += 1;
+            }
+        }
+        if running > NESTING_MAX && first_over.is_none() {
+            first_over = Some(token.span.start);
+        }
+    }
+    depths.extend(end_statement(&mut groups, &mut first_over, &mut statement_start, file)?);
+    Ok(depths)
+}
+
+fn end_statement(
+    groups: &mut Vec<Group>,
+    first_over: &mut Option<SqlLocation>,
+    statement_start: &mut Option<SqlLocation>,
+    file: &Option<Arc<str>>,
+) -> Result<Option<(SqlLocation, usize)>> {
+    // Groups left open are closed (the parser reports the missing parenthesis).
+    let mut depth = 0;
+    while let Some(mut group) = groups.pop() {
+        group.item_inner = group.item_inner.max(depth);
+        depth = group.depth() + usize::from(!groups.is_empty());
+    }
+    groups.push(Group::default());
+    let start = statement_start.take();
+    let at = first_over.take().or(start).unwrap_or(SqlLocation { line: 1, column: 1 });
+    if depth > NESTING_MAX {
+        return Err(Error::sql(
+            location(file, at),
+            format!(
+                "the statement nests {depth} levels deep (a chain of operators, set operations or joins is one \
+                 level per link, a parenthesis one more); the limit is {NESTING_MAX}: split it, e.g. into views"
+            ),
+        ));
+    }
+    Ok(start.map(|start| (start, depth)))
 }
 
 fn word_is(token: &Token, word: &str) -> bool {

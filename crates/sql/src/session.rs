@@ -16,11 +16,18 @@
 //! the next session to open the data directory — before anything else can
 //! write the table — finds it so and deletes the marker, and the statement
 //! is applied at the next run of the file. A marker that stays means applied.
+//!
+//! A marker belongs to its file (its canonical path) and to its table's
+//! incarnation: DROP TABLE deletes the table's markers (in the catalog
+//! append of its tombstone), so a table created again takes the file's DML
+//! again. Markers are typed ([`Marker`], with a version); one that does not
+//! read is an error naming it, never taken for a cut one.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use millpond_dataflow::{TopicRecord, TopicSpec, Topics};
+use serde::{Deserialize, Serialize};
 use sqlparser::ast::{self, Spanned};
 
 use crate::bind::{Binder, Scope, ScopeColumn, data_type, normalize};
@@ -52,16 +59,83 @@ impl std::fmt::Display for Outcome {
 pub struct Session {
     topics: Topics,
     catalog: Catalog,
-    /// Catalog markers of file statements already applied: key → value.
-    markers: BTreeMap<String, serde_json::Value>,
+    /// Catalog markers of file statements already applied, by key.
+    markers: BTreeMap<String, Marker>,
+}
+
+/// Catalog keys of DML markers start so; then `v1/FILE/STATEMENT/N`.
+const MARKER_PREFIX: &str = "applied/";
+/// The marker format written (docs/sql.md, "DML of a file runs once").
+const MARKER_VERSION: u32 = 1;
+
+/// A file statement's DML marker, the value of catalog key
+/// `applied/v1/FILE/STATEMENT/N` (FNV-1a of the file's canonical path and
+/// of the statement's canonical text, in hex; N its occurrence in the file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Marker {
+    version: u32,
+    /// The file, as the key's hash was taken of it.
+    file: String,
+    /// The table written: its markers go when it is dropped.
+    table: String,
+    /// Where the statement's rows go: `records` records from `offset` of `topic`.
+    topic: String,
+    offset: u64,
+    records: u64,
+}
+
+/// The marker a file statement gets: its key, and its file.
+#[derive(Clone, Debug)]
+struct MarkerKey {
+    key: String,
+    file: String,
+}
+
+impl Marker {
+    /// Reads a marker back: a malformed one, or one of another version, is an
+    /// error that names it (and its offset).
+    fn read(key: &str, offset: u64, value: &[u8]) -> Result<Marker> {
+        let refuse = |message: String| Error::Catalog { offset, message: format!("DML marker \"{key}\": {message}") };
+        let Some(rest) = key.strip_prefix(MARKER_PREFIX).and_then(|k| k.strip_prefix("v1/")) else {
+            return Err(refuse(
+                "not a version 1 key (markers before version 1, `applied/HASH/N`, were never released; delete the \
+                 data directory's catalog to start over)"
+                    .into(),
+            ));
+        };
+        if rest.split('/').count() != 3 {
+            return Err(refuse("a version 1 key is applied/v1/FILE/STATEMENT/N".into()));
+        }
+        let json: serde_json::Value = serde_json::from_slice(value).map_err(|e| refuse(format!("not JSON: {e}")))?;
+        match json.get("version").and_then(serde_json::Value::as_u64) {
+            Some(v) if v == u64::from(MARKER_VERSION) => {}
+            Some(v) => return Err(refuse(format!("version {v}, this build reads version {MARKER_VERSION}"))),
+            None => return Err(refuse("no version".into())),
+        }
+        serde_json::from_value(json).map_err(|e| refuse(format!("malformed: {e}")))
+    }
 }
 
 /// A change a checked statement will make.
 enum Effect {
     CatalogPut { name: String, definition: String },
     CatalogDelete { name: String },
+    MarkerPut { key: String, marker: Marker },
     CreateTopic { topic: String, spec: TopicSpec },
     TableWrite { topic: String, records: Vec<TopicRecord> },
+}
+
+/// What a batch of statements has checked so far and will write: the
+/// working catalog, the tables as its DML left them, the effects queued,
+/// and the tables' predicted end offsets. Applied whole, or not at all.
+struct PendingBatch {
+    working: Catalog,
+    /// The rows of the tables read so far, as the batch's statements left them.
+    tables: BTreeMap<String, TableRows>,
+    effects: Vec<Effect>,
+    /// Predicted end offsets of the tables written by this batch.
+    table_ends: BTreeMap<String, u64>,
 }
 
 /// The rows of a table as DML sees them: key bytes → row.
@@ -124,10 +198,9 @@ impl Session {
             let Some(value) = value else { continue };
             let key = String::from_utf8(key)
                 .map_err(|_| Error::Catalog { offset, message: "a key that is not UTF-8".into() })?;
-            if let Some(marker) = key.strip_prefix("applied/") {
-                let value = serde_json::from_slice(&value)
-                    .map_err(|e| Error::Catalog { offset, message: format!("marker {marker}: {e}") })?;
-                self.markers.insert(key.clone(), value);
+            if key.starts_with(MARKER_PREFIX) {
+                let marker = Marker::read(&key, offset, &value)?;
+                self.markers.insert(key, marker);
                 continue;
             }
             let text = String::from_utf8(value)
@@ -148,12 +221,8 @@ impl Session {
     fn drop_cut_markers(&mut self) -> Result<()> {
         let mut cut = Vec::new();
         for (key, marker) in &self.markers {
-            let topic = marker["topic"].as_str().unwrap_or_default();
-            let offset = marker["offset"].as_u64().unwrap_or(0);
-            // Markers without a count come from statements that wrote rows.
-            let records = marker["records"].as_u64().unwrap_or(1);
-            let end = if self.topics.exists(topic) { self.topics.end_offset(topic, 0)? } else { 0 };
-            if records > 0 && end < offset + records {
+            let end = if self.topics.exists(&marker.topic) { self.topics.end_offset(&marker.topic, 0)? } else { 0 };
+            if marker.records > 0 && end < marker.offset.saturating_add(marker.records) {
                 cut.push(key.clone());
             }
         }
@@ -173,7 +242,7 @@ impl Session {
             Stmt::CreateSource(source) => self.source_object(source, at),
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => self.table_object(create, at),
-                ast::Statement::CreateView(create) => view_object(create, at),
+                ast::Statement::CreateView(create) => view_object(create, at, parsed.nesting),
                 _ => Err(Error::sql(at.clone(), "not a CREATE statement")),
             },
             Stmt::DropSource { .. } => Err(Error::sql(at.clone(), "not a CREATE statement")),
@@ -291,48 +360,47 @@ impl Session {
     /// `once`, each DML statement is applied once per data directory (see
     /// the module docs); without, every time.
     pub fn execute(&mut self, sql: &str, file: Option<&str>, once: bool) -> Result<Vec<Outcome>> {
+        // A marker belongs to its file: the same statement in another file is another.
+        let file_id = file.map_or_else(String::new, |f| {
+            std::fs::canonicalize(f).map_or_else(|_| f.to_owned(), |path| path.display().to_string())
+        });
         let file: Option<Arc<str>> = file.map(Into::into);
         let statements = parse(sql, file.clone())?;
-        let mut working = self.catalog.clone();
-        let mut tables: BTreeMap<String, TableRows> = BTreeMap::new();
-        let mut effects = Vec::new();
+        let mut batch = PendingBatch {
+            working: self.catalog.clone(),
+            tables: BTreeMap::new(),
+            effects: Vec::new(),
+            table_ends: BTreeMap::new(),
+        };
         let mut outcomes = Vec::new();
-        // Predicted end offsets of the tables written by this batch.
-        let mut table_ends: BTreeMap<String, u64> = BTreeMap::new();
         let mut occurrences: BTreeMap<u64, usize> = BTreeMap::new();
         for parsed in &statements {
             let marker = if once && is_dml(parsed) {
                 let hash = fnv64(parsed.stmt.to_string().as_bytes());
                 let n = occurrences.entry(hash).or_insert(0);
                 *n += 1;
-                Some(format!("applied/{hash:016x}/{n}"))
+                let key = format!("{MARKER_PREFIX}v1/{:016x}/{hash:016x}/{n}", fnv64(file_id.as_bytes()));
+                Some(MarkerKey { key, file: file_id.clone() })
             } else {
                 None
             };
+            // Applied, unless a DROP TABLE earlier in the batch deleted it.
             if let Some(marker) = &marker
-                && self.markers.contains_key(marker)
+                && self.markers.contains_key(&marker.key)
+                && !batch.effects.iter().any(|e| matches!(e, Effect::CatalogDelete { name } if *name == marker.key))
             {
                 outcomes.push(Outcome { tag: format!("{} (already applied)", statement_tag(parsed)) });
                 continue;
             }
-            let outcome = self.plan(parsed, &mut working, &mut tables, &mut effects, marker, &mut table_ends)?;
+            let outcome = self.plan(parsed, &mut batch, marker)?;
             outcomes.push(outcome);
         }
-        self.apply(effects)?;
-        self.catalog = working;
+        self.apply(batch.effects)?;
+        self.catalog = batch.working;
         Ok(outcomes)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn plan(
-        &self,
-        parsed: &Parsed,
-        working: &mut Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
-        marker: Option<String>,
-        table_ends: &mut BTreeMap<String, u64>,
-    ) -> Result<Outcome> {
+    fn plan(&self, parsed: &Parsed, batch: &mut PendingBatch, marker: Option<MarkerKey>) -> Result<Outcome> {
         let at = &parsed.location;
         match &parsed.stmt {
             Stmt::CreateSource(source) => {
@@ -341,27 +409,41 @@ impl Session {
                 let spec = TopicSpec { partitions: 1, compacted: upsert_key.is_some() };
                 let topic = topic.clone();
                 let name_at = span_location(at, source.name.span);
-                let outcome =
-                    self.create(working, object, source.or_replace, source.if_not_exists, &name_at, effects)?;
+                let outcome = self.create(
+                    &mut batch.working,
+                    object,
+                    source.or_replace,
+                    source.if_not_exists,
+                    &name_at,
+                    &mut batch.effects,
+                )?;
                 if !self.topics.exists(&topic) {
-                    effects.push(Effect::CreateTopic { topic, spec });
+                    batch.effects.push(Effect::CreateTopic { topic, spec });
                 }
                 Ok(outcome)
             }
             Stmt::DropSource { name, if_exists, cascade } => {
                 let name_at = span_location(at, name.span);
                 let name = normalize(name);
-                self.drop(working, tables, table_ends, &name, "source", *if_exists, *cascade, &name_at, effects)
+                self.drop(batch, &name, "source", *if_exists, *cascade, &name_at)
             }
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => {
                     let object = self.table_object(create, at)?;
                     let topic = table_topic(&object.name);
                     let name_at = name_location(at, &create.name);
-                    let outcome =
-                        self.create(working, object, create.or_replace, create.if_not_exists, &name_at, effects)?;
+                    let outcome = self.create(
+                        &mut batch.working,
+                        object,
+                        create.or_replace,
+                        create.if_not_exists,
+                        &name_at,
+                        &mut batch.effects,
+                    )?;
                     if !self.topics.exists(&topic) {
-                        effects.push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
+                        batch
+                            .effects
+                            .push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
                     }
                     Ok(outcome)
                 }
@@ -369,11 +451,18 @@ impl Session {
                     if create.or_alter || create.secure || !create.cluster_by.is_empty() {
                         return Err(Error::sql(at.clone(), "not supported: OR ALTER, SECURE and CLUSTER BY"));
                     }
-                    let object = view_object(create, at)?;
+                    let object = view_object(create, at, parsed.nesting)?;
                     // The definition must bind now, against the catalog as it is at this point.
-                    bind_view(working, &object, Some(at))?;
+                    bind_view(&batch.working, &object, Some(at))?;
                     let name_at = name_location(at, &create.name);
-                    self.create(working, object, create.or_replace, create.if_not_exists, &name_at, effects)
+                    self.create(
+                        &mut batch.working,
+                        object,
+                        create.or_replace,
+                        create.if_not_exists,
+                        &name_at,
+                        &mut batch.effects,
+                    )
                 }
                 ast::Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                     let kind = match object_type {
@@ -388,23 +477,13 @@ impl Session {
                             return Err(Error::sql(at.clone(), "not supported: qualified names"));
                         };
                         let name_at = span_location(at, ident.span);
-                        outcome = Some(self.drop(
-                            working,
-                            tables,
-                            table_ends,
-                            &normalize(ident),
-                            kind,
-                            *if_exists,
-                            *cascade,
-                            &name_at,
-                            effects,
-                        )?);
+                        outcome = Some(self.drop(batch, &normalize(ident), kind, *if_exists, *cascade, &name_at)?);
                     }
                     Ok(outcome.unwrap_or(Outcome { tag: format!("DROP {}", kind.to_uppercase()) }))
                 }
-                ast::Statement::Insert(insert) => self.insert(insert, working, tables, effects, marker, table_ends, at),
-                ast::Statement::Update(update) => self.update(update, working, tables, effects, marker, table_ends, at),
-                ast::Statement::Delete(delete) => self.delete(delete, working, tables, effects, marker, table_ends, at),
+                ast::Statement::Insert(insert) => self.insert(insert, batch, marker, at),
+                ast::Statement::Update(update) => self.update(update, batch, marker, at),
+                ast::Statement::Delete(delete) => self.delete(delete, batch, marker, at),
                 ast::Statement::Query(_) => Err(Error::sql(
                     at.clone(),
                     "not supported: a query on its own; define it with CREATE MATERIALIZED VIEW name AS SELECT ... \
@@ -465,19 +544,16 @@ impl Session {
         Ok(Outcome { tag: if replaced { format!("{tag} (replaced)") } else { tag } })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn drop(
         &self,
-        working: &mut Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        table_ends: &mut BTreeMap<String, u64>,
+        batch: &mut PendingBatch,
         name: &str,
         kind: &str,
         if_exists: bool,
         cascade: bool,
         at: &Location,
-        effects: &mut Vec<Effect>,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         let tag = format!("DROP {} {name}", kind.to_uppercase());
         let Some(object) = working.get(name) else {
             if if_exists {
@@ -520,11 +596,23 @@ impl Session {
             let object = working.objects.remove(gone).expect("doomed objects exist");
             effects.push(Effect::CatalogDelete { name: gone.clone() });
             if let ObjectKind::Table { .. } = &object.kind {
+                // Its markers go with it: a table created again takes the files' DML again.
+                let mut markers: Vec<String> =
+                    self.markers.iter().filter(|(_, m)| m.table == *gone).map(|(k, _)| k.clone()).collect();
+                markers.extend(effects.iter().filter_map(|e| match e {
+                    Effect::MarkerPut { key, marker } if marker.table == *gone => Some(key.clone()),
+                    _ => None,
+                }));
+                for key in markers {
+                    effects.push(Effect::CatalogDelete { name: key });
+                }
                 // Its rows are deleted and its topic kept: a table created again
                 // under the name continues its offsets, so the readers of views
                 // over it (created again too, they may resume) see the rows go.
                 let keys: Vec<Vec<u8>> = self.table_rows(tables, &object)?.keys().cloned().collect();
-                tables.remove(gone);
+                // Empty from here on: a table created again in this batch starts without
+                // the rows (their tombstones are not written yet).
+                tables.insert(gone.clone(), TableRows::new());
                 let records = keys.into_iter().map(|key| TopicRecord { key: Some(key), value: None, headers: vec![] });
                 self.write_table(&object, records.collect(), None, effects, table_ends)?;
             }
@@ -622,32 +710,36 @@ impl Session {
         &self,
         object: &Object,
         records: Vec<TopicRecord>,
-        marker: Option<String>,
+        marker: Option<MarkerKey>,
         effects: &mut Vec<Effect>,
         table_ends: &mut BTreeMap<String, u64>,
     ) -> Result<()> {
         let ObjectKind::Table { topic, .. } = &object.kind else { unreachable!("a table") };
         let start = self.next_rowid(object, table_ends)?;
         table_ends.insert(topic.clone(), start + records.len() as u64);
-        if let Some(marker) = &marker {
-            let value = serde_json::json!({ "topic": topic, "offset": start, "records": records.len() }).to_string();
-            effects.push(Effect::CatalogPut { name: marker.clone(), definition: value });
+        if let Some(MarkerKey { key, file }) = marker {
+            let marker = Marker {
+                version: MARKER_VERSION,
+                file,
+                table: object.name.clone(),
+                topic: topic.clone(),
+                offset: start,
+                records: records.len() as u64,
+            };
+            effects.push(Effect::MarkerPut { key, marker });
         }
         effects.push(Effect::TableWrite { topic: topic.clone(), records });
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn insert(
         &self,
         insert: &ast::Insert,
-        working: &Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
-        marker: Option<String>,
-        table_ends: &mut BTreeMap<String, u64>,
+        batch: &mut PendingBatch,
+        marker: Option<MarkerKey>,
         at: &Location,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(Error::sql(at.clone(), "not supported: INSERT INTO a table function"));
         };
@@ -734,17 +826,14 @@ impl Session {
         Ok((scope, matching))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn update(
         &self,
         update: &ast::Update,
-        working: &Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
-        marker: Option<String>,
-        table_ends: &mut BTreeMap<String, u64>,
+        batch: &mut PendingBatch,
+        marker: Option<MarkerKey>,
         at: &Location,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         if update.from.is_some()
             || !update.table.joins.is_empty()
             || update.returning.is_some()
@@ -777,12 +866,13 @@ impl Session {
             for (index, expr, location) in &assignments {
                 let column = &object.columns[*index];
                 let value = eval(expr, old_row);
-                row[*index] = cast(&value, column.ty).ok_or_else(|| {
+                let value = cast(&value, column.ty).ok_or_else(|| {
                     Error::sql(
                         location.clone(),
                         format!("'{value}' is not a valid {} for \"{}\"", column.ty, column.name),
                     )
                 })?;
+                row[*index] = storable(value, column, location)?;
             }
             let rowid = std::str::from_utf8(old_key)
                 .ok()
@@ -811,17 +901,14 @@ impl Session {
         Ok(Outcome { tag: format!("UPDATE {count}") })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn delete(
         &self,
         delete: &ast::Delete,
-        working: &Catalog,
-        tables: &mut BTreeMap<String, TableRows>,
-        effects: &mut Vec<Effect>,
-        marker: Option<String>,
-        table_ends: &mut BTreeMap<String, u64>,
+        batch: &mut PendingBatch,
+        marker: Option<MarkerKey>,
         at: &Location,
     ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
         let from = match &delete.from {
             ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from) => from,
         };
@@ -860,6 +947,11 @@ impl Session {
                     value: None,
                     headers: vec![],
                 }),
+                Effect::MarkerPut { key, marker } => catalog_records.push(TopicRecord {
+                    key: Some(key.clone().into_bytes()),
+                    value: Some(serde_json::to_vec(marker).expect("a marker serializes")),
+                    headers: vec![],
+                }),
                 _ => {}
             }
         }
@@ -873,8 +965,11 @@ impl Session {
                     self.topics.ensure(&topic, TopicSpec { partitions: 1, compacted: true })?;
                     self.topics.append(&topic, records)?;
                 }
-                Effect::CatalogPut { name, definition } if name.starts_with("applied/") => {
-                    self.markers.insert(name, serde_json::from_str(&definition).unwrap_or_default());
+                Effect::MarkerPut { key, marker } => {
+                    self.markers.insert(key, marker);
+                }
+                Effect::CatalogDelete { name } if name.starts_with(MARKER_PREFIX) => {
+                    self.markers.remove(&name);
                 }
                 Effect::CatalogPut { .. } | Effect::CatalogDelete { .. } => {}
             }
@@ -959,7 +1054,7 @@ fn key_indexes(idents: &[ast::Ident], columns: &[Column], at: &Location) -> Resu
         .collect()
 }
 
-fn view_object(create: &ast::CreateView, at: &Location) -> Result<Object> {
+fn view_object(create: &ast::CreateView, at: &Location, nesting: usize) -> Result<Object> {
     let Some(ident) = single_name(&create.name) else {
         return Err(Error::sql(at.clone(), "not supported: qualified view names"));
     };
@@ -1026,7 +1121,7 @@ fn view_object(create: &ast::CreateView, at: &Location) -> Result<Object> {
     }
     Ok(Object {
         name,
-        kind: ObjectKind::View { query, materialized: create.materialized },
+        kind: ObjectKind::View { query, materialized: create.materialized, nesting },
         columns: Vec::new(),
         definition: ast::Statement::CreateView(canonical).to_string(),
     })
@@ -1038,9 +1133,10 @@ type BoundView = (crate::plan::Rel, Vec<(String, Type)>, BTreeSet<String>);
 
 /// Binds a view's query.
 fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location>) -> Result<BoundView> {
-    let ObjectKind::View { query, .. } = &object.kind else { unreachable!("a view") };
+    let ObjectKind::View { query, nesting, .. } = &object.kind else { unreachable!("a view") };
     let location = at.cloned().unwrap_or_default();
     let mut binder = Binder::new(catalog, location.file.clone(), location);
+    binder.nesting = *nesting;
     if binder.dependencies.contains(&object.name) {
         unreachable!("no dependencies before binding");
     }
@@ -1074,7 +1170,23 @@ fn constant(catalog: &Catalog, expr: &ast::Expr, column: &Column, at: &Location)
     let bound = bind_scalar(catalog, expr, &Scope::default(), at)?;
     let value = eval(&bound, &[]);
     let location = span_location(at, expr.span());
-    cast(&value, column.ty).ok_or_else(|| {
-        Error::sql(location, format!("'{value}' is not a valid {} for column \"{}\"", column.ty, column.name))
-    })
+    let value = cast(&value, column.ty).ok_or_else(|| {
+        Error::sql(location.clone(), format!("'{value}' is not a valid {} for column \"{}\"", column.ty, column.name))
+    })?;
+    storable(value, column, &location)
+}
+
+/// A table's rows are JSON, which has no infinities or NaN: a DOUBLE that
+/// is one is refused (stored, it would read back as NULL).
+fn storable(value: Value, column: &Column, at: &Location) -> Result<Value> {
+    match value.as_f64() {
+        Some(x) if matches!(value, Value::Double(_)) && !x.is_finite() => Err(Error::sql(
+            at.clone(),
+            format!(
+                "column \"{}\" cannot store {value}: a table holds JSON, which has no infinities or NaN",
+                column.name
+            ),
+        )),
+        _ => Ok(value),
+    }
 }

@@ -211,7 +211,7 @@ impl Value {
             Value::Decimal(d) => Some(d.get()),
             Value::Double(d) => {
                 let scaled = (d.0 * DECIMAL_ONE as f64).round();
-                (scaled.is_finite() && scaled.abs() < 1e37).then_some(scaled as i128)
+                (scaled.is_finite() && scaled.abs() < 1e38).then_some(scaled as i128)
             }
             _ => None,
         }
@@ -224,7 +224,8 @@ impl Value {
             Value::Null => J::Null,
             Value::Bool(b) => J::Bool(*b),
             Value::Int(i) => J::from(*i),
-            Value::Double(d) => serde_json::Number::from_f64(d.0).map_or(J::String(d.0.to_string()), J::Number),
+            // JSON has no infinities or NaN: they are null (docs/sql.md).
+            Value::Double(d) => serde_json::Number::from_f64(d.0).map_or(J::Null, J::Number),
             Value::Decimal(_) | Value::Timestamp(_) | Value::Date(_) | Value::Interval(_) => {
                 J::String(self.to_string())
             }
@@ -269,33 +270,58 @@ pub(crate) fn round_decimal(units: i128, scale: u8) -> i128 {
     if rem.abs() * 2 >= step { base + step * rem.signum() } else { base }
 }
 
-/// Parses a decimal literal ("-12.5") into units.
+/// Parses a decimal number ("-12.5", "1.5e3", "+.5") into units, exactly:
+/// from its digits, rounded half away from zero at the sixth fractional
+/// digit. `None`: not a number, or beyond what the units can hold.
 pub(crate) fn parse_decimal(text: &str) -> Option<i128> {
     let text = text.trim();
-    let (negative, digits) = match text.strip_prefix('-') {
+    let (negative, rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
-    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     if int.is_empty() && frac.is_empty()
         || !int.bytes().all(|b| b.is_ascii_digit())
         || !frac.bytes().all(|b| b.is_ascii_digit())
     {
         return None;
     }
-    let int: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
-    let mut frac_units: i128 = 0;
-    for (i, b) in frac.bytes().enumerate() {
-        if i as u32 == DECIMAL_SCALE {
-            // Round on the first dropped digit.
-            if b >= b'5' {
-                frac_units += 1;
+    let exponent: i64 = match exponent {
+        None => 0,
+        Some(e) => {
+            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
             }
-            break;
+            // Beyond any i128's digits either way: clamped, the value is 0 or out of range.
+            let magnitude: i64 = digits.parse::<i64>().unwrap_or(i64::MAX).min(1000);
+            if e.starts_with('-') { -magnitude } else { magnitude }
         }
-        frac_units += (b - b'0') as i128 * 10i128.pow(DECIMAL_SCALE - 1 - i as u32);
+    };
+    // The value is DIGITS x 10^shift, in units DIGITS x 10^(shift + scale).
+    let digits: String = int.chars().chain(frac.chars()).skip_while(|c| *c == '0').collect();
+    if digits.is_empty() {
+        return Some(0);
     }
-    let units = int.checked_mul(DECIMAL_ONE)?.checked_add(frac_units)?;
+    let shift = exponent - frac.len() as i64 + DECIMAL_SCALE as i64;
+    let units = if shift >= 0 {
+        let digits: i128 = digits.parse().ok()?;
+        digits.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)?
+    } else {
+        let dropped = usize::try_from(-shift).unwrap_or(usize::MAX);
+        if dropped > digits.len() {
+            0
+        } else {
+            let (kept, rest) = digits.split_at(digits.len() - dropped);
+            let kept: i128 = if kept.is_empty() { 0 } else { kept.parse().ok()? };
+            // Round on the first dropped digit.
+            if rest.as_bytes()[0] >= b'5' { kept.checked_add(1)? } else { kept }
+        }
+    };
     Some(if negative { -units } else { units })
 }
 
@@ -379,9 +405,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn infinite_and_nan_doubles_are_null_in_json() {
+        // Were the strings "inf", "-inf" and "NaN".
+        for x in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            assert_eq!(Value::double(x).to_json(), serde_json::Value::Null, "{x}");
+        }
+        assert_eq!(Value::double(1.5).to_json(), serde_json::json!(1.5));
+    }
+
+    #[test]
+    fn decimal_38_6_holds_up_to_10_pow_32_less_one_unit() {
+        let ty = Type::Decimal { precision: 38, scale: 6 };
+        let max = 10i128.pow(38) - 1;
+        assert_eq!(cast(&Value::Decimal(max.into()), ty), Some(Value::Decimal(max.into())));
+        assert_eq!(cast(&Value::Decimal((max + 1).into()), ty), None);
+        // Was refused past 1e31.
+        assert!(cast(&Value::double(9e31), ty).is_some());
+        assert_eq!(cast(&Value::double(1e33), ty), None);
+    }
+
+    #[test]
     fn decimals_parse_round_and_print() {
         assert_eq!(parse_decimal("12.5"), Some(12_500_000));
         assert_eq!(parse_decimal("-0.0000005"), Some(-1));
+        assert_eq!(parse_decimal("1234567890123.456789"), Some(1_234_567_890_123_456_789));
+        assert_eq!(parse_decimal("1.5e3"), Some(1_500_000_000));
+        assert_eq!(parse_decimal("15E-7"), Some(2));
+        assert_eq!(parse_decimal("-.5"), Some(-500_000));
+        assert_eq!(parse_decimal("0.0000004999999"), Some(0));
+        assert_eq!(parse_decimal("1e-2000"), Some(0));
+        assert_eq!(parse_decimal("0e5000"), Some(0));
+        assert_eq!(parse_decimal("1e5000"), None);
+        assert_eq!(parse_decimal("99999999999999999999999999999999.999999"), Some(10i128.pow(38) - 1));
+        for bad in ["", ".", "e5", "1e", "1e+", "1.2.3", "--1", "1 2", "0x10", "inf", "NaN"] {
+            assert_eq!(parse_decimal(bad), None, "{bad}");
+        }
         assert_eq!(format_decimal(12_500_000), "12.5");
         assert_eq!(format_decimal(-1), "-0.000001");
         assert_eq!(round_decimal(12_345_000, 2), 12_350_000);

@@ -66,3 +66,21 @@ fn a_failing_batch_applies_nothing() {
     let session = Session::open(dir.path()).unwrap();
     assert!(session.objects().is_empty(), "nothing of a failed batch reached the catalog topic");
 }
+
+#[test]
+fn a_table_refuses_infinite_and_nan_doubles() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = Session::open(dir.path()).unwrap();
+    session
+        .execute("CREATE TABLE t (k INT PRIMARY KEY, x DOUBLE); INSERT INTO t VALUES (1, 1.5);", None, false)
+        .unwrap();
+    // Stored as JSON they would read back as NULL (were the strings "inf" and "NaN", which did not read back).
+    for value in ["CAST('inf' AS DOUBLE)", "CAST('-inf' AS DOUBLE)", "CAST('NaN' AS DOUBLE)"] {
+        let error = session.execute(&format!("INSERT INTO t VALUES (2, {value})"), None, false).unwrap_err();
+        assert!(error.to_string().contains("column \"x\" cannot store"), "{error}");
+        let error = session.execute(&format!("UPDATE t SET x = {value}"), None, false).unwrap_err();
+        assert!(error.to_string().contains("column \"x\" cannot store"), "{error}");
+    }
+    let tags = session.execute("UPDATE t SET x = x * 2", None, false).unwrap();
+    assert_eq!(tags[0].tag, "UPDATE 1");
+}

@@ -711,17 +711,22 @@ fn file_statements_apply_once() -> TestResult {
 fn a_file_statement_cut_by_a_crash_is_applied_later() -> TestResult {
     let dir = tempfile::tempdir()?;
     Session::open(dir.path())?.execute("CREATE TABLE t (a INT); INSERT INTO t VALUES (1)", None, false)?;
-    // What the crash left: the marker of `INSERT INTO t VALUES (2)` (named by
-    // an FNV-1a hash of the statement and its occurrence), none of its rows.
+    // What the crash left: the marker of `INSERT INTO t VALUES (2)` in f.sql
+    // (named by FNV-1a hashes of the file and the statement, and its
+    // occurrence: docs/sql.md), none of its rows.
     let statement = "INSERT INTO t VALUES (2)";
-    let hash = statement.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    let fnv =
+        |text: &str| text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
     let topics = Topics::open(dir.path())?;
     let end = topics.end_offset("table.t", 0)?;
     topics.append(
         millpond_sql::CATALOG_TOPIC,
         vec![TopicRecord {
-            key: Some(format!("applied/{hash:016x}/1").into_bytes()),
-            value: Some(format!(r#"{{"topic":"table.t","offset":{end},"records":1}}"#).into_bytes()),
+            key: Some(format!("applied/v1/{:016x}/{:016x}/1", fnv("f.sql"), fnv(statement)).into_bytes()),
+            value: Some(
+                format!(r#"{{"version":1,"file":"f.sql","table":"t","topic":"table.t","offset":{end},"records":1}}"#)
+                    .into_bytes(),
+            ),
             headers: vec![],
         }],
     )?;

@@ -1,0 +1,288 @@
+//! Plan-to-plan rewrites: a bound plan (or predicate) in, an equivalent
+//! one out. They need no catalog: the binder calls them once names and
+//! types are resolved, and they are tested on hand-built plans.
+//!
+//! - a filter's conjuncts become join keys of the inner joins below it, or
+//!   bound a ROW_NUMBER below it (`rn <= k`: top-k), the rest stay a filter;
+//! - a join condition splits into key pairs and the conjuncts of one side,
+//!   the other, or both.
+//!
+//! Invariant: a rewritten plan computes what the plan did.
+use crate::plan::{BinaryOp, Expr, JoinKind, Rel};
+use crate::value::Value;
+
+/// Splits a predicate into its AND-ed parts.
+pub(crate) fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
+    match expr {
+        Expr::Binary(BinaryOp::And, l, r) => {
+            conjuncts(*l, out);
+            conjuncts(*r, out);
+        }
+        other => out.push(other),
+    }
+}
+
+pub(crate) fn and_all(mut parts: Vec<Expr>) -> Option<Expr> {
+    let first = parts.pop()?;
+    Some(parts.into_iter().rev().fold(first, |acc, e| Expr::binary(BinaryOp::And, e, acc)))
+}
+
+fn shift(mut expr: Expr, by: usize) -> Expr {
+    expr.map_columns(&mut |c| c - by);
+    expr
+}
+
+/// A join ON condition split against a left width: key pairs, and the
+/// conjuncts reading only the left, only the right, or both sides.
+#[derive(Default)]
+pub(crate) struct JoinCondition {
+    pub(crate) left_keys: Vec<Expr>,
+    pub(crate) right_keys: Vec<Expr>,
+    pub(crate) left_only: Vec<Expr>,
+    pub(crate) right_only: Vec<Expr>,
+    pub(crate) both: Vec<Expr>,
+}
+
+pub(crate) fn split_condition(parts: Vec<Expr>, left_width: usize) -> JoinCondition {
+    let mut out = JoinCondition::default();
+    for part in parts {
+        let columns = part.columns();
+        let in_left = |cols: &[usize]| cols.iter().all(|c| *c < left_width);
+        let in_right = |cols: &[usize]| cols.iter().all(|c| *c >= left_width);
+        if let Expr::Binary(BinaryOp::Eq, a, b) = &part {
+            let (ca, cb) = (a.columns(), b.columns());
+            if !ca.is_empty() && !cb.is_empty() {
+                if in_left(&ca) && in_right(&cb) {
+                    out.left_keys.push((**a).clone());
+                    out.right_keys.push(shift((**b).clone(), left_width));
+                    continue;
+                }
+                if in_right(&ca) && in_left(&cb) {
+                    out.left_keys.push((**b).clone());
+                    out.right_keys.push(shift((**a).clone(), left_width));
+                    continue;
+                }
+            }
+        }
+        if columns.is_empty() {
+            out.both.push(part);
+        } else if in_left(&columns) {
+            out.left_only.push(part);
+        } else if in_right(&columns) {
+            out.right_only.push(shift(part, left_width));
+        } else {
+            out.both.push(part);
+        }
+    }
+    out
+}
+
+/// Adds a filter, first using its parts where the plan can: an equality
+/// across an inner join becomes a join key; `rn <= k` bounds a ROW_NUMBER.
+pub(crate) fn apply_filter(mut rel: Rel, predicate: Expr) -> Rel {
+    let mut parts = Vec::new();
+    conjuncts(predicate, &mut parts);
+    let mut kept = Vec::new();
+    for part in parts {
+        if let Some(column_and_k) = row_number_bound(&part) {
+            limit_row_number(&mut rel, column_and_k.0, column_and_k.1);
+            kept.push(part);
+            continue;
+        }
+        if let Some(rest) = push_into_join(&mut rel, part) {
+            kept.push(rest);
+        }
+    }
+    match and_all(kept) {
+        Some(predicate) => Rel::Filter { input: Box::new(rel), predicate },
+        None => rel,
+    }
+}
+
+/// `rn <= k`, `rn < k`, `rn = 1` (and mirrored): the column and the bound.
+fn row_number_bound(predicate: &Expr) -> Option<(usize, usize)> {
+    let Expr::Binary(op, a, b) = predicate else { return None };
+    let (column, k, op) = match (a.as_ref(), b.as_ref()) {
+        (Expr::Column(c), Expr::Literal(Value::Int(k))) => (*c, *k, *op),
+        (Expr::Literal(Value::Int(k)), Expr::Column(c)) => {
+            let flipped = match op {
+                BinaryOp::GtEq => BinaryOp::LtEq,
+                BinaryOp::Gt => BinaryOp::Lt,
+                BinaryOp::Eq => BinaryOp::Eq,
+                _ => return None,
+            };
+            (*c, *k, flipped)
+        }
+        _ => return None,
+    };
+    let limit = match op {
+        BinaryOp::LtEq => k,
+        BinaryOp::Lt => k - 1,
+        BinaryOp::Eq if k == 1 => 1,
+        _ => return None,
+    };
+    Some((column, limit.max(0) as usize))
+}
+
+/// Sets the limit of the ROW_NUMBER whose rank is output column `column` of
+/// `rel`, if there is one.
+fn limit_row_number(rel: &mut Rel, column: usize, k: usize) {
+    match rel {
+        Rel::Project { input, exprs } => {
+            if let Some(Expr::Column(c)) = exprs.get(column) {
+                limit_row_number(input, *c, k);
+            }
+        }
+        Rel::Filter { input, .. } => limit_row_number(input, column, k),
+        Rel::TopK { limit, row_number: true, input_width, .. } if column == *input_width => {
+            *limit = Some(limit.map_or(k, |l| l.min(k)));
+        }
+        _ => {}
+    }
+}
+
+/// Makes an equality across an inner join's sides one of its keys; returns
+/// the predicate when it cannot be used that way.
+fn push_into_join(rel: &mut Rel, predicate: Expr) -> Option<Expr> {
+    let Rel::Join { kind: JoinKind::Inner, left, right, left_keys, right_keys, left_width, .. } = rel else {
+        return Some(predicate);
+    };
+    let columns = predicate.columns();
+    if columns.is_empty() {
+        return Some(predicate);
+    }
+    if columns.iter().all(|c| c < left_width) {
+        return push_into_join(left, predicate);
+    }
+    if columns.iter().all(|c| c >= left_width) {
+        let shifted = shift(predicate.clone(), *left_width);
+        return push_into_join(right, shifted).map(|_| predicate);
+    }
+    let split = split_condition(vec![predicate.clone()], *left_width);
+    if split.left_keys.len() == 1 {
+        left_keys.extend(split.left_keys);
+        right_keys.extend(split.right_keys);
+        return None;
+    }
+    Some(predicate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Location;
+    use crate::plan::Input;
+    use crate::value::Type;
+
+    fn col(i: usize) -> Expr {
+        Expr::Column(i)
+    }
+    fn int(i: i64) -> Expr {
+        Expr::Literal(Value::Int(i))
+    }
+    fn op(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+        Expr::binary(op, a, b)
+    }
+    fn get(name: &str, width: usize) -> Rel {
+        Rel::Get {
+            object: name.into(),
+            input: Input::Source { topic: name.into() },
+            columns: (0..width).map(|i| (format!("c{i}"), Type::Int)).collect(),
+        }
+    }
+    fn join(kind: JoinKind, left: Rel, right: Rel, widths: (usize, usize)) -> Rel {
+        Rel::Join {
+            kind,
+            left: Box::new(left),
+            right: Box::new(right),
+            left_keys: vec![],
+            right_keys: vec![],
+            left_width: widths.0,
+            right_width: widths.1,
+        }
+    }
+
+    #[test]
+    fn conjuncts_and_and_all_round_trip() {
+        let parts = vec![op(BinaryOp::Gt, col(0), int(1)), op(BinaryOp::Lt, col(1), int(2)), col(2)];
+        let mut split = Vec::new();
+        conjuncts(and_all(parts.clone()).unwrap(), &mut split);
+        assert_eq!(split, parts);
+        assert_eq!(and_all(vec![]), None);
+    }
+
+    #[test]
+    fn a_join_condition_splits_into_keys_and_sides() {
+        let parts = vec![
+            op(BinaryOp::Eq, col(0), col(3)),
+            op(BinaryOp::Eq, col(4), col(1)),
+            op(BinaryOp::Gt, col(1), int(5)),
+            op(BinaryOp::Lt, col(4), int(2)),
+            op(BinaryOp::Lt, col(0), col(3)),
+            op(BinaryOp::Eq, int(1), int(1)),
+        ];
+        let split = split_condition(parts, 3);
+        assert_eq!(split.left_keys, vec![col(0), col(1)]);
+        // Right-side expressions are renumbered from the right input's first column.
+        assert_eq!(split.right_keys, vec![col(0), col(1)]);
+        assert_eq!(split.left_only, vec![op(BinaryOp::Gt, col(1), int(5))]);
+        assert_eq!(split.right_only, vec![op(BinaryOp::Lt, col(1), int(2))]);
+        assert_eq!(split.both, vec![op(BinaryOp::Lt, col(0), col(3)), op(BinaryOp::Eq, int(1), int(1))]);
+    }
+
+    #[test]
+    fn an_equality_across_an_inner_join_becomes_its_key() {
+        let rel = join(JoinKind::Inner, get("a", 2), get("b", 2), (2, 2));
+        let predicate = and_all(vec![op(BinaryOp::Eq, col(0), col(2)), op(BinaryOp::Gt, col(1), int(1))]).unwrap();
+        let Rel::Filter { input, predicate } = apply_filter(rel, predicate) else { panic!("a filter stays") };
+        assert_eq!(predicate, op(BinaryOp::Gt, col(1), int(1)));
+        let Rel::Join { left_keys, right_keys, .. } = *input else { panic!("the join") };
+        assert_eq!((left_keys, right_keys), (vec![col(0)], vec![col(0)]));
+        // Only the equality: no filter left.
+        let rel = join(JoinKind::Inner, get("a", 2), get("b", 2), (2, 2));
+        assert!(matches!(apply_filter(rel, op(BinaryOp::Eq, col(3), col(1))), Rel::Join { .. }));
+    }
+
+    #[test]
+    fn an_equality_over_an_outer_join_stays_a_filter() {
+        let rel = join(JoinKind::Left, get("a", 2), get("b", 2), (2, 2));
+        let predicate = op(BinaryOp::Eq, col(0), col(2));
+        let rewritten = apply_filter(rel.clone(), predicate.clone());
+        assert_eq!(rewritten, Rel::Filter { input: Box::new(rel), predicate });
+    }
+
+    #[test]
+    fn a_filter_on_a_row_number_bounds_it() {
+        let top = |limit| Rel::TopK {
+            input: Box::new(get("a", 2)),
+            partition: vec![col(0)],
+            order: vec![],
+            limit,
+            row_number: true,
+            input_width: 2,
+            location: Location::default(),
+        };
+        // The rank is column 2 of the top-k, column 1 of the projection over it.
+        let rel = Rel::Project { input: Box::new(top(None)), exprs: vec![col(0), col(2)] };
+        for (predicate, k) in [
+            (op(BinaryOp::LtEq, col(1), int(3)), 3),
+            (op(BinaryOp::Lt, col(1), int(3)), 2),
+            (op(BinaryOp::GtEq, int(4), col(1)), 4),
+            (op(BinaryOp::Eq, col(1), int(1)), 1),
+        ] {
+            let Rel::Filter { input, .. } = apply_filter(rel.clone(), predicate.clone()) else { panic!("kept") };
+            assert_eq!(
+                *input,
+                Rel::Project { input: Box::new(top(Some(k))), exprs: vec![col(0), col(2)] },
+                "{predicate:?}"
+            );
+        }
+        // Not a bound: `rn = 2`, `rn > 3`, or a bound on another column.
+        for predicate in
+            [op(BinaryOp::Eq, col(1), int(2)), op(BinaryOp::Gt, col(1), int(3)), op(BinaryOp::LtEq, col(0), int(3))]
+        {
+            let Rel::Filter { input, .. } = apply_filter(rel.clone(), predicate) else { panic!("kept") };
+            assert_eq!(*input, rel);
+        }
+    }
+}
