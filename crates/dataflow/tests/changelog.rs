@@ -87,6 +87,7 @@ fn meta(epoch: u64, end_offset: u64) -> CheckpointMeta {
         readers: Default::default(),
         // Rows not counted: these tests write changelogs by hand.
         changelogs: BTreeMap::from([(VIEW.to_owned(), millpond_dataflow::ViewChangelog::default())]),
+        topic_ids: Default::default(),
     }
 }
 

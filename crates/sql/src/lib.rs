@@ -101,12 +101,14 @@ pub fn topic_reader(data_dir: &std::path::Path, topic: &str) -> Result<Option<St
         .find_map(|(name, reads)| reads.filter(|(_, t)| t == topic).map(|(kind, _)| format!("{kind} {name}"))))
 }
 
-/// The catalog's objects: name to the (kind, topic) it reads, for sources
-/// and tables; `None` for a catalog never written.
+/// Catalog object names to the (kind, topic) each reads: sources and
+/// tables; views read no topic.
 #[cfg(feature = "runtime")]
-fn catalog_objects(
-    data_dir: &std::path::Path,
-) -> Result<Option<std::collections::BTreeMap<String, Option<(&'static str, String)>>>> {
+type CatalogObjects = std::collections::BTreeMap<String, Option<(&'static str, String)>>;
+
+/// The catalog's objects; `None` for a catalog never written.
+#[cfg(feature = "runtime")]
+fn catalog_objects(data_dir: &std::path::Path) -> Result<Option<CatalogObjects>> {
     let Some(records) = millpond_dataflow::read_partition_unlocked(data_dir, CATALOG_TOPIC, 0)? else {
         return Ok(None);
     };
