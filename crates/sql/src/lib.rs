@@ -13,7 +13,7 @@
 //! (objects and their persistence), `bind` (names, types, plans), `plan`
 //! (the plan types), `rewrite` (plan-to-plan rewrites), `eval` (expressions on rows), `value` and `time`
 //! (SQL values), `decode` (JSON records to rows), `render` (plans to
-//! collections), `session` (executing statements).
+//! collections), `session` (executing statements, with `catalog_log`, `ddl` and `dml`).
 //!
 //! Invariant (architecture): this crate depends on `millpond-dataflow` and
 //! on no other Millpond crate; it knows nothing of RocksDB or of the log's

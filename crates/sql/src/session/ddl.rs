@@ -1,0 +1,363 @@
+//! DDL: CREATE and DROP of sources, tables and views against a batch's
+//! working catalog (every view must still bind), and the objects a
+//! definition makes.
+use super::*;
+
+/// Object names become topic names and JSON: keep them plain.
+pub(super) fn check_name(name: &str, location: &Location) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.starts_with("__");
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::sql(
+            location.clone(),
+            format!(
+                "invalid name \"{name}\": use up to 100 lowercase letters, digits and '_' (not starting with '__')"
+            ),
+        ))
+    }
+}
+
+pub(super) fn view_object(create: &ast::CreateView, at: &Location, nesting: usize) -> Result<Object> {
+    let Some(ident) = single_name(&create.name) else {
+        return Err(Error::sql(at.clone(), "not supported: qualified view names"));
+    };
+    let name = normalize(ident);
+    check_name(&name, &span_location(at, ident.span))?;
+    let mut canonical = create.clone();
+    canonical.or_replace = false;
+    canonical.if_not_exists = false;
+    let mut query = create.query.clone();
+    if !create.columns.is_empty() {
+        // CREATE VIEW v (a, b) AS ...: rename through a derived table.
+        let alias = ast::TableAlias {
+            explicit: true,
+            at: None,
+            name: ast::Ident::new("v"),
+            columns: create.columns.iter().map(|c| ast::TableAliasColumnDef::from_name(c.name.value.clone())).collect(),
+        };
+        let select = ast::Select {
+            select_token: ast::helpers::attached_token::AttachedToken::empty(),
+            optimizer_hints: vec![],
+            distinct: None,
+            select_modifiers: None,
+            top: None,
+            top_before_distinct: false,
+            projection: vec![ast::SelectItem::Wildcard(ast::WildcardAdditionalOptions::default())],
+            exclude: None,
+            into: None,
+            from: vec![ast::TableWithJoins {
+                relation: ast::TableFactor::Derived {
+                    lateral: false,
+                    subquery: query,
+                    alias: Some(alias),
+                    sample: None,
+                },
+                joins: vec![],
+            }],
+            lateral_views: vec![],
+            prewhere: None,
+            selection: None,
+            connect_by: vec![],
+            group_by: ast::GroupByExpr::Expressions(vec![], vec![]),
+            cluster_by: vec![],
+            distribute_by: vec![],
+            sort_by: vec![],
+            having: None,
+            named_window: vec![],
+            qualify: None,
+            window_before_qualify: false,
+            value_table_mode: None,
+            flavor: ast::SelectFlavor::Standard,
+        };
+        query = Box::new(ast::Query {
+            with: None,
+            body: Box::new(ast::SetExpr::Select(Box::new(select))),
+            order_by: None,
+            limit_clause: None,
+            fetch: None,
+            locks: vec![],
+            for_clause: None,
+            settings: None,
+            format_clause: None,
+            pipe_operators: vec![],
+        });
+    }
+    Ok(Object {
+        name,
+        kind: ObjectKind::View { query, materialized: create.materialized, nesting },
+        columns: Vec::new(),
+        definition: ast::Statement::CreateView(canonical).to_string(),
+    })
+}
+
+/// A bound view: its plan, output columns and the catalog objects it reads
+/// (through views too).
+pub(super) type BoundView = (crate::plan::Rel, Vec<(String, Type)>, BTreeSet<String>);
+
+/// Binds a view's query.
+pub(super) fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location>) -> Result<BoundView> {
+    let ObjectKind::View { query, nesting, .. } = &object.kind else { unreachable!("a view") };
+    let location = at.cloned().unwrap_or_default();
+    let mut binder = Binder::new(catalog, location.file.clone(), location);
+    binder.nesting = *nesting;
+    if binder.dependencies.contains(&object.name) {
+        unreachable!("no dependencies before binding");
+    }
+    binder.defining = Some(object.name.clone());
+    let bound = binder.bind_view_query(query)?;
+    if binder.dependencies.contains(&object.name) {
+        return Err(Error::sql(at.cloned().unwrap_or_default(), format!("view \"{}\" reads itself", object.name)));
+    }
+    let columns = bound.scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+    Ok((bound.rel, columns, binder.dependencies))
+}
+
+impl Session {
+    /// The catalog object a CREATE statement defines (unchecked against others).
+    pub(super) fn object_of(&self, parsed: &Parsed) -> Result<Object> {
+        let at = &parsed.location;
+        match &parsed.stmt {
+            Stmt::CreateSource(source) => self.source_object(source, at),
+            Stmt::Sql(statement) => match statement.as_ref() {
+                ast::Statement::CreateTable(create) => self.table_object(create, at),
+                ast::Statement::CreateView(create) => view_object(create, at, parsed.nesting),
+                _ => Err(Error::sql(at.clone(), "not a CREATE statement")),
+            },
+            Stmt::DropSource { .. } => Err(Error::sql(at.clone(), "not a CREATE statement")),
+        }
+    }
+
+    pub(super) fn columns(&self, defs: &[ast::ColumnDef], at: &Location) -> Result<Vec<Column>> {
+        let mut columns: Vec<Column> = Vec::new();
+        for def in defs {
+            let name = normalize(&def.name);
+            let location = span_location(at, def.name.span);
+            let Some(ty) = data_type(&def.data_type) else {
+                return Err(Error::sql(
+                    location,
+                    format!("not supported: the type {} (column \"{name}\")", def.data_type),
+                ));
+            };
+            if columns.iter().any(|c| c.name == name) {
+                return Err(Error::sql(location, format!("column \"{name}\" is declared twice")));
+            }
+            for option in &def.options {
+                match &option.option {
+                    ast::ColumnOption::Null | ast::ColumnOption::NotNull | ast::ColumnOption::PrimaryKey(_) => {}
+                    other => {
+                        return Err(Error::sql(location, format!("not supported: the column option {other}")));
+                    }
+                }
+            }
+            columns.push(Column { name, ty });
+        }
+        Ok(columns)
+    }
+
+    pub(super) fn source_object(&self, source: &CreateSource, at: &Location) -> Result<Object> {
+        let name = normalize(&source.name);
+        check_name(&name, &span_location(at, source.name.span))?;
+        let columns = self.columns(&source.columns, at)?;
+        let upsert_key = match &source.upsert_key {
+            None => None,
+            Some(key) => Some(key_indexes(key, &columns, at)?),
+        };
+        if source.topic.is_empty()
+            || source.topic.len() > 200
+            || !source.topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(Error::sql(
+                source.topic_location.clone(),
+                format!("invalid topic name '{}': use ASCII letters, digits, '.', '_' and '-'", source.topic),
+            ));
+        }
+        let canonical = CreateSource { or_replace: false, if_not_exists: false, ..source.clone() };
+        Ok(Object {
+            name,
+            kind: ObjectKind::Source { topic: source.topic.clone(), upsert_key },
+            columns,
+            definition: canonical.to_string(),
+        })
+    }
+
+    pub(super) fn table_object(&self, create: &ast::CreateTable, at: &Location) -> Result<Object> {
+        let Some(ident) = single_name(&create.name) else {
+            return Err(Error::sql(at.clone(), "not supported: qualified table names"));
+        };
+        let name = normalize(ident);
+        check_name(&name, &span_location(at, ident.span))?;
+        if create.query.is_some()
+            || create.like.is_some()
+            || create.clone.is_some()
+            || create.temporary
+            || create.external
+        {
+            return Err(Error::sql(
+                at.clone(),
+                "not supported: CREATE TABLE AS/LIKE/CLONE, TEMPORARY and EXTERNAL tables",
+            ));
+        }
+        let columns = self.columns(&create.columns, at)?;
+        let mut primary_key: Option<Vec<usize>> = None;
+        for def in &create.columns {
+            if def.options.iter().any(|o| matches!(o.option, ast::ColumnOption::PrimaryKey(_))) {
+                let index = columns.iter().position(|c| c.name == normalize(&def.name)).expect("declared");
+                primary_key.get_or_insert_with(Vec::new).push(index);
+            }
+        }
+        for constraint in &create.constraints {
+            match constraint {
+                ast::TableConstraint::PrimaryKey(pk) if primary_key.is_none() => {
+                    let mut key = Vec::new();
+                    for column in &pk.columns {
+                        let ast::Expr::Identifier(ident) = &column.column.expr else {
+                            return Err(Error::sql(at.clone(), "PRIMARY KEY lists column names"));
+                        };
+                        key.extend(key_indexes(std::slice::from_ref(ident), &columns, at)?);
+                    }
+                    primary_key = Some(key);
+                }
+                ast::TableConstraint::PrimaryKey(_) => {
+                    return Err(Error::sql(at.clone(), "a table has at most one PRIMARY KEY"));
+                }
+                other => return Err(Error::sql(at.clone(), format!("not supported: the constraint {other}"))),
+            }
+        }
+        let mut canonical = create.clone();
+        canonical.or_replace = false;
+        canonical.if_not_exists = false;
+        Ok(Object {
+            name: name.clone(),
+            kind: ObjectKind::Table { topic: table_topic(&name), primary_key },
+            columns,
+            definition: ast::Statement::CreateTable(canonical).to_string(),
+        })
+    }
+
+    pub(super) fn create(
+        &self,
+        working: &mut Catalog,
+        object: Object,
+        or_replace: bool,
+        if_not_exists: bool,
+        at: &Location,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Outcome> {
+        let tag = format!("CREATE {} {}", object.kind_name().to_uppercase(), object.name);
+        if let Some(existing) = working.get(&object.name) {
+            if existing.definition == object.definition || if_not_exists {
+                return Ok(Outcome { tag: format!("{tag} (unchanged)") });
+            }
+            if !or_replace {
+                return Err(Error::sql(
+                    at.clone(),
+                    format!(
+                        "{} \"{}\" already exists with another definition; use CREATE OR REPLACE, or DROP it first",
+                        existing.kind_name(),
+                        object.name
+                    ),
+                ));
+            }
+            if existing.kind_name() != object.kind_name() {
+                return Err(Error::sql(
+                    at.clone(),
+                    format!("\"{}\" is a {}, not a {}", object.name, existing.kind_name(), object.kind_name()),
+                ));
+            }
+        }
+        let replaced = working.objects.insert(object.name.clone(), object.clone()).is_some();
+        // Every view must still bind against the changed catalog.
+        for view in working.objects.values().filter(|o| matches!(o.kind, ObjectKind::View { .. })) {
+            if let Err(e) = bind_view(working, view, None) {
+                // The view's own position would be in its stored definition, which the user does not see.
+                let reason = match e {
+                    Error::Sql { message, .. } => message,
+                    other => other.to_string(),
+                };
+                return Err(Error::sql(at.clone(), format!("this change breaks view \"{}\": {reason}", view.name)));
+            }
+        }
+        effects.push(Effect::CatalogPut { name: object.name.clone(), definition: object.definition.clone() });
+        Ok(Outcome { tag: if replaced { format!("{tag} (replaced)") } else { tag } })
+    }
+
+    pub(super) fn drop(
+        &self,
+        batch: &mut PendingBatch,
+        name: &str,
+        kind: &str,
+        if_exists: bool,
+        cascade: bool,
+        at: &Location,
+    ) -> Result<Outcome> {
+        let PendingBatch { working, tables, effects, table_ends } = batch;
+        let tag = format!("DROP {} {name}", kind.to_uppercase());
+        let Some(object) = working.get(name) else {
+            if if_exists {
+                return Ok(Outcome { tag: format!("{tag} (did not exist)") });
+            }
+            return Err(Error::sql(at.clone(), format!("there is no {kind} \"{name}\"")));
+        };
+        if object.kind_name() != kind {
+            return Err(Error::sql(at.clone(), format!("\"{name}\" is a {}, not a {kind}", object.kind_name())));
+        }
+        let mut doomed: BTreeSet<String> = BTreeSet::from([name.to_owned()]);
+        // Dependents, transitively: views whose definition reads a doomed object.
+        loop {
+            let mut more = Vec::new();
+            for view in working.objects.values().filter(|o| matches!(o.kind, ObjectKind::View { .. })) {
+                if doomed.contains(&view.name) {
+                    continue;
+                }
+                let mut binder = Binder::new(working, None, Location::default());
+                let ObjectKind::View { query, .. } = &view.kind else { unreachable!("a view") };
+                if binder.bind_view_query(query).is_ok() && binder.dependencies.iter().any(|d| doomed.contains(d)) {
+                    more.push(view.name.clone());
+                }
+            }
+            if more.is_empty() {
+                break;
+            }
+            if !cascade {
+                return Err(Error::sql(
+                    at.clone(),
+                    format!(
+                        "cannot drop \"{name}\": view \"{}\" depends on it (drop that first, or use CASCADE)",
+                        more[0]
+                    ),
+                ));
+            }
+            doomed.extend(more);
+        }
+        for gone in &doomed {
+            let object = working.objects.remove(gone).expect("doomed objects exist");
+            effects.push(Effect::CatalogDelete { name: gone.clone() });
+            if let ObjectKind::Table { .. } = &object.kind {
+                // Its markers go with it: a table created again takes the files' DML again.
+                let mut markers: Vec<String> =
+                    self.markers.iter().filter(|(_, m)| m.table == *gone).map(|(k, _)| k.clone()).collect();
+                markers.extend(effects.iter().filter_map(|e| match e {
+                    Effect::MarkerPut { key, marker } if marker.table == *gone => Some(key.clone()),
+                    _ => None,
+                }));
+                for key in markers {
+                    effects.push(Effect::CatalogDelete { name: key });
+                }
+                // Its rows are deleted and its topic kept: a table created again
+                // under the name continues its offsets, so the readers of views
+                // over it (created again too, they may resume) see the rows go.
+                let keys: Vec<Vec<u8>> = self.table_rows(tables, &object)?.keys().cloned().collect();
+                // Empty from here on: a table created again in this batch starts without
+                // the rows (their tombstones are not written yet).
+                tables.insert(gone.clone(), TableRows::new());
+                let records = keys.into_iter().map(|key| TopicRecord { key: Some(key), value: None, headers: vec![] });
+                self.write_table(&object, records.collect(), None, effects, table_ends)?;
+            }
+        }
+        Ok(Outcome { tag: if doomed.len() > 1 { format!("{tag} (and {} dependents)", doomed.len() - 1) } else { tag } })
+    }
+}
