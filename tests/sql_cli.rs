@@ -294,3 +294,21 @@ fn a_topic_that_a_source_or_job_reads_is_not_deleted_unless_forced() {
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("deleted and created again"), "{error}");
 }
+
+#[test]
+fn a_garbled_checkpoint_json_is_rebuilt_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let file = dir.join("shop.sql");
+    std::fs::write(&file, FILE).unwrap();
+    let file = file.to_str().unwrap();
+    ok(dir, &["run", file, "--until-caught-up", "--epoch-ms", "50"]);
+    let before = lines(&ok(dir, &["view", "read", "totals"]));
+    // The readers' copy is damaged; the store's checkpoint is intact.
+    std::fs::write(dir.join("checkpoint.json"), b"{\"version\": 4, \"epo").unwrap();
+    let output = millpond(dir, &["view", "read", "totals"]);
+    assert!(!output.status.success(), "a reader refuses a garbled copy");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("checkpoint.json"));
+    ok(dir, &["run", file, "--until-caught-up", "--epoch-ms", "50"]);
+    assert_eq!(lines(&ok(dir, &["view", "read", "totals"])), before, "the run republished it from the store");
+}
