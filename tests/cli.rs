@@ -304,3 +304,23 @@ fn topic_describe_prints_settings_as_the_flags_spell_them() {
     let id = described["id"].as_str().unwrap();
     assert!(first.contains(id) && id.len() == 32, "the topic id: {first}");
 }
+
+#[test]
+fn run_and_sql_report_what_recovery_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    ok(dir, &["produce", "t"], "{\"k\":1}\n{\"k\":2}\n");
+    // A torn tail: half of a batch header after the last whole batch.
+    let segment = only_segment(dir, "t");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 2, 0, 0]);
+    std::fs::write(&segment, &bytes).unwrap();
+    let file = dir.join("v.sql");
+    std::fs::write(&file, "CREATE SOURCE t (k BIGINT) FROM TOPIC 't' FORMAT JSON;\nCREATE MATERIALIZED VIEW n AS SELECT COUNT(*) AS n FROM t;").unwrap();
+    let output = millpond(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"], "");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("warning: recovery cut"), "run says what recovery cut: {stderr}");
+    assert_eq!(json_lines(&ok(dir, &["view", "read", "n"], "")), [serde_json::json!({"n": 2})]);
+}

@@ -81,6 +81,16 @@ fn open_log_with(cli_dir: &std::path::Path, repair: Repair) -> anyhow::Result<Lo
     Ok(log)
 }
 
+/// For commands whose log the runtime or a SQL session opens: opens and
+/// closes it first, so that what recovery cuts is reported here (the next
+/// open finds nothing left to cut).
+fn recover(cli_dir: &std::path::Path) -> anyhow::Result<()> {
+    if cli_dir.join("topics").is_dir() {
+        open_log(cli_dir)?.close()?;
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Topic(topic::TopicCommand::Repair { name, partition }) => {
@@ -93,11 +103,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(&cli.data_dir, &args),
         Command::Gen(command) => generate::run(&open_log(&cli.data_dir)?, command),
         Command::Bench(command) => bench::run(&cli.data_dir, command),
-        Command::Job(command) => job::run(&cli.data_dir, command),
+        Command::Job(command) => {
+            recover(&cli.data_dir)?;
+            job::run(&cli.data_dir, command)
+        }
         Command::View(command) => view::run(&cli.data_dir, command),
         Command::Subscribe(args) => view::subscribe(&cli.data_dir, &args),
-        Command::Run(args) => sql::run_file(&cli.data_dir, &args),
-        Command::Sql(args) => sql::run_statement(&cli.data_dir, &args),
+        Command::Run(args) => {
+            recover(&cli.data_dir)?;
+            sql::run_file(&cli.data_dir, &args)
+        }
+        Command::Sql(args) => {
+            recover(&cli.data_dir)?;
+            sql::run_statement(&cli.data_dir, &args)
+        }
     }
 }
 
