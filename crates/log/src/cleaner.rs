@@ -36,16 +36,6 @@ pub struct CompactionStats {
     pub bytes_after: u64,
 }
 
-pub(crate) fn swap_stem(first: u64, end: u64) -> String {
-    format!("{first:020}-{end:020}")
-}
-
-pub(crate) fn parse_swap_name(stem: &str) -> Option<(u64, u64)> {
-    let (first, end) = stem.split_once('-')?;
-    let (first, end) = (segment::parse_offset_name(first)?, segment::parse_offset_name(end)?);
-    (first < end).then_some((first, end))
-}
-
 /// Calls `f` on every batch of `segment`, in order.
 fn for_each_batch(
     partition: &Partition,
@@ -208,7 +198,7 @@ fn clean_group(
     let file = st.open(&cleaned_path, OpenMode::Truncate).map_err(Error::io("creating", &cleaned_path))?;
     file.write_all_at(&output, 0).and_then(|()| file.sync_all()).map_err(Error::io("writing", &cleaned_path))?;
     drop(file);
-    let swap_path = dir.join(format!("{}.swap", swap_stem(first, end_offset)));
+    let swap_path = segment::swap_path(dir, first, end_offset);
     st.rename(&cleaned_path, &swap_path).map_err(Error::io("renaming to swap", &cleaned_path))?;
     partition::sync_dir(st, dir)?; // commit point
     for segment in group {

@@ -248,7 +248,7 @@ impl Log {
         if !log.inner.topics.read().expect("topics lock").contains_key(CONSUMER_OFFSETS_TOPIC) {
             log.create_topic_unchecked(CONSUMER_OFFSETS_TOPIC, offsets::topic_config())?;
         }
-        let loaded = offsets::load(&log)?;
+        let loaded = load_group_offsets(&log)?;
         *log.inner.offsets.lock().expect("offsets lock") = loaded;
         if options.background {
             let inner = log.inner.clone();
@@ -727,4 +727,24 @@ pub(crate) fn scan_topic(log: &Log, topic: &str, mut f: impl FnMut(u32, &RecordV
         }
     }
     Ok(())
+}
+
+/// Rebuilds the committed offsets from `__consumer_offsets` (the fold of
+/// its records, `offsets::apply`); a record that is not ours is an error
+/// naming its partition and offset.
+fn load_group_offsets(log: &Log) -> Result<offsets::GroupOffsets> {
+    let mut loaded = offsets::GroupOffsets::new();
+    let mut bad = None;
+    scan_topic(log, CONSUMER_OFFSETS_TOPIC, |partition, record| {
+        if offsets::apply(&mut loaded, record.key, record.value).is_err() {
+            bad.get_or_insert((partition, record.offset));
+        }
+    })?;
+    if let Some((partition, offset)) = bad {
+        return Err(Error::BadMetadata {
+            path: log.dir().join("topics").join(CONSUMER_OFFSETS_TOPIC).join(partition.to_string()),
+            reason: format!("undecodable consumer-offset record at offset {offset}"),
+        });
+    }
+    Ok(loaded)
 }

@@ -5,15 +5,14 @@
 //! - key: `u16 version=1, u16 len, group utf-8, u16 len, topic utf-8, u32 partition`
 //! - value: `u16 version=1, u64 offset, i64 commit_timestamp_ms`
 //!
-//! Invariant: the in-memory map equals the fold of the topic's records in
-//! offset order; it is rebuilt from the topic on open.
+//! A pure codec: the log scans the topic at open and folds each record with
+//! [`apply`]. Invariant: the in-memory map equals the fold of the topic's
+//! records in offset order.
 
 use std::collections::HashMap;
 
 use crate::batch::Record;
 use crate::config::{CleanupPolicy, FlushPolicy, TopicConfig};
-use crate::error::{Error, Result};
-use crate::log::{self, CONSUMER_OFFSETS_TOPIC, Log};
 
 const VERSION: u16 = 1;
 
@@ -78,36 +77,20 @@ pub(crate) fn decode_value(mut value: &[u8]) -> Option<u64> {
     value.is_empty().then_some(offset)
 }
 
-/// Rebuilds the committed offsets from the internal topic.
-pub(crate) fn load(log: &Log) -> Result<GroupOffsets> {
-    let mut offsets = GroupOffsets::new();
-    let mut bad = None;
-    log::scan_topic(log, CONSUMER_OFFSETS_TOPIC, |partition, record| {
-        let Some(key) = record.key.and_then(decode_key) else {
-            bad.get_or_insert((partition, record.offset));
-            return;
-        };
-        match record.value {
-            None => {
-                offsets.remove(&key);
-            }
-            Some(value) => match decode_value(value) {
-                Some(offset) => {
-                    offsets.insert(key, offset);
-                }
-                None => {
-                    bad.get_or_insert((partition, record.offset));
-                }
-            },
+/// Folds one `__consumer_offsets` record into `offsets` (a tombstone
+/// removes the key). `Err(())` if the record is not ours: the caller names
+/// where it is.
+pub(crate) fn apply(offsets: &mut GroupOffsets, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<(), ()> {
+    let key = key.and_then(decode_key).ok_or(())?;
+    match value {
+        None => {
+            offsets.remove(&key);
         }
-    })?;
-    if let Some((partition, offset)) = bad {
-        return Err(Error::BadMetadata {
-            path: log.dir().join("topics").join(CONSUMER_OFFSETS_TOPIC).join(partition.to_string()),
-            reason: format!("undecodable consumer-offset record at offset {offset}"),
-        });
+        Some(value) => {
+            offsets.insert(key, decode_value(value).ok_or(())?);
+        }
     }
-    Ok(offsets)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -921,7 +921,7 @@ fn recover_directory(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>> {
             storage.remove_file(&path).map_err(Error::io("removing partial cleaner output", &path))?;
         } else if let Some(stem) = name.strip_suffix(".swap") {
             swaps.push((
-                crate::cleaner::parse_swap_name(stem).ok_or_else(|| Error::BadMetadata {
+                crate::segment::parse_swap_name(stem).ok_or_else(|| Error::BadMetadata {
                     path: path.clone(),
                     reason: "unrecognized swap file name".into(),
                 })?,

@@ -213,7 +213,7 @@ fn list_bases(dir: &Path) -> Result<(Vec<u64>, Vec<OffsetRange>)> {
         let Some(name) = name.to_str() else { continue };
         if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_offset_name) {
             bases.push(base);
-        } else if let Some(range) = name.strip_suffix(".swap").and_then(crate::cleaner::parse_swap_name) {
+        } else if let Some(range) = name.strip_suffix(".swap").and_then(crate::segment::parse_swap_name) {
             swaps.push(range);
         }
     }

@@ -45,6 +45,17 @@ pub(crate) fn offset_index_path(dir: &Path, base_offset: u64) -> PathBuf {
 pub(crate) fn time_index_path(dir: &Path, base_offset: u64) -> PathBuf {
     dir.join(format!("{base_offset:020}.timeindex"))
 }
+/// The cleaner's swap file for segments `[first, end)`: `FIRST-END.swap`.
+pub(crate) fn swap_path(dir: &Path, first: u64, end: u64) -> PathBuf {
+    assert!(first < end, "a swap covers at least one offset: {first}..{end}");
+    dir.join(format!("{first:020}-{end:020}.swap"))
+}
+/// Parses the stem of a swap file name (`FIRST-END`, `FIRST < END`).
+pub(crate) fn parse_swap_name(stem: &str) -> Option<(u64, u64)> {
+    let (first, end) = stem.split_once('-')?;
+    let (first, end) = (parse_offset_name(first)?, parse_offset_name(end)?);
+    (first < end).then_some((first, end))
+}
 
 /// One sparse offset-index entry: the batch with base offset
 /// `segment base + relative_offset` starts at `position`.
