@@ -44,6 +44,8 @@ mod render;
 mod rewrite;
 #[cfg(feature = "runtime")]
 mod session;
+#[cfg(feature = "runtime")]
+mod sum;
 mod time;
 mod value;
 

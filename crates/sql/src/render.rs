@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::decode::{decode_row, decode_row_into};
 use crate::eval::{compare, eval, holds};
 use crate::plan::{AggregateCall, AggregateFunction, Expr, Input, JoinKind, Rel, SortKey};
+use crate::sum::ExactSum;
 use crate::value::{OrderedF64, Row, Type, Value};
 
 /// The topic whose one record feeds the FROM-less SELECTs and the default
@@ -30,7 +31,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-const STATE_LAYOUT_VERSION: u64 = 3;
+const STATE_LAYOUT_VERSION: u64 = 4;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -675,9 +676,10 @@ enum Accumulator {
     #[default]
     Empty,
     Count(i64),
-    /// Sum of integers or decimal units, and the number of non-NULL values.
+    /// Sum of integers or decimal units (exact: a sum past `i128` is an
+    /// overflow, NULL), and the number of non-NULL values.
     Sum {
-        sum: i128,
+        sum: ExactSum,
         count: i64,
     },
     /// Sum of doubles in fixed point; NaN, +inf and -inf counted apart.
@@ -700,7 +702,7 @@ impl Accumulator {
         match self {
             Accumulator::Empty => true,
             Accumulator::Count(c) => *c == 0,
-            Accumulator::Sum { sum, count } => *sum == 0 && *count == 0,
+            Accumulator::Sum { sum, count } => sum.is_zero() && *count == 0,
             Accumulator::FloatSum { fixed, count, nan, positive_infinity, negative_infinity } => {
                 *fixed == 0 && *count == 0 && *nan == 0 && *positive_infinity == 0 && *negative_infinity == 0
             }
@@ -793,10 +795,10 @@ impl Aggregate<Tuple> for SqlAggregates {
                             _ => continue,
                         };
                         if !matches!(acc, Accumulator::Sum { .. }) {
-                            *acc = Accumulator::Sum { sum: 0, count: 0 };
+                            *acc = Accumulator::Sum { sum: ExactSum::default(), count: 0 };
                         }
                         if let Accumulator::Sum { sum, count } = acc {
-                            *sum = sum.wrapping_add(units.wrapping_mul(diff as i128));
+                            sum.add_product(units, diff64);
                             *count += diff64;
                         }
                     }
@@ -865,15 +867,17 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
         }
         (AggregateFunction::Sum | AggregateFunction::Avg, Accumulator::Sum { sum, count }) if *count > 0 => {
             let average = call.func == AggregateFunction::Avg;
+            // A sum past i128 overflowed: NULL, as every overflow (docs/sql.md).
+            let Some(sum) = sum.to_i128() else { return Value::Null };
             match call.arg_type {
-                Type::Int if !average => i64::try_from(*sum).map_or(Value::Null, Value::Int),
-                Type::Int => Value::Double(OrderedF64(*sum as f64 / *count as f64)),
-                _ if !average => Value::Decimal((*sum).into()),
+                Type::Int if !average => i64::try_from(sum).map_or(Value::Null, Value::Int),
+                Type::Int => Value::Double(OrderedF64(sum as f64 / *count as f64)),
+                _ if !average => decimal_in_range(sum),
                 // The mean of decimal units, rounded half away from zero.
                 _ => {
                     let count = *count as i128;
-                    let (quotient, remainder) = (*sum / count, *sum % count);
-                    Value::Decimal(if remainder.abs() * 2 >= count { quotient + sum.signum() } else { quotient }.into())
+                    let (quotient, remainder) = (sum / count, sum % count);
+                    decimal_in_range(if remainder.abs() * 2 >= count { quotient + sum.signum() } else { quotient })
                 }
             }
         }
@@ -895,4 +899,10 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
         }
         _ => Value::Null,
     }
+}
+
+/// A DECIMAL of `units`, or NULL past 38 digits (an overflow).
+fn decimal_in_range(units: i128) -> Value {
+    const UNITS_MAX: i128 = 10i128.pow(38) - 1;
+    if units.abs() > UNITS_MAX { Value::Null } else { Value::Decimal(units.into()) }
 }
