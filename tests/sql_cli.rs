@@ -312,3 +312,57 @@ fn a_garbled_checkpoint_json_is_rebuilt_by_the_next_run() {
     ok(dir, &["run", file, "--until-caught-up", "--epoch-ms", "50"]);
     assert_eq!(lines(&ok(dir, &["view", "read", "totals"])), before, "the run republished it from the store");
 }
+
+#[test]
+fn a_sources_dead_letters_are_the_records_as_they_were_with_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "readings", "--partitions", "1"]);
+    let bad = r#"{"sensor": "s1", "value": "high"}"#;
+    let input = format!("{{\"sensor\": \"s1\", \"value\": 1}}\n{bad}\n");
+    let output = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["produce", "readings"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(input.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let file = dir.join("sensors.sql");
+    std::fs::write(
+        &file,
+        "CREATE SOURCE sensors (sensor TEXT, value BIGINT) FROM TOPIC 'readings' FORMAT JSON;\n\
+         CREATE MATERIALIZED VIEW names AS SELECT DISTINCT sensor FROM sensors;\n\
+         CREATE MATERIALIZED VIEW peaks AS SELECT sensor, MAX(value) AS peak FROM sensors GROUP BY sensor;\n",
+    )
+    .unwrap();
+    let run = millpond(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("1 dead letters"),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // The value as it was produced, not escaped into another JSON document.
+    assert_eq!(ok(dir, &["consume", "sensors.dead-letter", "--format", "raw"]), format!("{bad}\n"));
+    let letter = &lines(&ok(dir, &["consume", "sensors.dead-letter"]))[0];
+    assert_eq!(letter["value"], bad);
+    let headers = &letter["headers"];
+    assert_eq!(headers["millpond.source.topic"], "readings");
+    assert_eq!(
+        (headers["millpond.source.partition"].as_str(), headers["millpond.source.offset"].as_str()),
+        (Some("0"), Some("1"))
+    );
+    let error = headers["millpond.error"].as_str().unwrap();
+    assert!(error.contains("column \"value\": expected BIGINT, found string \"high\""), "{error}");
+    // Both views left the record out, though only one reads `value`.
+    assert_eq!(lines(&ok(dir, &["view", "read", "names"])), [json!({"sensor": "s1"})]);
+    assert_eq!(lines(&ok(dir, &["view", "read", "peaks"])), [json!({"sensor": "s1", "peak": 1})]);
+}

@@ -164,7 +164,7 @@ fn sql_views_match_sqlite_across_kill_9() {
     let mut session = Session::open(scratch.path()).unwrap();
     session.execute(&definitions, None, false).unwrap();
     let columns: BTreeMap<String, Vec<(String, Type)>> =
-        session.compile().unwrap().into_iter().map(|v| (v.name, v.columns)).collect();
+        session.compile().unwrap().views.into_iter().map(|v| (v.name, v.columns)).collect();
     drop(session);
 
     succeed(millpond(dir).args(["topic", "create", "etopic", "--partitions", "2"]), "topic create");

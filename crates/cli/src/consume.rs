@@ -87,6 +87,30 @@ struct Line<'a> {
     timestamp: i64,
     key: Option<std::borrow::Cow<'a, str>>,
     value: Option<std::borrow::Cow<'a, str>>,
+    /// Header name to value (lossy UTF-8), in record order; absent when none.
+    #[serde(skip_serializing_if = "Headers::is_empty")]
+    headers: Headers,
+}
+
+/// Headers as a JSON object in record order (a repeated name repeats).
+#[derive(Debug)]
+struct Headers(Vec<millpond_log::Header>);
+
+impl Headers {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Headers {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for header in &self.0 {
+            map.serialize_entry(&header.key, &header.value.as_deref().map(String::from_utf8_lossy))?;
+        }
+        map.end()
+    }
 }
 
 fn line_of(partition: u32, record: &RecordView<'_>, format: Format) -> Result<Vec<u8>> {
@@ -99,6 +123,7 @@ fn line_of(partition: u32, record: &RecordView<'_>, format: Format) -> Result<Ve
         timestamp: record.timestamp_ms,
         key: record.key.map(String::from_utf8_lossy),
         value: record.value.map(String::from_utf8_lossy),
+        headers: Headers(record.headers()),
     })?)
 }
 

@@ -50,11 +50,11 @@ pub(crate) fn run_file(data_dir: &Path, args: &RunArgs) -> Result<()> {
     let views = session.compile()?;
     // The job opens the log itself.
     drop(session);
-    if views.is_empty() {
+    if views.views.is_empty() {
         eprintln!("no materialized views to maintain");
         return Ok(());
     }
-    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<&str> = views.views.iter().map(|v| v.name.as_str()).collect();
     eprintln!("maintaining {}", names.join(", "));
     let stats = millpond_sql::run(config(data_dir, &args.job, crate::signals::stop_flag()?), views)?;
     crate::job::report(&stats);

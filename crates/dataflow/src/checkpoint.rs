@@ -56,13 +56,16 @@ use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
 
 /// The version of [`CheckpointMeta`] this build writes. It also reads
-/// version 2 (before named readers; every reader was named after its topic).
-pub const CHECKPOINT_VERSION: u32 = 4;
+/// versions 2 (before named readers; every reader was named after its
+/// topic), 3 (before changelog definitions) and 4 (before dead-letter marks).
+pub const CHECKPOINT_VERSION: u32 = 5;
 const META_VERSION: u32 = CHECKPOINT_VERSION;
 /// The version before [`CheckpointMeta::readers`].
 const META_VERSION_WITHOUT_READERS: u32 = 2;
 /// The version before [`CheckpointMeta::changelogs`].
 const META_VERSION_WITHOUT_CHANGELOGS: u32 = 3;
+/// The version before [`CheckpointMeta::dead_letters`].
+const META_VERSION_WITHOUT_DEAD_LETTERS: u32 = 4;
 const META_KEYSPACE: &str = "checkpoint";
 const META_KEY: &[u8] = b"meta";
 /// Name of the readers' copy of the last committed meta, in the data directory.
@@ -107,6 +110,23 @@ pub struct CheckpointMeta {
     /// refused rather than resumed at offsets of the old one.
     #[serde(default)]
     pub topic_ids: BTreeMap<String, String>,
+    /// Per dead-letter topic, how far its letters are complete (version 5;
+    /// before, none: a version 4 dead-letter topic is resumed as if empty of
+    /// marks, see `docs/checkpoints.md`).
+    #[serde(default)]
+    pub dead_letters: BTreeMap<String, DeadLetterMarks>,
+}
+
+/// How far a dead-letter topic holds the letters of its source: every
+/// record of `topic` (incarnation `topic_id`) below `next[partition]` that
+/// the source rejects has its one letter in the topic, and none above.
+/// A reader that rejects a record below the mark skips it: another reader
+/// of the source wrote it already.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterMarks {
+    pub topic: String,
+    pub topic_id: String,
+    pub next: BTreeMap<u32, u64>,
 }
 
 /// What a view's changelog holds (see "Replacing and dropping a view" in
@@ -131,7 +151,9 @@ pub struct ViewChangelog {
 }
 
 /// Version 2 of the meta, as stored in the state store (postcard has no
-/// optional fields): read and upgraded, never written.
+/// optional fields): read and upgraded, never written. Postcard writes a
+/// struct's fields one after the other with no framing, so each later
+/// version is the one before it followed by its new fields.
 #[derive(Deserialize)]
 struct CheckpointMetaV2 {
     version: u32,
@@ -143,42 +165,38 @@ struct CheckpointMetaV2 {
     states: BTreeSet<String>,
 }
 
+/// Version 3: version 2 and `readers`.
+#[derive(Deserialize)]
+struct CheckpointMetaV3 {
+    v2: CheckpointMetaV2,
+    readers: BTreeMap<String, String>,
+}
+
+/// Version 4: version 3, `changelogs` and `topic_ids`.
+#[derive(Deserialize)]
+struct CheckpointMetaV4 {
+    v3: CheckpointMetaV3,
+    changelogs: BTreeMap<String, ViewChangelog>,
+    topic_ids: BTreeMap<String, String>,
+}
+
 impl From<CheckpointMetaV2> for CheckpointMeta {
-    /// Before `upgraded`: the readers are not filled in yet.
+    /// Before `upgraded`: what later versions added is empty.
     fn from(v2: CheckpointMetaV2) -> CheckpointMeta {
         let CheckpointMetaV2 { version, epoch, sources, sinks, views, compactable, states } = v2;
         CheckpointMeta { version, epoch, sources, sinks, views, compactable, states, ..CheckpointMeta::default() }
     }
 }
 
-/// Version 3 of the meta in the state store: read and upgraded, never written.
-#[derive(Deserialize)]
-struct CheckpointMetaV3 {
-    version: u32,
-    epoch: Epoch,
-    sources: BTreeMap<String, BTreeMap<u32, u64>>,
-    sinks: BTreeMap<String, u64>,
-    views: BTreeMap<String, String>,
-    compactable: BTreeMap<String, (Epoch, u64)>,
-    states: BTreeSet<String>,
-    readers: BTreeMap<String, String>,
+impl From<CheckpointMetaV3> for CheckpointMeta {
+    fn from(v3: CheckpointMetaV3) -> CheckpointMeta {
+        CheckpointMeta { readers: v3.readers, ..v3.v2.into() }
+    }
 }
 
-impl From<CheckpointMetaV3> for CheckpointMeta {
-    /// Before `upgraded`: the changelogs are not filled in yet.
-    fn from(v3: CheckpointMetaV3) -> CheckpointMeta {
-        let CheckpointMetaV3 { version, epoch, sources, sinks, views, compactable, states, readers } = v3;
-        CheckpointMeta {
-            version,
-            epoch,
-            sources,
-            sinks,
-            views,
-            compactable,
-            states,
-            readers,
-            ..CheckpointMeta::default()
-        }
+impl From<CheckpointMetaV4> for CheckpointMeta {
+    fn from(v4: CheckpointMetaV4) -> CheckpointMeta {
+        CheckpointMeta { changelogs: v4.changelogs, topic_ids: v4.topic_ids, ..v4.v3.into() }
     }
 }
 
@@ -208,7 +226,7 @@ impl CheckpointMeta {
         Ok(Some(meta.upgraded(&what)?))
     }
 
-    /// Decodes the meta as stored in the state store (version 2 or 3).
+    /// Decodes the meta as stored in the state store (versions 2 to 5).
     fn decode(bytes: &[u8]) -> Result<CheckpointMeta> {
         const WHAT: &str = "checkpoint meta";
         // Every version starts with the version number.
@@ -218,6 +236,7 @@ impl CheckpointMeta {
         let meta: CheckpointMeta = match version {
             META_VERSION_WITHOUT_READERS => crate::codec::decode::<CheckpointMetaV2>(bytes, WHAT)?.into(),
             META_VERSION_WITHOUT_CHANGELOGS => crate::codec::decode::<CheckpointMetaV3>(bytes, WHAT)?.into(),
+            META_VERSION_WITHOUT_DEAD_LETTERS => crate::codec::decode::<CheckpointMetaV4>(bytes, WHAT)?.into(),
             _ => crate::codec::decode(bytes, WHAT)?,
         };
         meta.upgraded(WHAT)
@@ -234,6 +253,10 @@ impl CheckpointMeta {
         if self.version == META_VERSION_WITHOUT_CHANGELOGS {
             // Before version 4 a view had one definition since epoch 0.
             self.changelogs = self.views.keys().map(|view| (view.clone(), ViewChangelog::default())).collect();
+            self.version = META_VERSION_WITHOUT_DEAD_LETTERS;
+        }
+        if self.version == META_VERSION_WITHOUT_DEAD_LETTERS {
+            // Before version 5 each reader had a dead-letter topic of its own, without marks.
             self.version = META_VERSION;
         }
         if !self.views.keys().eq(self.changelogs.keys()) {
@@ -279,6 +302,8 @@ struct EpochWrites {
     sinks: Vec<(String, u64)>,
     /// (view, distinct rows after the epoch)
     views: Vec<(String, u64)>,
+    /// (dead-letter topic, its marks after the epoch)
+    dead_letters: Vec<(String, DeadLetterMarks)>,
 }
 
 /// One past commit: when, which epoch, and the sink ends it recorded.
@@ -508,6 +533,19 @@ impl Checkpoints {
         self.pending.lock().expect("pending lock").entry(epoch).or_default().views.push((name.to_owned(), rows));
     }
 
+    /// The dead-letter topic `topic` is complete up to `marks` after `epoch`
+    /// (its sink wrote the epoch).
+    pub(crate) fn dead_letter_marks(&self, epoch: Epoch, topic: &str, marks: DeadLetterMarks) {
+        assert!(epoch > self.committed_epoch(), "dead-letter marks for committed epoch {epoch}");
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .entry(epoch)
+            .or_default()
+            .dead_letters
+            .push((topic.to_owned(), marks));
+    }
+
     /// Drops everything the last checkpoint lists and `declared` does not:
     /// readers' offsets, states, views and sink topics leave the meta now
     /// (it is persisted only by a commit); keyspace deletions and topic
@@ -553,8 +591,10 @@ impl Checkpoints {
             dropped.push(format!("topic {topic}"));
             delete_later(topic);
         }
-        // A dropped changelog's compaction bound goes with it.
+        // A dropped changelog's compaction bound, and a dropped dead-letter
+        // topic's marks, go with it.
         meta.compactable.retain(|topic, _| declared.sinks.contains(topic));
+        meta.dead_letters.retain(|topic, _| declared.sinks.contains(topic));
         let undeclared_states: Vec<String> =
             meta.states.iter().filter(|keyspace| !declared.states.contains(*keyspace)).cloned().collect();
         for keyspace in undeclared_states {
@@ -634,6 +674,14 @@ impl Checkpoints {
             for (view, rows) in writes.views {
                 meta.changelogs.get_mut(&view).expect("a view's sink writes after it registered").rows = Some(rows);
             }
+            for (topic, marks) in writes.dead_letters {
+                let previous = meta.dead_letters.insert(topic.clone(), marks.clone());
+                assert!(
+                    previous.is_none_or(|p| p.topic_id != marks.topic_id
+                        || p.next.iter().all(|(partition, next)| marks.next.get(partition) >= Some(next))),
+                    "dead-letter marks of {topic} only move forward within an incarnation"
+                );
+            }
             for (topic, end) in writes.sinks {
                 let previous = meta.sinks.insert(topic.clone(), end);
                 assert!(previous.is_none_or(|p| p <= end), "sink {topic} moved back from {previous:?} to {end}");
@@ -694,5 +742,40 @@ fn delete_topic(log: &Log, topic: &str) -> Result<()> {
     match log.delete_topic(topic) {
         Ok(()) | Err(millpond_log::Error::UnknownTopic(_)) => Ok(()),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(version: u32) -> CheckpointMeta {
+        CheckpointMeta {
+            version,
+            epoch: 7,
+            sources: BTreeMap::from([("r".into(), BTreeMap::from([(0, 5)]))]),
+            sinks: BTreeMap::from([("view.v".into(), 3)]),
+            readers: BTreeMap::from([("r".into(), "t".into())]),
+            ..CheckpointMeta::default()
+        }
+    }
+
+    /// Each version's layout is the one before it plus trailing fields: the
+    /// bytes of a version 5 meta whose newer fields are empty, cut before
+    /// them, are that meta in the older version.
+    #[test]
+    fn older_versions_decode_and_upgrade() {
+        let trailing_empty_fields = [(META_VERSION_WITHOUT_DEAD_LETTERS, 1), (META_VERSION_WITHOUT_CHANGELOGS, 3)];
+        for (version, cut) in trailing_empty_fields {
+            let bytes = crate::codec::encode(&meta(version));
+            let decoded = CheckpointMeta::decode(&bytes[..bytes.len() - cut]).unwrap();
+            assert_eq!(decoded, meta(META_VERSION), "version {version}");
+        }
+        let mut with_marks = meta(META_VERSION);
+        with_marks.dead_letters.insert(
+            "t.dead-letter".into(),
+            DeadLetterMarks { topic: "t".into(), topic_id: "id".into(), next: BTreeMap::from([(0, 4)]) },
+        );
+        assert_eq!(CheckpointMeta::decode(&crate::codec::encode(&with_marks)).unwrap(), with_marks);
     }
 }

@@ -30,8 +30,9 @@ use timely::dataflow::Stream;
 use timely::dataflow::operators::OkErr;
 
 use crate::context::WorkerContext;
+use crate::dead_letter::DeadLetter;
 use crate::runtime::Job;
-use crate::source::{self, DeadLetter};
+use crate::source;
 use crate::{Diff, Epoch};
 
 /// What flows through a Millpond dataflow: cloneable, ordered (for
@@ -163,29 +164,25 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
 }
 
 impl<'s, T: Clone + 'static> Collection<'s, Result<T, Box<DeadLetter>>> {
-    /// Splits decoded records from dead letters; the dead letters are written
-    /// to `dead_letter_topic` exactly once per input record.
-    pub(crate) fn split_dead_letters(self, dead_letter_topic: &str) -> Collection<'s, T> {
-        // One pass, no copies: each update goes to exactly one of the two streams.
+    /// Splits decoded records from dead letters, in one pass and without
+    /// copies: each update goes to exactly one of the two.
+    pub(crate) fn split_dead_letters(self) -> (Collection<'s, T>, Collection<'s, Box<DeadLetter>>) {
         let (ok, err) = self.inner.inner.ok_err::<Vec<(T, Epoch, Diff)>, _, Vec<(Box<DeadLetter>, Epoch, Diff)>, _, _>(
             |(result, epoch, diff)| match result {
                 Ok(value) => Ok((value, epoch, diff)),
                 Err(letter) => Err((letter, epoch, diff)),
             },
         );
-        crate::sink::dead_letters(
-            Collection::from_stream(err, self.ctx.clone(), self.lineage.clone()),
-            dead_letter_topic,
-        );
-        Collection::from_stream(ok, self.ctx, self.lineage)
+        let letters = Collection::from_stream(err, self.ctx.clone(), self.lineage.clone());
+        (Collection::from_stream(ok, self.ctx, self.lineage), letters)
     }
 }
 
 impl<'s> Job<'s> {
     /// Tails `topic`, decoding each record's value with `decode` (e.g.
     /// [`json`](crate::json)). Records that fail to decode go to the topic's
-    /// dead-letter topic ([`dead_letter_topic`](crate::dead_letter_topic)).
-    /// The reader is named after the topic: `source_named(topic, topic, ..)`.
+    /// dead-letter topic, `TOPIC.dead-letter` ([`crate::dead_letter`]). The
+    /// reader is named after the topic: `source_named(topic, topic, ..)`.
     pub fn source<T, F>(&mut self, topic: &str, decode: F) -> Collection<'s, T>
     where
         T: Clone + 'static,
@@ -200,16 +197,31 @@ impl<'s> Job<'s> {
     /// of the log, so a view that is new to a data directory can be fed by
     /// a new reader. Reader names are unique per job (1..=200 ASCII letters,
     /// digits, '_', '-', '.'), and a reader keeps its topic for the life of
-    /// the data directory. Records that fail to decode go to the reader's
-    /// dead-letter topic, `READER.dead-letter`.
+    /// the data directory. The readers of a topic are one source, named
+    /// after it: `source_of(topic, reader, topic, ..)`.
     pub fn source_named<T, F>(&mut self, reader: &str, topic: &str, decode: F) -> Collection<'s, T>
     where
         T: Clone + 'static,
         F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
     {
+        self.source_of(topic, reader, topic, decode)
+    }
+
+    /// Tails `topic` with the reader `reader` of the source `source`: the
+    /// records it rejects go to the source's dead-letter topic,
+    /// `SOURCE.dead-letter`, which holds each record that the source rejects
+    /// once, however many readers reject it. So every reader of a source must
+    /// decode with the same verdict on every record (the same decoder, or
+    /// one that validates the same fields), and read one topic.
+    pub fn source_of<T, F>(&mut self, source: &str, reader: &str, topic: &str, decode: F) -> Collection<'s, T>
+    where
+        T: Clone + 'static,
+        F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
+    {
         self.ctx.declare_reader(reader, topic);
-        source::tail(self.scope, &self.ctx, reader, topic, decode)
-            .split_dead_letters(&crate::naming::dead_letter_topic(reader))
+        let (records, letters) = source::tail(self.scope, &self.ctx, reader, topic, decode).split_dead_letters();
+        self.route_dead_letters(source, topic, letters);
+        records
     }
 
     /// Reads a keyed topic as a table (the upsert envelope): the latest value
@@ -250,12 +262,32 @@ impl<'s> Job<'s> {
         FK: Fn(&[u8]) -> Result<K, String> + 'static,
         FV: Fn(&[u8]) -> Result<V, String> + 'static,
     {
+        self.upsert_source_of(topic, reader, name, topic, decode_key, decode_value)
+    }
+
+    /// [`upsert_source_named`](Self::upsert_source_named) as a reader of
+    /// the source `source` (see [`source_of`](Self::source_of)).
+    pub fn upsert_source_of<K, V, FK, FV>(
+        &mut self,
+        source: &str,
+        reader: &str,
+        name: &str,
+        topic: &str,
+        decode_key: FK,
+        decode_value: FV,
+    ) -> Collection<'s, (K, V)>
+    where
+        K: Key,
+        V: Data,
+        FK: Fn(&[u8]) -> Result<K, String> + 'static,
+        FV: Fn(&[u8]) -> Result<V, String> + 'static,
+    {
         let decode = move |record: &millpond_log::RecordView<'_>| {
             let key = decode_key(record.key.ok_or("an upsert record needs a key")?)?;
             let value = record.value.map(&decode_value).transpose()?;
             Ok((key, (record.offset, value)))
         };
-        let changes = self.source_named(reader, topic, decode);
+        let changes = self.source_of(source, reader, topic, decode);
         crate::keyed::upsert(changes, name)
     }
 

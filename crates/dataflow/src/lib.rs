@@ -24,6 +24,7 @@
 //! Module map: [`runtime`] (workers, epochs, the commit loop), `source`
 //! (tailing partitions), `keyed` and `join` (stateful operators),
 //! [`aggregate`] (accumulators), `sink` (exactly-once topic writes),
+//! [`dead_letter`] (one dead-letter topic per source, one letter per record),
 //! `checkpoint` (the barrier commit), [`view`] (reading views from any
 //! process), [`state`] (the store). docs/checkpoints.md has the protocol.
 //!
@@ -38,6 +39,7 @@ mod codec;
 mod collection;
 mod config;
 mod context;
+pub mod dead_letter;
 mod error;
 mod join;
 mod keyed;
@@ -57,11 +59,12 @@ pub type Epoch = u64;
 pub type Diff = isize;
 
 pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
-pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, ViewChangelog};
+pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};
+pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
 pub use naming::{changelog_topic, dead_letter_topic};
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
-pub use source::{DeadLetter, RawRecord, json, raw};
+pub use source::{RawRecord, json, raw};
 pub use topics::{RecordView, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked};
 pub use view::{Event, Snapshot, Subscription, ViewInfo, list_views, read_view};

@@ -14,12 +14,12 @@ pub fn changelog_topic(name: &str) -> String {
     format!("{CHANGELOG_TOPIC_PREFIX}{name}")
 }
 
-/// Name of the dead-letter topic of a reader: `READER.dead-letter`. A
-/// reader declared with `Job::source(topic, ..)` is named after its topic,
-/// so its dead letters go to `TOPIC.dead-letter`. Each reader has its own:
-/// two readers of one topic each dead-letter a bad record once.
-pub fn dead_letter_topic(reader: &str) -> String {
-    format!("{reader}{DEAD_LETTER_TOPIC_SUFFIX}")
+/// Name of the dead-letter topic of a source: `SOURCE.dead-letter`. The
+/// readers of `Job::source(topic, ..)` and `source_named` are of a source
+/// named after their topic, so theirs is `TOPIC.dead-letter`; all readers
+/// of a source share it (see [`crate::dead_letter`]).
+pub fn dead_letter_topic(source: &str) -> String {
+    format!("{source}{DEAD_LETTER_TOPIC_SUFFIX}")
 }
 
 /// Whether `topic` is named like a topic a sink writes: a changelog or a

@@ -17,6 +17,7 @@
 //!   its build, before it hands the committer any frontier, so the first
 //!   commit of the run carries them.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,7 @@ use crate::Epoch;
 use crate::checkpoint::Checkpoints;
 pub use crate::config::{RetentionGap, RetentionGapPolicy, RuntimeConfig, StateBackend};
 use crate::context::{Shared, WorkerContext};
+use crate::dead_letter::Route;
 use crate::error::{Error, Result};
 use crate::state::{MemoryStore, RocksStore, StateStore};
 
@@ -37,7 +39,8 @@ use crate::state::{MemoryStore, RocksStore, StateStore};
 pub struct RunStats {
     /// Records read by all sources.
     pub records: u64,
-    /// Records that failed to decode and went to a dead-letter topic.
+    /// Dead letters written: records a source rejected, each counted once
+    /// however many of its readers rejected it.
     pub dead_letters: u64,
     /// Offsets that retention deleted before a resuming reader read them (a
     /// fresh reader starts at the log start offset and skips nothing).
@@ -56,10 +59,20 @@ pub struct RunStats {
 
 /// A job under construction on one worker: the place sources and views are
 /// declared. See [`Runtime::run`].
-#[derive(Debug)]
 pub struct Job<'s> {
     pub(crate) scope: Scope<'s, Epoch>,
     pub(crate) ctx: Rc<WorkerContext>,
+    /// Per dead-letter topic, what the readers of its source rejected.
+    pub(crate) dead_letters: BTreeMap<String, Route<'s>>,
+}
+
+impl std::fmt::Debug for Job<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("worker", &self.scope.index())
+            .field("dead_letters", &self.dead_letters.keys())
+            .finish()
+    }
 }
 
 impl<'s> Job<'s> {
@@ -124,8 +137,9 @@ impl Runtime {
             let ctx = Rc::new(WorkerContext::new(shared.clone()));
             let dataflow = worker.next_dataflow_index();
             worker.dataflow::<Epoch, _, _>(|scope| {
-                let mut job = Job { scope, ctx: ctx.clone() };
+                let mut job = Job { scope, ctx: ctx.clone(), dead_letters: BTreeMap::new() };
                 build(&mut job);
+                job.build_dead_letter_sinks();
             });
             if let Some(error) = ctx.first_build_error() {
                 shared.fail(Error::InvalidJob(error));

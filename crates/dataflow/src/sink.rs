@@ -30,7 +30,6 @@ use crate::collection::Data;
 use crate::context::Shared;
 use crate::error::Result;
 use crate::naming::changelog_topic;
-use crate::source::DeadLetter;
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
@@ -54,7 +53,7 @@ fn sink_topic_config(cleanup_policy: CleanupPolicy, segment_bytes: u64) -> Topic
 }
 
 /// Creates the sink topic if needed and cuts it back to its committed end.
-fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) -> Result<()> {
+pub(crate) fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) -> Result<()> {
     let log = shared.log();
     match log.create_topic(topic, sink_topic_config(cleanup_policy, shared.config.sink_segment_bytes)) {
         Ok(()) | Err(LogError::TopicExists(_)) => {}
@@ -79,7 +78,7 @@ fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: CleanupPolicy) ->
 }
 
 /// Appends records in bounded calls; returns the topic's new end offset.
-fn append_all(shared: &Shared, topic: &str, records: &[Record]) -> Result<u64> {
+pub(crate) fn append_all(shared: &Shared, topic: &str, records: &[Record]) -> Result<u64> {
     let log = shared.log();
     let mut start = 0;
     while start < records.len() {
@@ -100,7 +99,7 @@ fn append_all(shared: &Shared, topic: &str, records: &[Record]) -> Result<u64> {
 /// finished epoch with its consolidated updates; and at epoch `forced`, if
 /// given, once even if that epoch has no updates (the sink holds a
 /// capability there until it has written, so the epoch's checkpoint waits).
-fn epoch_sink<'s, D, W>(input: Collection<'s, D>, name: &str, forced: Option<Epoch>, mut write: W)
+pub(crate) fn epoch_sink<'s, D, W>(input: Collection<'s, D>, name: &str, forced: Option<Epoch>, mut write: W)
 where
     D: Data,
     W: FnMut(Epoch, Vec<(D, Diff)>) -> Result<()> + 'static,
@@ -234,35 +233,4 @@ fn count_rows(state: &crate::opstate::OperatorState) -> Result<u64> {
         Ok(())
     })?;
     Ok(rows)
-}
-
-pub(crate) fn dead_letters(letters: Collection<'_, Box<DeadLetter>>, topic: &str) {
-    let ctx = letters.ctx.clone();
-    let shared = ctx.shared.clone();
-    if letters.inner.scope().index() == 0 {
-        ctx.declare_sink(topic);
-        if let Err(e) = prepare_topic(&shared, topic, CleanupPolicy::Delete) {
-            // Built anyway (every worker builds the same dataflow); the build
-            // error stops the job before any data flows.
-            ctx.build_error(format!("dead-letter topic '{topic}': {e}"));
-        }
-    }
-    let topic = topic.to_owned();
-    epoch_sink(letters, &format!("dead-letters:{topic}"), None, move |epoch, updates| {
-        let now_ms = shared.log().clock().now_ms();
-        let records: Vec<Record> = updates
-            .iter()
-            .filter(|(_, diff)| *diff > 0)
-            .flat_map(|(letter, diff)| {
-                let value = serde_json::to_vec(letter).expect("a dead letter serializes");
-                (0..*diff).map(move |_| Record::new(None, Some(&value), now_ms))
-            })
-            .collect();
-        if records.is_empty() {
-            return Ok(());
-        }
-        let end = append_all(&shared, &topic, &records)?;
-        shared.checkpoints.sink_position(epoch, &topic, end);
-        Ok(())
-    });
 }

@@ -27,8 +27,8 @@
 //!   repaired corruption), and reading on would skip the records that reuse
 //!   those offsets. The job is refused.
 //! - A reader reads one topic for the life of the data directory.
-//! - A record that fails to decode is emitted as a [`DeadLetter`] instead;
-//!   it never stops the job.
+//! - A record that fails to decode is emitted as a [`DeadLetter`] instead
+//!   (see [`crate::dead_letter`]); it never stops the job.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -43,25 +43,11 @@ use timely::dataflow::operators::generic::operator::source;
 
 use crate::config::RetentionGap;
 use crate::context::WorkerContext;
+use crate::dead_letter::DeadLetter;
 use crate::{Collection, Diff, Epoch};
 
-/// Longest key or value copied into a dead letter (JSON escaping may grow
-/// it up to 6 times; the record stays far below the log's batch limit).
-const DEAD_LETTER_VALUE_BYTES_MAX: usize = 64 << 10;
 /// How long an idle source sleeps between polls of its partitions.
 const IDLE_POLL_MS: u64 = 5;
-
-/// A record that failed to decode, as written to the dead-letter topic.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct DeadLetter {
-    pub topic: String,
-    pub partition: u32,
-    pub offset: u64,
-    pub error: String,
-    /// The record's key and value as (lossy) UTF-8, each cut at 64 KiB.
-    pub key: Option<String>,
-    pub value: Option<String>,
-}
 
 /// A decoder from a JSON value into `T`.
 pub fn json<T: DeserializeOwned>() -> impl Fn(&RecordView<'_>) -> Result<T, String> + Clone + 'static {
@@ -228,22 +214,9 @@ where
                     };
                     let mut count = 0u64;
                     for record in fetch.records() {
-                        let item = decode(&record).map_err(|error| {
-                            shared.dead_letters.fetch_add(1, Ordering::Relaxed);
-                            // Boxed: a rare dead letter must not widen every record.
-                            Box::new(DeadLetter {
-                                topic: topic.clone(),
-                                partition: position.partition,
-                                offset: record.offset,
-                                error,
-                                key: record.key.map(|k| {
-                                    String::from_utf8_lossy(&k[..k.len().min(DEAD_LETTER_VALUE_BYTES_MAX)]).into_owned()
-                                }),
-                                value: record.value.map(|v| {
-                                    String::from_utf8_lossy(&v[..v.len().min(DEAD_LETTER_VALUE_BYTES_MAX)]).into_owned()
-                                }),
-                            })
-                        });
+                        // Boxed: a rare dead letter must not widen every record.
+                        let item = decode(&record)
+                            .map_err(|error| Box::new(DeadLetter::of(&topic, position.partition, &record, error)));
                         session.give((item, epoch, 1 as Diff));
                         count += 1;
                     }

@@ -36,6 +36,8 @@ pub struct StoredRecord {
     pub offset: u64,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    /// Header name and value (a header without a value has an empty one).
+    pub headers: Vec<(String, Vec<u8>)>,
 }
 
 /// The topics of a data directory, opened by this process (which holds the
@@ -68,6 +70,11 @@ impl Topics {
             Err(LogError::TopicExists(_)) => Ok(false),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The names of every topic, sorted.
+    pub fn list(&self) -> Vec<String> {
+        self.log.topics()
     }
 
     pub fn exists(&self, topic: &str) -> bool {
@@ -127,6 +134,7 @@ impl Topics {
                         offset: record.offset,
                         key: record.key.map(<[u8]>::to_vec),
                         value: record.value.map(<[u8]>::to_vec),
+                        headers: headers(record.headers()),
                     });
                 }
                 offset = fetch.next_offset().max(offset);
@@ -171,6 +179,11 @@ pub fn read_partition_unlocked(data_dir: &Path, topic: &str, partition: u32) -> 
             offset: r.offset,
             key: r.record.key,
             value: r.record.value,
+            headers: headers(r.record.headers),
         }));
     }
+}
+
+fn headers(headers: Vec<millpond_log::Header>) -> Vec<(String, Vec<u8>)> {
+    headers.into_iter().map(|h| (h.key, h.value.unwrap_or_default())).collect()
 }

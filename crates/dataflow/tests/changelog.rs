@@ -88,6 +88,7 @@ fn meta(epoch: u64, end_offset: u64) -> CheckpointMeta {
         // Rows not counted: these tests write changelogs by hand.
         changelogs: BTreeMap::from([(VIEW.to_owned(), millpond_dataflow::ViewChangelog::default())]),
         topic_ids: Default::default(),
+        dead_letters: Default::default(),
     }
 }
 

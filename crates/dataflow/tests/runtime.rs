@@ -5,8 +5,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{produce, read_topic, rows_of, view_rows};
+use common::{dead_letters, produce, rows_of, view_rows};
 use millpond_dataflow::{Count, Max, Min, Runtime, RuntimeConfig, StateBackend, Sum, json};
+use millpond_log::{Log, LogOptions};
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -89,10 +90,22 @@ fn aggregate_view_equals_recomputation_and_bad_records_go_to_dead_letters() {
     assert_eq!(stats.records, 5002);
     assert_eq!(stats.dead_letters, 2);
     assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&input));
-    let letters = read_topic(dir.path(), "bid.dead-letter");
+    let letters = dead_letters(dir.path(), "bid.dead-letter");
     assert_eq!(letters.len(), 2, "{letters:?}");
-    assert!(letters.iter().any(|l| l.contains("{not json") && l.contains("invalid JSON")), "{letters:?}");
-    assert!(letters.iter().all(|l| l.contains(r#""topic":"bid""#) && l.contains(r#""offset":"#)), "{letters:?}");
+    // The records as they were (not escaped into JSON), with headers that name them.
+    let bad = letters.iter().find(|l| l.value.as_deref() == Some("{not json")).expect("the invalid JSON");
+    assert_eq!(bad.key.as_deref(), Some("x"));
+    assert!(bad.headers["millpond.error"].starts_with("invalid JSON"), "{bad:?}");
+    assert!(letters.iter().any(|l| l.value.as_deref() == Some(r#"{"auction":"seven","price":1}"#)), "{letters:?}");
+    let log = Log::open(dir.path(), LogOptions::default()).unwrap();
+    let id = log.topic_id("bid").unwrap().to_string();
+    log.close().unwrap();
+    for letter in &letters {
+        assert_eq!(letter.headers["millpond.source.topic"], "bid");
+        assert_eq!(letter.headers["millpond.source.topic-id"], id);
+        let (partition, offset) = letter.source_offset();
+        assert!(partition < 3 && offset < 5002, "{letter:?}");
+    }
 }
 
 #[test]

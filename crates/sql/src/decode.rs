@@ -2,8 +2,14 @@
 //!
 //! A missing field is NULL; a field of the wrong type fails the record (it
 //! goes to the source's dead-letter topic, with this message and its
-//! offset); fields not declared are ignored. Only the columns some view
-//! reads are decoded, the others are NULL.
+//! offset); fields not declared are ignored.
+//!
+//! Invariant: the verdict on a record (accepted, or the error) depends on
+//! the declared columns only, never on which of them a view reads: every
+//! declared column is validated, by the same rules, but only the columns
+//! the view reads are kept (the others are NULL, and a TEXT value that is
+//! not kept is never copied). So all the views of a source agree on which
+//! records are its dead letters.
 //!
 //! JSON conventions: a TIMESTAMP is an ISO 8601 string or a number of
 //! milliseconds since 1970-01-01; a DATE is a "YYYY-MM-DD" string; an
@@ -19,7 +25,7 @@ use crate::time;
 use crate::value::{Row, Type, Value, cast, parse_decimal};
 
 /// Decodes `json` (an object) into a row of `columns`; `wanted[i]` says
-/// whether column `i` is decoded at all.
+/// whether column `i` is kept (every column is validated).
 pub(crate) fn decode_row(json: &[u8], columns: &[(String, Type)], wanted: &[bool]) -> Result<Row, String> {
     let mut row = Row::new();
     decode_row_into(json, columns, wanted, &mut row)?;
@@ -61,15 +67,19 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let row = self.row;
-        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns, wanted: self.wanted })? {
+        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns })? {
             match index {
-                Some(i) if self.wanted.get(i).copied().unwrap_or(true) => {
+                Some(i) => {
                     let (name, ty) = &self.columns[i];
-                    row[i] = map
-                        .next_value_seed(ValueSeed { ty: *ty })
+                    let keep = self.wanted.get(i).copied().unwrap_or(true);
+                    let value = map
+                        .next_value_seed(ValueSeed { ty: *ty, keep })
                         .map_err(|e| de::Error::custom(format!("column \"{name}\": {e}")))?;
+                    if keep {
+                        row[i] = value;
+                    }
                 }
-                _ => {
+                None => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
@@ -78,11 +88,9 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
 }
 
-/// Finds a field's column without allocating the key; only the wanted
-/// columns are compared (a field of any other is skipped).
+/// Finds a field's column without allocating the key.
 struct KeySeed<'a> {
     columns: &'a [(String, Type)],
-    wanted: &'a [bool],
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
@@ -98,16 +106,15 @@ impl Visitor<'_> for KeySeed<'_> {
         f.write_str("a field name")
     }
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
-        Ok(self
-            .columns
-            .iter()
-            .enumerate()
-            .position(|(i, (name, _))| self.wanted.get(i).copied().unwrap_or(true) && name == key))
+        Ok(self.columns.iter().position(|(name, _)| name == key))
     }
 }
 
+/// Reads one field as a value of `ty`; a value not kept is validated by
+/// the same rules and returned as NULL (a TEXT is then never copied).
 struct ValueSeed {
     ty: Type,
+    keep: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed {
@@ -197,6 +204,7 @@ impl<'de> Visitor<'de> for ValueSeed {
     }
     fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
         let parsed = match self.ty {
+            Type::Text if !self.keep => Some(Value::Null),
             Type::Text => Some(Value::Text(s.into())),
             Type::Timestamp => time::parse_timestamp(s).map(Value::Timestamp),
             Type::Date => time::parse_date(s).map(Value::Date),
@@ -232,6 +240,18 @@ mod tests {
         assert_eq!(row[2], Value::Timestamp(time::parse_timestamp("2024-01-01 00:00:01").unwrap()));
         let row = decode_row(br#"{"id": 7, "name": "x"}"#, &columns(), &[true, false, true]).unwrap();
         assert_eq!(row[1], Value::Null, "an unread column is not decoded");
+    }
+
+    #[test]
+    fn an_unread_column_is_validated_with_the_same_verdict() {
+        for json in [&br#"{"id": 1, "name": 5}"#[..], br#"{"at": "noon", "name": "x"}"#, br#"{"name": "x\u00e9"}"#] {
+            let read = decode_row(json, &columns(), &[true; 3]).map(|_| ());
+            for wanted in [[true, false, true], [false, false, false], [false, true, false]] {
+                assert_eq!(decode_row(json, &columns(), &wanted).map(|_| ()), read, "{wanted:?}");
+            }
+        }
+        let error = decode_row(br#"{"id": 1, "name": 5}"#, &columns(), &[true, false, false]).unwrap_err();
+        assert!(error.contains("column \"name\": expected TEXT, found number 5"), "{error}");
     }
 
     #[test]

@@ -56,7 +56,7 @@ use millpond_dataflow::{RunStats, Runtime, RuntimeConfig};
 pub use catalog::CATALOG_TOPIC;
 pub use error::{Error, Location, Result};
 #[cfg(feature = "runtime")]
-pub use render::{CompiledView, UNIT_TOPIC, ViewRow};
+pub use render::{CompiledCatalog, CompiledView, UNIT_TOPIC, ViewRow};
 #[cfg(feature = "runtime")]
 pub use session::{Outcome, Session};
 pub use value::{Dec, OrderedF64, Row, Type, Value};
@@ -144,7 +144,8 @@ fn catalog_objects(data_dir: &std::path::Path) -> Result<Option<CatalogObjects>>
     Ok(Some(objects))
 }
 
+/// Runs the catalog's materialized views (see [`Session::compile`]).
 #[cfg(feature = "runtime")]
-pub fn run(config: RuntimeConfig, views: Vec<CompiledView>) -> Result<RunStats> {
-    Ok(Runtime::run(config.drop_undeclared(true), move |job| render::build(job, &views))?)
+pub fn run(config: RuntimeConfig, compiled: CompiledCatalog) -> Result<RunStats> {
+    Ok(Runtime::run(config.drop_undeclared(true), move |job| render::build(job, &compiled.views, &compiled.sources))?)
 }

@@ -6,9 +6,11 @@
 //!   same plan gets the same names on every run (so it resumes its state),
 //!   and a changed definition gets new ones (so it never reads state built
 //!   by another definition).
-//! - A view reads its topics with readers of its own and decodes only the
-//!   columns it reads (others are NULL): its rows and state depend on its own
-//!   definition only.
+//! - A view reads each source or table with a reader of its own and keeps
+//!   only the columns it reads (others are NULL): its rows and state depend
+//!   on its own definition only. The records a source rejects do not depend
+//!   on the view (every declared column is validated): they go to the
+//!   source's one dead-letter topic, `SOURCE.dead-letter`.
 //! - SQL's NULL never equals anything: rows whose join key has a NULL never
 //!   match (they survive outer joins unmatched).
 use std::collections::BTreeMap;
@@ -31,7 +33,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-const STATE_LAYOUT_VERSION: u64 = 4;
+const STATE_LAYOUT_VERSION: u64 = 5;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -44,10 +46,18 @@ pub struct CompiledView {
 }
 
 impl CompiledView {
-    /// Names the view's readers (`PREFIX.TOPIC`, ...) and operators (`PREFIX.N`).
+    /// Names the view's readers (`PREFIX.SOURCE`, ...) and operators (`PREFIX.N`).
     pub(crate) fn prefix(&self) -> String {
         format!("{}.{:016x}", self.name, self.fingerprint.wrapping_add(STATE_LAYOUT_VERSION))
     }
+}
+
+/// What a job runs of a catalog: its materialized views, and its sources
+/// and tables as (name, topic), whose dead-letter topics the job keeps.
+#[derive(Clone, Debug, Default)]
+pub struct CompiledCatalog {
+    pub views: Vec<CompiledView>,
+    pub sources: Vec<(String, String)>,
 }
 
 /// A row of a view, as stored in its changelog: a JSON object keyed by
@@ -91,23 +101,37 @@ impl<'de> Deserialize<'de> for ViewRow {
     }
 }
 
-/// Per-view rendering state: the view's own source readers, one per topic,
-/// decoding the columns the view reads.
+/// Per-view rendering state: the view's own readers, one per source or
+/// table it reads, keeping the columns the view reads.
 struct Renderer<'s, 'j> {
     job: &'j mut Job<'s>,
     /// Names the view's readers and operators: `VIEW.FINGERPRINT`.
     prefix: String,
     sources: BTreeMap<String, Collection<'s, Row>>,
     unit: Option<Collection<'s, Row>>,
-    /// Per source topic: which columns the view reads.
+    /// Per source or table: which columns the view reads.
     demanded: BTreeMap<String, Vec<bool>>,
-    /// Per source topic: how many times the view's plan reads it.
+    /// Per source or table: how many times the view's plan reads it.
     uses: BTreeMap<String, usize>,
     operators: usize,
 }
 
-/// A fusible chain: the source, its columns, and the stages over it, innermost first.
-type Fused<'r> = (&'r Input, &'r [(String, Type)], Vec<Stage>);
+/// A source or table a plan reads.
+#[derive(Clone, Debug)]
+struct Get {
+    object: String,
+    input: Input,
+    columns: Vec<(String, Type)>,
+}
+
+impl Get {
+    fn topic(&self) -> &str {
+        input_topic(&self.input)
+    }
+}
+
+/// A fusible chain: the source and the stages over it, innermost first.
+type Fused = (Get, Vec<Stage>);
 
 /// A stage evaluated inside a source's decode step (see `Renderer::fusible`).
 #[derive(Clone, Debug)]
@@ -118,7 +142,7 @@ enum Stage {
 
 fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
     match rel {
-        Rel::Get { input, .. } => *uses.entry(input_topic(input).to_owned()).or_default() += 1,
+        Rel::Get { object, .. } => *uses.entry(object.clone()).or_default() += 1,
         Rel::Project { input, .. }
         | Rel::Filter { input, .. }
         | Rel::Aggregate { input, .. }
@@ -136,11 +160,16 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
 
 /// Builds every view of `views` in `job` and materializes it.
 ///
-/// Each view reads its topics with readers of its own, named after the view
+/// Each view reads its sources with readers of its own, named after the view
 /// and its definition: a view created after others have run starts from the
 /// beginning of the log (the runtime accepts its new state because all its
 /// readers are fresh), and never shares state with another definition.
-pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
+/// `sources` (name, topic) are the catalog's sources and tables: their
+/// dead-letter topics are kept even while no view reads them.
+pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[(String, String)]) {
+    for (source, topic) in sources {
+        job.keep_dead_letters(source, topic);
+    }
     for view in views {
         let mut demanded = BTreeMap::new();
         demand(&view.rel, &vec![true; view.columns.len()], &mut demanded);
@@ -156,14 +185,13 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView]) {
     }
 }
 
-/// Marks the columns of each source topic that `rel` reads, given which of
-/// its own output columns are needed.
+/// Marks the columns of each source and table that `rel` reads, given which
+/// of its own output columns are needed.
 fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
     let all = |width: usize| vec![true; width];
     match rel {
-        Rel::Get { input, columns, .. } => {
-            let topic = input_topic(input);
-            let entry = out.entry(topic.to_owned()).or_insert_with(|| vec![false; columns.len()]);
+        Rel::Get { object, input, columns } => {
+            let entry = out.entry(object.clone()).or_insert_with(|| vec![false; columns.len()]);
             // Upserted rows are kept whole in the source's state.
             let keep_all = matches!(input, Input::Upsert { .. });
             entry.iter_mut().zip(needed).for_each(|(a, b)| *a |= *b || keep_all);
@@ -293,47 +321,48 @@ impl<'s> Renderer<'s, '_> {
         format!("{}.{}", self.prefix, self.operators)
     }
 
-    /// The view's reader of `topic`: `VIEW.FINGERPRINT.TOPIC` (or a numbered
-    /// name when that would be too long for a reader name).
-    fn reader_name(&self, topic: &str) -> String {
-        let name = format!("{}.{topic}", self.prefix);
+    /// The view's reader of `object`: `VIEW.FINGERPRINT.OBJECT` (or a
+    /// numbered name when that would be too long for a reader name).
+    fn reader_name(&self, object: &str) -> String {
+        let name = format!("{}.{object}", self.prefix);
         if name.len() <= 150 {
             return name;
         }
-        let index = self.demanded.keys().position(|t| t == topic).unwrap_or(usize::MAX);
+        let index = self.demanded.keys().position(|o| o == object).unwrap_or(usize::MAX);
         format!("{}.r{index}", self.prefix)
     }
 
-    fn source(&mut self, input: &Input, columns: &[(String, Type)]) -> Collection<'s, Row> {
-        let topic = input_topic(input).to_owned();
-        if let Some(collection) = self.sources.get(&topic) {
+    fn source(&mut self, get: &Get) -> Collection<'s, Row> {
+        if let Some(collection) = self.sources.get(&get.object) {
             return collection.clone();
         }
-        let reader = self.reader_name(&topic);
-        let wanted: Rc<[bool]> = self.demanded.get(&topic).cloned().unwrap_or_default().into();
-        let columns: Rc<[(String, Type)]> = columns.to_vec().into();
-        let collection = match input {
+        let (object, topic) = (get.object.as_str(), get.topic());
+        let reader = self.reader_name(object);
+        let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
+        let columns: Rc<[(String, Type)]> = get.columns.clone().into();
+        let collection = match &get.input {
             Input::Source { .. } => {
                 let decode = move |record: &RecordView<'_>| match record.value {
                     Some(value) => decode_row(value, &columns, &wanted),
                     None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
                 };
-                self.job.source_named(&reader, &topic, decode)
+                self.job.source_of(object, &reader, topic, decode)
             }
             Input::Upsert { .. } => {
                 let decode_value = move |value: &[u8]| decode_row(value, &columns, &wanted);
                 self.job
-                    .upsert_source_named(
+                    .upsert_source_of(
+                        object,
                         &reader,
                         &format!("{reader}.upsert"),
-                        &topic,
+                        topic,
                         |key: &[u8]| Ok(key.to_vec()),
                         decode_value,
                     )
                     .map(|(_key, row): (Vec<u8>, Row)| row)
             }
         };
-        self.sources.insert(topic, collection.clone());
+        self.sources.insert(object.to_owned(), collection.clone());
         collection
     }
 
@@ -341,20 +370,20 @@ impl<'s> Renderer<'s, '_> {
     /// the view reads once: its stages run inside the source's decode step,
     /// on a reused row, so a record filtered out or reduced to a key costs
     /// no allocation. Returns the source and the stages, innermost first.
-    fn fusible<'r>(&self, rel: &'r Rel) -> Option<Fused<'r>> {
+    fn fusible(&self, rel: &Rel) -> Option<Fused> {
         match rel {
-            Rel::Get { input: input @ Input::Source { topic }, columns, .. } => {
-                (self.uses.get(topic).copied() == Some(1)).then(|| (input, columns.as_slice(), Vec::new()))
-            }
+            Rel::Get { object, input: input @ Input::Source { .. }, columns } => (self.uses.get(object).copied()
+                == Some(1))
+            .then(|| (Get { object: object.clone(), input: input.clone(), columns: columns.clone() }, Vec::new())),
             Rel::Filter { input, predicate } => {
-                let (source, columns, mut stages) = self.fusible(input)?;
+                let (source, mut stages) = self.fusible(input)?;
                 stages.push(Stage::Filter(predicate.clone()));
-                Some((source, columns, stages))
+                Some((source, stages))
             }
             Rel::Project { input, exprs } => {
-                let (source, columns, mut stages) = self.fusible(input)?;
+                let (source, mut stages) = self.fusible(input)?;
                 stages.push(Stage::Project(exprs.clone()));
-                Some((source, columns, stages))
+                Some((source, stages))
             }
             _ => None,
         }
@@ -363,15 +392,14 @@ impl<'s> Renderer<'s, '_> {
     /// Reads `input` with its stages applied, then `finish` on each row that passes.
     fn fused_source<T: Clone + 'static>(
         &mut self,
-        input: &Input,
-        columns: &[(String, Type)],
+        get: &Get,
         stages: Vec<Stage>,
         finish: impl Fn(&[Value]) -> T + 'static,
     ) -> Collection<'s, T> {
-        let topic = input_topic(input).to_owned();
-        let reader = self.reader_name(&topic);
-        let wanted: Rc<[bool]> = self.demanded.get(&topic).cloned().unwrap_or_default().into();
-        let columns: Rc<[(String, Type)]> = columns.to_vec().into();
+        let (object, topic) = (get.object.as_str(), get.topic());
+        let reader = self.reader_name(object);
+        let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
+        let columns: Rc<[(String, Type)]> = get.columns.clone().into();
         let filters = stages.iter().any(|s| matches!(s, Stage::Filter(_)));
         let scratch = std::cell::RefCell::new(Row::new());
         // Applies the stages to a decoded row: `None` when a filter drops it.
@@ -396,11 +424,11 @@ impl<'s> Renderer<'s, '_> {
             Ok(Some(finish(projected.as_deref().unwrap_or(&row))))
         };
         if filters {
-            self.job.source_named(&reader, &topic, apply).flat_map(|row: Option<T>| row)
+            self.job.source_of(object, &reader, topic, apply).flat_map(|row: Option<T>| row)
         } else {
             // Every record yields a row: no Option layer, no extra pass over the data.
             let decode = move |record: &RecordView<'_>| Ok(apply(record)?.expect("only a filter drops a row"));
-            self.job.source_named(&reader, &topic, decode)
+            self.job.source_of(object, &reader, topic, decode)
         }
     }
 
@@ -415,11 +443,12 @@ impl<'s> Renderer<'s, '_> {
 
     fn render(&mut self, rel: &Rel) -> Collection<'s, Row> {
         match rel {
-            Rel::Get { input, columns, .. } => self.source(input, columns),
+            Rel::Get { object, input, columns } => {
+                self.source(&Get { object: object.clone(), input: input.clone(), columns: columns.clone() })
+            }
             Rel::Project { .. } | Rel::Filter { .. } if self.fusible(rel).is_some() => {
-                let (input, columns, stages) = self.fusible(rel).expect("checked");
-                let (input, columns) = (input.clone(), columns.to_vec());
-                self.fused_source(&input, &columns, stages, <[Value]>::to_vec)
+                let (get, stages) = self.fusible(rel).expect("checked");
+                self.fused_source(&get, stages, <[Value]>::to_vec)
             }
             Rel::Project { input, exprs } => {
                 let exprs = exprs.clone();
@@ -451,10 +480,7 @@ impl<'s> Renderer<'s, '_> {
                 let group = group.clone();
                 let key_and_args = move |row: &[Value]| (Tuple::eval(&group, row), Tuple::eval(&args, row));
                 let keyed = match self.fusible(input) {
-                    Some((source, columns, stages)) => {
-                        let (source, columns) = (source.clone(), columns.to_vec());
-                        self.fused_source(&source, &columns, stages, key_and_args)
-                    }
+                    Some((get, stages)) => self.fused_source(&get, stages, key_and_args),
                     None => self.render(input).map(move |row| key_and_args(&row)),
                 };
                 let name = self.operator_name();

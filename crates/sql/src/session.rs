@@ -39,7 +39,7 @@ use crate::decode::decode_row;
 use crate::error::{Error, Location, Result};
 use crate::eval::{eval, holds};
 use crate::parse::{CreateSource, Parsed, Stmt, parse};
-use crate::render::{CompiledView, UNIT_TOPIC};
+use crate::render::{CompiledCatalog, CompiledView, UNIT_TOPIC};
 use crate::value::{Row, Type, Value, cast};
 
 mod catalog_log;
@@ -243,10 +243,18 @@ impl Session {
         }
     }
 
-    /// Every materialized view of the catalog, bound and ready to run.
-    pub fn compile(&self) -> Result<Vec<CompiledView>> {
+    /// Every materialized view of the catalog, bound and ready to run, and
+    /// the sources and tables whose dead letters the job keeps.
+    pub fn compile(&self) -> Result<CompiledCatalog> {
         let mut views = Vec::new();
+        let mut sources = Vec::new();
         for object in self.catalog.objects.values() {
+            match &object.kind {
+                ObjectKind::Source { topic, .. } | ObjectKind::Table { topic, .. } => {
+                    sources.push((object.name.clone(), topic.clone()));
+                }
+                _ => {}
+            }
             if let ObjectKind::View { materialized: true, .. } = object.kind {
                 let (rel, columns, dependencies) = bind_view(&self.catalog, object, None)?;
                 // The view's plan depends on its definition and on those of the
@@ -265,7 +273,7 @@ impl Session {
                 });
             }
         }
-        Ok(views)
+        Ok(CompiledCatalog { views, sources })
     }
 
     /// The names and kinds of the catalog's objects.

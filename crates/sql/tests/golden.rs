@@ -35,7 +35,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use millpond_dataflow::{RuntimeConfig, TopicRecord, Topics, read_view};
-use millpond_sql::{CompiledView, Error, Session};
+use millpond_sql::{CompiledCatalog, Error, Session};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root")
@@ -187,7 +187,7 @@ fn run_scenario(path: &Path, file: &str) -> String {
         }
         let mut session = Session::open(dir).expect("opening a session");
         let before = session.objects();
-        let views: Vec<CompiledView> = match session.execute(&phase.text, Some(file), true) {
+        let views: CompiledCatalog = match session.execute(&phase.text, Some(file), true) {
             Ok(_) => session.compile().unwrap_or_else(|e| panic!("{file}: compiling: {e}")),
             Err(error) => {
                 drop(session);
@@ -212,10 +212,11 @@ fn run_scenario(path: &Path, file: &str) -> String {
             }
         }
         let listed: Vec<(String, Vec<(String, String)>)> = views
+            .views
             .iter()
             .map(|v| (v.name.clone(), v.columns.iter().map(|(c, t)| (c.clone(), t.to_string())).collect()))
             .collect();
-        if views.is_empty() {
+        if views.views.is_empty() {
             out.push_str("-- no materialized views\n");
             continue;
         }
@@ -317,7 +318,7 @@ fn nexmark_definitions_bind() {
         }
         let views = session.compile().unwrap_or_else(|e| panic!("{file}: {e}"));
         if text.contains("CREATE MATERIALIZED VIEW") {
-            assert!(!views.is_empty(), "{file}: no view compiled");
+            assert!(!views.views.is_empty(), "{file}: no view compiled");
             queries += 1;
         }
         if let Err(e) = shared.execute(&text, Some(&file), true) {
@@ -325,5 +326,5 @@ fn nexmark_definitions_bind() {
         }
     }
     let views = shared.compile().expect("compiling every Nexmark view");
-    assert!(views.len() >= queries, "{} views from {queries} query files", views.len());
+    assert!(views.views.len() >= queries, "{} views from {queries} query files", views.views.len());
 }

@@ -70,8 +70,8 @@ fn append(dir: &Path, phase: &Phase) -> TestResult {
         })
         .collect();
     topics.append("etopic", events)?;
-    // Records that do not decode go to the dead-letter topic, not into views. (Only
-    // what a view reads is decoded: a bad field only fails the views that read it.)
+    // Records that do not decode go to the source's dead-letter topic, not into
+    // any view (every declared field is validated, whichever a view reads).
     let malformed = [&b"not json"[..], b"[1, 2]", br#"{"id": 1, "k": 2"#];
     let malformed =
         malformed.iter().map(|v| TopicRecord { key: None, value: Some(v.to_vec()), headers: vec![] }).collect();
@@ -188,7 +188,7 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
         let views = session.compile()?;
         drop(session);
         let columns: BTreeMap<String, Vec<(String, Type)>> =
-            views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
+            views.views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
         assert_eq!(columns.keys().collect::<Vec<_>>(), live.keys().collect::<Vec<_>>(), "the views compiled");
         let mut config = RuntimeConfig::new(dir).epoch_interval_ms(20).stop_when_caught_up(true);
         if number == 1 {
@@ -525,7 +525,7 @@ fn random_expressions_match_sqlite() -> TestResult {
             let views = session.compile()?;
             drop(session);
             let columns: BTreeMap<String, Vec<(String, Type)>> =
-                views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
+                views.views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
             millpond_sql::run(RuntimeConfig::new(dir).epoch_interval_ms(20).stop_when_caught_up(true), views)?;
             for (i, (ours, theirs)) in queries.iter().enumerate() {
                 let name = format!("x{i}");

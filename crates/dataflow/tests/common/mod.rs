@@ -38,6 +38,44 @@ pub fn read_topic(dir: &Path, topic: &str) -> Vec<String> {
     out
 }
 
+/// A record of a dead-letter topic: the rejected value and the headers.
+#[derive(Debug)]
+pub struct Letter {
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub headers: BTreeMap<String, String>,
+}
+
+impl Letter {
+    /// The rejected record's (partition, offset), from its headers.
+    pub fn source_offset(&self) -> (u32, u64) {
+        (
+            self.headers["millpond.source.partition"].parse().unwrap(),
+            self.headers["millpond.source.offset"].parse().unwrap(),
+        )
+    }
+}
+
+/// The records of a dead-letter topic (none if it does not exist).
+pub fn dead_letters(dir: &Path, topic: &str) -> Vec<Letter> {
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let mut out = Vec::new();
+    if log.topics().iter().any(|t| t == topic) {
+        let mut offset = log.low_watermark(topic, 0).unwrap();
+        while offset < log.high_watermark(topic, 0).unwrap() {
+            let fetch = log.fetch(topic, 0, offset, 1 << 20).unwrap();
+            for r in fetch.records() {
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                let headers = r.headers().into_iter().map(|h| (h.key, text(&h.value.unwrap_or_default()))).collect();
+                out.push(Letter { key: r.key.map(text), value: r.value.map(text), headers });
+            }
+            offset = fetch.next_offset();
+        }
+    }
+    log.close().unwrap();
+    out
+}
+
 /// A view's rows as sorted (row JSON text, multiplicity) pairs.
 pub fn view_rows(dir: &Path, view: &str) -> BTreeMap<String, i64> {
     millpond_dataflow::read_view(dir, view).unwrap().rows.into_iter().map(|(row, n)| (row.to_string(), n)).collect()
