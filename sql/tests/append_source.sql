@@ -2,8 +2,8 @@
 -- declared are ignored, a TIMESTAMP is an ISO 8601 text or milliseconds
 -- since 1970, DECIMAL reads numbers and numeric text, and a record that
 -- does not decode (not JSON, or a field of the wrong type) goes to the
--- dead-letter topic instead of stopping the view (counted once per view
--- reading the source: each view reads it on its own).
+-- source's dead-letter topic instead of stopping the view (once, though
+-- two views read the source).
 CREATE SOURCE readings (sensor TEXT, at TIMESTAMP, value DECIMAL(8, 2), ok BOOLEAN)
     FROM TOPIC 'readings' FORMAT JSON;
 

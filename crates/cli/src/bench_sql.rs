@@ -18,8 +18,20 @@ use millpond_sql::Session;
 
 use crate::job::{JobArgs, StateArg};
 
-/// The SQL twin of the Rust `bid_stats` job (`millpond job nexmark --bid-stats-only`).
+/// The SQL twin of the Rust `bid_stats` job (`millpond job nexmark`), its
+/// source declaring the fields the Rust job's `Bid` decodes: both validate
+/// the same fields of every record.
 const BID_STATS_SQL: &str = "
+CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT)
+    FROM TOPIC 'bid' FORMAT JSON;
+CREATE MATERIALIZED VIEW bid_stats AS
+    SELECT auction, COUNT(*) AS bids, SUM(price) AS volume, MAX(price) AS top FROM bid GROUP BY auction;
+";
+
+/// The same view over a source that declares all seven fields of a
+/// Nexmark bid: every record's seven fields are validated (one verdict per
+/// record for every view of the source), four more than the Rust job reads.
+const BID_STATS_SQL_ALL_FIELDS: &str = "
 CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT, url TEXT, date_time TIMESTAMP, extra TEXT)
     FROM TOPIC 'bid' FORMAT JSON;
 CREATE MATERIALIZED VIEW bid_stats AS
@@ -136,22 +148,33 @@ pub(crate) fn run(data_dir: &Path, args: &SqlBenchArgs) -> Result<()> {
     }
 
     println!("\nbid_stats: SQL vs the hand-written Rust job, best of {} interleaved rounds", args.rounds.max(1));
-    let (mut best_sql, mut best_rust) = (f64::MAX, f64::MAX);
+    let variants = [("sql", BID_STATS_SQL), ("sql-all", BID_STATS_SQL_ALL_FIELDS)];
+    let mut best_sql = [f64::MAX; 2];
+    let mut best_rust = f64::MAX;
     let mut bids = 0;
     for _ in 0..args.rounds.max(1) {
         let (seconds, stats) = run_rust_bid_stats(&input, &run, args.epoch_ms)?;
         best_rust = best_rust.min(seconds);
         bids = stats.records;
-        let (seconds, stats) = run_sql(&input, &run, BID_STATS_SQL, "bid_stats.sql", args.epoch_ms)?;
-        if stats.records != bids {
-            bail!("the SQL job read {} bids, the Rust job {bids}", stats.records);
+        for ((_, sql), best) in variants.iter().zip(&mut best_sql) {
+            let (seconds, stats) = run_sql(&input, &run, sql, "bid_stats.sql", args.epoch_ms)?;
+            if stats.records != bids {
+                bail!("the SQL job read {} bids, the Rust job {bids}", stats.records);
+            }
+            *best = best.min(seconds);
         }
-        best_sql = best_sql.min(seconds);
     }
-    let (rust_rate, sql_rate) = (bids as f64 / best_rust, bids as f64 / best_sql);
+    let rust_rate = bids as f64 / best_rust;
     println!("{:<8} {best_rust:>10.2} {bids:>12} {rust_rate:>16.0}", "rust");
-    println!("{:<8} {best_sql:>10.2} {bids:>12} {sql_rate:>16.0}", "sql");
-    println!("SQL / Rust: {:.2}x (target >= 0.8x)", sql_rate / rust_rate);
+    for ((name, _), best) in variants.iter().zip(best_sql) {
+        println!("{name:<8} {best:>10.2} {bids:>12} {:>16.0}", bids as f64 / best);
+    }
+    let ratio = |best: f64| (bids as f64 / best) / rust_rate;
+    println!(
+        "SQL / Rust: {:.2}x with the Rust job's 3 fields declared (target >= 0.8x); {:.2}x with all 7 declared (and validated)",
+        ratio(best_sql[0]),
+        ratio(best_sql[1])
+    );
     fs::remove_dir_all(&run).ok();
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! Decoding a source record's JSON value into a row of declared types.
 //!
-//! A missing field is NULL; a field of the wrong type fails the record (it
-//! goes to the source's dead-letter topic, with this message and its
-//! offset); fields not declared are ignored.
+//! A record is one JSON object in UTF-8 (RFC 8259: bytes that are not
+//! UTF-8, anywhere in it, fail it). A missing field is NULL; a field of the
+//! wrong type fails the record (it goes to the source's dead-letter topic,
+//! with this message and its offset); fields not declared are ignored.
 //!
 //! Invariant: the verdict on a record (accepted, or the error) depends on
 //! the declared columns only, never on which of them a view reads: every
@@ -41,7 +42,9 @@ pub(crate) fn decode_row_into(
 ) -> Result<(), String> {
     row.clear();
     row.resize(columns.len(), Value::Null);
-    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    // Checked once for the whole record (cheaper than string by string).
+    let json = std::str::from_utf8(json).map_err(|e| format!("not UTF-8: {e}"))?;
+    let mut deserializer = serde_json::Deserializer::from_str(json);
     RowSeed { columns, wanted, row }.deserialize(&mut deserializer).map_err(|e| e.to_string())?;
     deserializer.end().map_err(|e| e.to_string())
 }
@@ -67,9 +70,12 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let row = self.row;
-        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns })? {
+        // Fields usually come in the declared order: try the next column first.
+        let mut guess = 0;
+        while let Some(index) = map.next_key_seed(KeySeed { columns: self.columns, guess })? {
             match index {
                 Some(i) => {
+                    guess = i + 1;
                     let (name, ty) = &self.columns[i];
                     let keep = self.wanted.get(i).copied().unwrap_or(true);
                     let value = map
@@ -88,9 +94,11 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
 }
 
-/// Finds a field's column without allocating the key.
+/// Finds a field's column without allocating the key, trying column
+/// `guess` first.
 struct KeySeed<'a> {
     columns: &'a [(String, Type)],
+    guess: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
@@ -106,6 +114,9 @@ impl Visitor<'_> for KeySeed<'_> {
         f.write_str("a field name")
     }
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Option<usize>, E> {
+        if self.columns.get(self.guess).is_some_and(|(name, _)| name == key) {
+            return Ok(Some(self.guess));
+        }
         Ok(self.columns.iter().position(|(name, _)| name == key))
     }
 }
@@ -249,6 +260,11 @@ mod tests {
             for wanted in [[true, false, true], [false, false, false], [false, true, false]] {
                 assert_eq!(decode_row(json, &columns(), &wanted).map(|_| ()), read, "{wanted:?}");
             }
+        }
+        // Bytes that are not UTF-8 fail the record, in any field.
+        for json in [&b"{\"name\": \"\xff\"}"[..], b"{\"other\": \"\xc3\"}"] {
+            let error = decode_row(json, &columns(), &[false; 3]).unwrap_err();
+            assert!(error.starts_with("not UTF-8"), "{error}");
         }
         let error = decode_row(br#"{"id": 1, "name": 5}"#, &columns(), &[true, false, false]).unwrap_err();
         assert!(error.contains("column \"name\": expected TEXT, found number 5"), "{error}");
