@@ -178,6 +178,7 @@ impl Session {
                     let object = self.table_object(create, at)?;
                     let topic = table_topic(&object.name);
                     let name_at = name_location(at, &create.name);
+                    let fresh = batch.working.get(&object.name).is_none().then(|| object.clone());
                     let outcome = self.create(
                         &mut batch.working,
                         object,
@@ -190,6 +191,8 @@ impl Session {
                         batch
                             .effects
                             .push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
+                    } else if let Some(object) = fresh {
+                        self.clear_leftover_rows(batch, &object)?;
                     }
                     Ok(outcome)
                 }

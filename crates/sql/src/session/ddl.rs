@@ -285,6 +285,34 @@ impl Session {
         Ok(Outcome { tag: if replaced { format!("{tag} (replaced)") } else { tag } })
     }
 
+    /// A table created under the name of one whose DROP crashed after its
+    /// catalog record and before its rows' tombstones finds those rows in
+    /// its topic: they are not the new table's, so they are deleted in the
+    /// same batch (a table always starts empty). Keys only: the old rows
+    /// may not decode under the new columns.
+    pub(super) fn clear_leftover_rows(&self, batch: &mut PendingBatch, object: &Object) -> Result<()> {
+        let PendingBatch { tables, effects, table_ends, .. } = batch;
+        if tables.contains_key(&object.name) {
+            return Ok(()); // dropped earlier in this batch: its tombstones are pending
+        }
+        let ObjectKind::Table { topic, .. } = &object.kind else { unreachable!("a table") };
+        let mut live = BTreeSet::new();
+        for record in self.topics.read_all(topic)? {
+            let Some(key) = record.key else { continue };
+            if record.value.is_some() {
+                live.insert(key);
+            } else {
+                live.remove(&key);
+            }
+        }
+        tables.insert(object.name.clone(), TableRows::new());
+        if live.is_empty() {
+            return Ok(());
+        }
+        let records = live.into_iter().map(|key| TopicRecord { key: Some(key), value: None, headers: vec![] });
+        self.write_table(object, records.collect(), None, effects, table_ends)
+    }
+
     pub(super) fn drop(
         &self,
         batch: &mut PendingBatch,
