@@ -119,13 +119,16 @@ pub struct CheckpointMeta {
 
 /// How far a dead-letter topic holds the letters of its source: every
 /// record of `topic` (incarnation `topic_id`) below `next[partition]` that
-/// the source rejects has its one letter in the topic, and none above.
+/// the source (under `verdict`) rejects has its one letter in the topic.
 /// A reader that rejects a record below the mark skips it: another reader
 /// of the source wrote it already.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetterMarks {
     pub topic: String,
     pub topic_id: String,
+    /// What the source rejects (see `Job::declare_source`): marks of another
+    /// verdict are started over.
+    pub verdict: String,
     pub next: BTreeMap<u32, u64>,
 }
 
@@ -546,6 +549,13 @@ impl Checkpoints {
             .push((topic.to_owned(), marks));
     }
 
+    /// A run resumes the marks of `topic` other than committed (started
+    /// over, or cut back to the end of a log that lost records): the next
+    /// commit records them, and marks move forward from them.
+    pub(crate) fn reset_dead_letter_marks(&self, topic: &str, marks: DeadLetterMarks) {
+        self.meta.lock().expect("meta lock").dead_letters.insert(topic.to_owned(), marks);
+    }
+
     /// Drops everything the last checkpoint lists and `declared` does not:
     /// readers' offsets, states, views and sink topics leave the meta now
     /// (it is persisted only by a commit); keyspace deletions and topic
@@ -677,9 +687,9 @@ impl Checkpoints {
             for (topic, marks) in writes.dead_letters {
                 let previous = meta.dead_letters.insert(topic.clone(), marks.clone());
                 assert!(
-                    previous.is_none_or(|p| p.topic_id != marks.topic_id
-                        || p.next.iter().all(|(partition, next)| marks.next.get(partition) >= Some(next))),
-                    "dead-letter marks of {topic} only move forward within an incarnation"
+                    previous.is_none_or(|p| (p.topic_id, &p.verdict) == (marks.topic_id.clone(), &marks.verdict)
+                        && p.next.iter().all(|(partition, next)| marks.next.get(partition) >= Some(next))),
+                    "dead-letter marks of {topic} only move forward from what the run resumed"
                 );
             }
             for (topic, end) in writes.sinks {
@@ -774,7 +784,12 @@ mod tests {
         let mut with_marks = meta(META_VERSION);
         with_marks.dead_letters.insert(
             "t.dead-letter".into(),
-            DeadLetterMarks { topic: "t".into(), topic_id: "id".into(), next: BTreeMap::from([(0, 4)]) },
+            DeadLetterMarks {
+                topic: "t".into(),
+                topic_id: "id".into(),
+                verdict: "v".into(),
+                next: BTreeMap::from([(0, 4)]),
+            },
         );
         assert_eq!(CheckpointMeta::decode(&crate::codec::encode(&with_marks)).unwrap(), with_marks);
     }

@@ -133,6 +133,11 @@ impl RuntimeConfig {
         self.fetch_bytes_max = bytes;
         self
     }
+    /// Stops the run at the next epoch boundary once `flag` is set.
+    pub fn stop(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.stop = flag;
+        self
+    }
     pub fn stop_when_caught_up(mut self, on: bool) -> Self {
         self.stop_when_caught_up = on;
         self

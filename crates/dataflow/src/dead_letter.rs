@@ -25,7 +25,8 @@
 //! where it came from and why, as Kafka Connect's dead-letter queues do:
 //! `millpond.source.topic`, `millpond.source.topic-id`,
 //! `millpond.source.partition`, `millpond.source.offset` (decimal text),
-//! `millpond.error`, and `millpond.truncated` (the original key and value
+//! `millpond.error`, `millpond.source.verdict` (which definition of the
+//! source judged it), and `millpond.truncated` (the original key and value
 //! lengths, `KEY_BYTES,VALUE_BYTES`) only when something was cut.
 //!
 //! The topic is created with its first letter: a source that rejects
@@ -44,6 +45,7 @@ use millpond_log::{CleanupPolicy, Header, Record, RecordView};
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::DeadLetterMarks;
+use crate::context::WorkerContext;
 use crate::runtime::Job;
 use crate::sink::{append_all, epoch_sink, prepare_topic};
 use crate::{Collection, Epoch};
@@ -59,6 +61,7 @@ pub const SOURCE_PARTITION_HEADER: &str = "millpond.source.partition";
 pub const SOURCE_OFFSET_HEADER: &str = "millpond.source.offset";
 pub const ERROR_HEADER: &str = "millpond.error";
 pub const TRUNCATED_HEADER: &str = "millpond.truncated";
+pub const VERDICT_HEADER: &str = "millpond.source.verdict";
 
 /// A record a source rejected, on its way to the dead-letter topic.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -103,7 +106,7 @@ impl DeadLetter {
     }
 
     /// The record written to the dead-letter topic.
-    fn record(&self, topic_id: &str) -> Record {
+    fn record(&self, topic_id: &str, verdict: &str) -> Record {
         let header = |key: &str, value: &str| Header { key: key.to_owned(), value: Some(value.as_bytes().to_vec()) };
         let mut headers = vec![
             header(SOURCE_TOPIC_HEADER, &self.topic),
@@ -111,6 +114,7 @@ impl DeadLetter {
             header(SOURCE_PARTITION_HEADER, &self.partition.to_string()),
             header(SOURCE_OFFSET_HEADER, &self.offset.to_string()),
             header(ERROR_HEADER, &self.error),
+            header(VERDICT_HEADER, verdict),
         ];
         if let Some((key_bytes, value_bytes)) = self.truncated {
             headers.push(header(TRUNCATED_HEADER, &format!("{key_bytes},{value_bytes}")));
@@ -124,14 +128,32 @@ impl DeadLetter {
 struct Marks(DeadLetterMarks);
 
 impl Marks {
-    /// The committed marks if they are of this incarnation of `topic`, else none.
-    fn resumed(committed: Option<&DeadLetterMarks>, topic: &str, topic_id: &str) -> Marks {
-        match committed {
-            Some(marks) if marks.topic == topic && marks.topic_id == topic_id => Marks(marks.clone()),
-            _ => {
-                Marks(DeadLetterMarks { topic: topic.to_owned(), topic_id: topic_id.to_owned(), next: BTreeMap::new() })
+    /// The committed marks if they are of this incarnation of `topic` and
+    /// this verdict, else none; each cut back to its partition's end `high`
+    /// (a log that lost records reuses their offsets: the new records there
+    /// have had no verdict).
+    fn resumed(
+        committed: Option<&DeadLetterMarks>,
+        topic: &str,
+        topic_id: &str,
+        verdict: &str,
+        high: impl Fn(u32) -> u64,
+    ) -> Marks {
+        let mut marks = match committed {
+            Some(marks) if marks.topic == topic && marks.topic_id == topic_id && marks.verdict == verdict => {
+                marks.clone()
             }
+            _ => DeadLetterMarks {
+                topic: topic.to_owned(),
+                topic_id: topic_id.to_owned(),
+                verdict: verdict.to_owned(),
+                next: BTreeMap::new(),
+            },
+        };
+        for (partition, next) in marks.next.iter_mut() {
+            *next = (*next).min(high(*partition));
         }
+        Marks(marks)
     }
 
     /// The letters to write of those rejected in one epoch: in (partition,
@@ -157,6 +179,8 @@ impl Marks {
 /// What the readers of one source have rejected, while the job is built.
 pub(crate) struct Route<'s> {
     topic: String,
+    /// Declared by `declare_source` ("" if only readers name the source).
+    verdict: Option<String>,
     letters: Option<Collection<'s, Box<DeadLetter>>>,
 }
 
@@ -171,12 +195,19 @@ impl<'s> Job<'s> {
         });
     }
 
-    /// Keeps the dead-letter topic of `source` (which reads `topic`) and its
-    /// marks in this run even if no reader of the source runs, so that a
-    /// view created later does not write the letters again (SQL keeps the
-    /// topic of every source in its catalog).
-    pub fn keep_dead_letters(&mut self, source: &str, topic: &str) {
-        self.route(source, topic);
+    /// Declares the source `source` of `topic` and its **verdict**: any
+    /// string that changes when what the source rejects may change (SQL: its
+    /// definition and the decoder's version). The dead-letter topic and its
+    /// marks are kept in this run even if no reader of the source runs, so
+    /// that a view created later does not write the letters again; marks of
+    /// another verdict are started over (the records below them were judged
+    /// by other rules). A source that is only read (never declared) has the
+    /// verdict "".
+    pub fn declare_source(&mut self, source: &str, topic: &str, verdict: &str) {
+        let declared = self.route(source, topic).verdict.replace(verdict.to_owned());
+        if declared.is_some_and(|earlier| earlier != verdict) {
+            self.ctx.build_error(format!("source '{source}' is declared twice, with different verdicts"));
+        }
     }
 
     fn route(&mut self, source: &str, topic: &str) -> &mut Route<'s> {
@@ -189,52 +220,81 @@ impl<'s> Job<'s> {
                  read one topic (they share its dead-letter topic)"
             ));
         }
-        self.dead_letters.entry(dead_letters).or_insert_with(|| Route { topic: topic.to_owned(), letters: None })
+        self.dead_letters.entry(dead_letters).or_insert_with(|| Route {
+            topic: topic.to_owned(),
+            verdict: None,
+            letters: None,
+        })
     }
 
-    /// Builds one dead-letter sink per source the job declared.
+    /// Builds one dead-letter sink per source the job declared or read.
     pub(crate) fn build_dead_letter_sinks(&mut self) {
         for (dead_letters, route) in std::mem::take(&mut self.dead_letters) {
-            if self.scope.index() == 0 {
+            let worker_0 = self.scope.index() == 0;
+            if worker_0 {
                 self.ctx.declare_sink(&dead_letters);
             }
+            let prepared = prepare(&self.ctx, &dead_letters, &route, worker_0);
             if let Some(letters) = route.letters {
-                sink(letters, &dead_letters, &route.topic);
+                sink(letters, &dead_letters, prepared);
             }
         }
     }
 }
 
-/// Writes `letters` of `source_topic` to `topic`, each rejected record once.
-fn sink(letters: Collection<'_, Box<DeadLetter>>, topic: &str, source_topic: &str) {
-    let ctx = letters.ctx.clone();
-    let shared = ctx.shared.clone();
-    let log = shared.log().clone();
-    let topic_id = log.topic_id(source_topic).map(|id| id.to_string()).unwrap_or_default();
-    let mut marks = Marks::resumed(shared.checkpoints.resumed().dead_letters.get(topic), source_topic, &topic_id);
-    // The topic is created with the first letter (a source without one has
-    // none); one that exists is cut back to its committed end now.
+/// A dead-letter topic made ready for a run.
+struct Prepared {
+    marks: Marks,
+    /// Cut back to its committed end (it existed at build).
+    cut: bool,
+}
+
+/// Resumes the marks (recording them on worker 0 if the resumption changed
+/// them) and, on worker 0, cuts an existing topic back to its committed end
+/// (a crash may have left letters of an uncommitted epoch), whether or not a
+/// reader of the source runs.
+fn prepare(ctx: &WorkerContext, topic: &str, route: &Route<'_>, worker_0: bool) -> Prepared {
+    let shared = &ctx.shared;
+    let log = shared.log();
+    let verdict = route.verdict.as_deref().unwrap_or("");
+    let topic_id = log.topic_id(&route.topic).map(|id| id.to_string()).unwrap_or_default();
+    let committed = shared.checkpoints.resumed().dead_letters.get(topic);
+    let high = |partition| log.high_watermark(&route.topic, partition).unwrap_or(0);
+    let marks = Marks::resumed(committed, &route.topic, &topic_id, verdict, high);
+    if worker_0 && committed != Some(&marks.0) {
+        shared.checkpoints.reset_dead_letter_marks(topic, marks.0.clone());
+    }
     let exists = log.topic_config(topic).is_ok() || shared.checkpoints.resumed().sinks.contains_key(topic);
-    let mut prepared = false;
-    if letters.inner.scope().index() == 0 && exists {
-        match prepare_topic(&shared, topic, CleanupPolicy::Delete) {
-            Ok(()) => prepared = true,
+    let mut cut = false;
+    if worker_0 && exists {
+        match prepare_topic(shared, topic, CleanupPolicy::Delete) {
+            Ok(()) => cut = true,
             // Built anyway (every worker builds the same dataflow); the build
             // error stops the job before any data flows.
             Err(e) => ctx.build_error(format!("dead-letter topic '{topic}': {e}")),
         }
     }
+    Prepared { marks, cut }
+}
+
+/// Writes `letters` to `topic`, each rejected record once.
+fn sink(letters: Collection<'_, Box<DeadLetter>>, topic: &str, prepared: Prepared) {
+    let shared = letters.ctx.shared.clone();
+    let Prepared { mut marks, cut: mut prepared } = prepared;
     let topic = topic.to_owned();
     epoch_sink(letters, &format!("dead-letters:{topic}"), None, move |epoch: Epoch, updates| {
         let admitted = marks.admit(updates.iter().filter(|(_, diff)| *diff > 0).map(|(letter, _)| &**letter));
         if admitted.is_empty() {
             return Ok(());
         }
+        // The topic is created with the first letter (a source that rejects
+        // nothing has none).
         if !prepared {
             prepare_topic(&shared, &topic, CleanupPolicy::Delete)?;
             prepared = true;
         }
-        let records: Vec<Record> = admitted.iter().map(|letter| letter.record(&marks.0.topic_id)).collect();
+        let records: Vec<Record> =
+            admitted.iter().map(|letter| letter.record(&marks.0.topic_id, &marks.0.verdict)).collect();
         let end = append_all(&shared, &topic, &records)?;
         shared.dead_letters.fetch_add(records.len() as u64, Ordering::Relaxed);
         shared.checkpoints.sink_position(epoch, &topic, end);
@@ -266,7 +326,7 @@ mod tests {
 
     #[test]
     fn each_rejected_record_is_admitted_once_in_order() {
-        let mut marks = Marks::resumed(None, "bid", "id1");
+        let mut marks = Marks::resumed(None, "bid", "id1", "", |_| u64::MAX);
         // Two readers reject 7 and 3 of partition 0 in one epoch.
         let epoch = [letter(0, 7), letter(1, 2), letter(0, 3), letter(0, 7), letter(0, 3)];
         assert_eq!(offsets(&marks.admit(epoch.iter())), [(0, 3), (0, 7), (1, 2)]);
@@ -278,19 +338,31 @@ mod tests {
     }
 
     #[test]
-    fn marks_of_another_incarnation_start_over() {
-        let committed = DeadLetterMarks { topic: "bid".into(), topic_id: "old".into(), next: BTreeMap::from([(0, 9)]) };
-        let mut marks = Marks::resumed(Some(&committed), "bid", "new");
-        assert_eq!(offsets(&marks.admit([letter(0, 1)].iter())), [(0, 1)]);
-        let mut marks = Marks::resumed(Some(&committed), "bid", "old");
+    fn marks_of_another_incarnation_or_verdict_start_over_and_none_passes_the_log_end() {
+        let committed = DeadLetterMarks {
+            topic: "bid".into(),
+            topic_id: "old".into(),
+            verdict: "v1".into(),
+            next: BTreeMap::from([(0, 9), (1, 4)]),
+        };
+        let all = |_| u64::MAX;
+        let mut marks = Marks::resumed(Some(&committed), "bid", "new", "v1", all);
+        assert_eq!(offsets(&marks.admit([letter(0, 1)].iter())), [(0, 1)], "another incarnation");
+        let mut marks = Marks::resumed(Some(&committed), "bid", "old", "v2", all);
+        assert_eq!(offsets(&marks.admit([letter(0, 1)].iter())), [(0, 1)], "another verdict");
+        let mut marks = Marks::resumed(Some(&committed), "bid", "old", "v1", all);
         assert!(marks.admit([letter(0, 1)].iter()).is_empty());
+        // Partition 0 now ends at 6 (the log lost offsets 6.. and reuses them).
+        let mut marks = Marks::resumed(Some(&committed), "bid", "old", "v1", |p| if p == 0 { 6 } else { 100 });
+        assert_eq!(marks.0.next, BTreeMap::from([(0, 6), (1, 4)]));
+        assert_eq!(offsets(&marks.admit([letter(0, 5), letter(0, 7)].iter())), [(0, 7)]);
     }
 
     #[test]
     fn a_letter_is_the_record_as_it_was_with_headers_that_name_it() {
         let mut rejected = letter(2, 41);
         rejected.key = Some(b"k".to_vec());
-        let record = rejected.record("abc");
+        let record = rejected.record("abc", "v1");
         assert_eq!((record.key.as_deref(), record.value.as_deref()), (Some(&b"k"[..]), Some(&b"{"[..])));
         let headers: Vec<(&str, &[u8])> =
             record.headers.iter().map(|h| (h.key.as_str(), h.value.as_deref().unwrap())).collect();
@@ -302,6 +374,7 @@ mod tests {
                 (SOURCE_PARTITION_HEADER, b"2"),
                 (SOURCE_OFFSET_HEADER, b"41"),
                 (ERROR_HEADER, b"bad"),
+                (VERDICT_HEADER, b"v1"),
             ]
         );
     }

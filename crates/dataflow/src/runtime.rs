@@ -23,7 +23,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use millpond_log::{Log, LogOptions};
 use timely::dataflow::Scope;
 
 use crate::Epoch;
@@ -33,6 +32,7 @@ use crate::context::{Shared, WorkerContext};
 use crate::dead_letter::Route;
 use crate::error::{Error, Result};
 use crate::state::{MemoryStore, RocksStore, StateStore};
+use crate::topics::Topics;
 
 /// Counters of a finished run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -101,7 +101,24 @@ impl Runtime {
             return Err(Error::InvalidJob("workers and epoch_interval_ms must be at least 1".into()));
         }
         std::fs::create_dir_all(&config.data_dir).map_err(Error::io("creating", &config.data_dir))?;
-        let log = Arc::new(Log::open(&config.data_dir, LogOptions::default())?);
+        let topics = Topics::open(&config.data_dir)?;
+        let stats = Runtime::run_on(&topics, config, build)?;
+        // A clean close (the next start trusts the indexes), and its errors reported.
+        topics.close()?;
+        Ok(stats)
+    }
+
+    /// [`run`](Self::run) on a log this process has open already (`topics`,
+    /// of `config.data_dir`), which stays open after the run: how a server
+    /// runs its views beside its SQL session and its clients.
+    pub fn run_on<F>(topics: &Topics, config: RuntimeConfig, build: F) -> Result<RunStats>
+    where
+        F: Fn(&mut Job<'_>) + Send + Sync + 'static,
+    {
+        if config.workers == 0 || config.epoch_interval_ms == 0 {
+            return Err(Error::InvalidJob("workers and epoch_interval_ms must be at least 1".into()));
+        }
+        let log = topics.log().clone();
         let store: Arc<dyn StateStore> = match config.state {
             StateBackend::RocksDb => Arc::new(RocksStore::open(config.data_dir.join("state"))?),
             StateBackend::Memory => Arc::new(MemoryStore::new()),
@@ -194,13 +211,10 @@ impl Runtime {
             retention_gaps: shared.take_retention_gaps(),
             dropped: shared.take_dropped(),
         };
-        // A clean close (the next start trusts the indexes), and its errors
-        // reported: the workers and the committer are done with the log.
+        // The workers and the committer are done with the log: what they
+        // wrote is flushed (the caller closes it).
         drop((shared, checkpoints));
-        match Arc::try_unwrap(log) {
-            Ok(log) => log.close()?,
-            Err(log) => log.flush()?,
-        }
+        log.flush()?;
         Ok(stats)
     }
 }

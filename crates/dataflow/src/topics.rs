@@ -6,6 +6,7 @@
 //! Invariant: [`Topics::append`] returns only after the records are synced
 //! to disk; an acknowledged append survives a crash.
 use std::path::Path;
+use std::sync::Arc;
 
 use millpond_log::{CleanupPolicy, Error as LogError, Header, Log, LogOptions, Record, TopicConfig};
 
@@ -41,10 +42,12 @@ pub struct StoredRecord {
 }
 
 /// The topics of a data directory, opened by this process (which holds the
-/// directory's lock until the value is dropped).
-#[derive(Debug)]
+/// directory's lock until the last clone is dropped). Clones share the one
+/// open log: a server hands them to its SQL session and to the runtime
+/// ([`crate::Runtime::run_on`]).
+#[derive(Clone, Debug)]
 pub struct Topics {
-    log: Log,
+    log: Arc<Log>,
 }
 
 /// Bytes per fetch when reading a topic whole.
@@ -54,7 +57,21 @@ impl Topics {
     /// Opens the log of `data_dir`. Fails with the log's `Locked` error while
     /// another process (a running job) holds it.
     pub fn open(data_dir: &Path) -> Result<Topics> {
-        Ok(Topics { log: Log::open(data_dir, LogOptions::default())? })
+        Ok(Topics { log: Arc::new(Log::open(data_dir, LogOptions::default())?) })
+    }
+
+    /// The open log.
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    /// Closes the log cleanly (the next open trusts its indexes) if this is
+    /// the last handle; otherwise flushes it.
+    pub fn close(self) -> Result<()> {
+        match Arc::try_unwrap(self.log) {
+            Ok(log) => Ok(log.close()?),
+            Err(log) => Ok(log.flush()?),
+        }
     }
 
     /// Creates `topic` unless it exists; returns whether it was created. An

@@ -843,3 +843,28 @@ fn a_source_topic_deleted_and_created_again_is_not_resumed_at_the_old_offsets() 
     assert!(both.dropped.contains(&"reader bid".to_owned()), "{:?}", both.dropped);
     assert_eq!(view_rows(dir, "bid_max"), expected_max(&bids(1000..1700)));
 }
+
+#[test]
+fn a_declared_source_that_no_reader_reads_still_cuts_its_dead_letters_to_the_committed_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    produce(dir, "bid", 2, &with_a_bad_record(bids(0..100)));
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert_eq!(dead_letters(dir, "bid.dead-letter").len(), 1);
+    // What a crash after an epoch's dead-letter append and before its commit leaves.
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    log.append("bid.dead-letter", 0, &[Record::new(None, Some(&b"uncommitted"[..]), 0)]).unwrap();
+    log.close().unwrap();
+    assert_eq!(dead_letters(dir, "bid.dead-letter").len(), 2);
+    // A run that keeps the source but reads only another topic.
+    produce(dir, "other", 1, &[(None, Some("{}".into()))]);
+    Runtime::run(config(dir, StateBackend::RocksDb), |job| {
+        job.declare_source("bid", "bid", "");
+        let other = job.source("other", millpond_dataflow::raw());
+        job.materialize("others", other.map(|record| record.value));
+    })
+    .unwrap();
+    let letters = dead_letters(dir, "bid.dead-letter");
+    assert_eq!(letters.len(), 1, "was: the uncommitted letter stayed: {letters:?}");
+    assert_eq!(letters[0].value.as_deref(), Some("{not json"));
+}

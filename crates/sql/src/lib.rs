@@ -50,13 +50,13 @@ mod time;
 mod value;
 
 #[cfg(feature = "runtime")]
-use millpond_dataflow::{RunStats, Runtime, RuntimeConfig};
+use millpond_dataflow::{RunStats, Runtime, RuntimeConfig, Topics};
 
 #[cfg(feature = "runtime")]
 pub use catalog::CATALOG_TOPIC;
 pub use error::{Error, Location, Result};
 #[cfg(feature = "runtime")]
-pub use render::{CompiledCatalog, CompiledView, UNIT_TOPIC, ViewRow};
+pub use render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC, ViewRow};
 #[cfg(feature = "runtime")]
 pub use session::{Outcome, Session};
 pub use value::{Dec, OrderedF64, Row, Type, Value};
@@ -148,4 +148,11 @@ fn catalog_objects(data_dir: &std::path::Path) -> Result<Option<CatalogObjects>>
 #[cfg(feature = "runtime")]
 pub fn run(config: RuntimeConfig, compiled: CompiledCatalog) -> Result<RunStats> {
     Ok(Runtime::run(config.drop_undeclared(true), move |job| render::build(job, &compiled.views, &compiled.sources))?)
+}
+
+/// [`run`] on a log this process has open already (a server's).
+#[cfg(feature = "runtime")]
+pub fn run_on(topics: &Topics, config: RuntimeConfig, compiled: CompiledCatalog) -> Result<RunStats> {
+    let build = move |job: &mut millpond_dataflow::Job<'_>| render::build(job, &compiled.views, &compiled.sources);
+    Ok(Runtime::run_on(topics, config.drop_undeclared(true), build)?)
 }

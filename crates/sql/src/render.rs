@@ -33,7 +33,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-const STATE_LAYOUT_VERSION: u64 = 5;
+pub(crate) const STATE_LAYOUT_VERSION: u64 = 5;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -53,11 +53,21 @@ impl CompiledView {
 }
 
 /// What a job runs of a catalog: its materialized views, and its sources
-/// and tables as (name, topic), whose dead-letter topics the job keeps.
+/// and tables, whose dead-letter topics the job keeps.
 #[derive(Clone, Debug, Default)]
 pub struct CompiledCatalog {
     pub views: Vec<CompiledView>,
-    pub sources: Vec<(String, String)>,
+    pub sources: Vec<CompiledSource>,
+}
+
+/// A source or table of the catalog, as the job declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompiledSource {
+    pub name: String,
+    pub topic: String,
+    /// What decides which of its records are rejected: its definition and
+    /// the decoder's version (`Job::declare_source`).
+    pub verdict: String,
 }
 
 /// A row of a view, as stored in its changelog: a JSON object keyed by
@@ -164,11 +174,11 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
 /// and its definition: a view created after others have run starts from the
 /// beginning of the log (the runtime accepts its new state because all its
 /// readers are fresh), and never shares state with another definition.
-/// `sources` (name, topic) are the catalog's sources and tables: their
-/// dead-letter topics are kept even while no view reads them.
-pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[(String, String)]) {
-    for (source, topic) in sources {
-        job.keep_dead_letters(source, topic);
+/// `sources` are the catalog's sources and tables: their dead-letter
+/// topics are kept even while no view reads them.
+pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[CompiledSource]) {
+    for source in sources {
+        job.declare_source(&source.name, &source.topic, &source.verdict);
     }
     for view in views {
         let mut demanded = BTreeMap::new();

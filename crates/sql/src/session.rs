@@ -39,7 +39,7 @@ use crate::decode::decode_row;
 use crate::error::{Error, Location, Result};
 use crate::eval::{eval, holds};
 use crate::parse::{CreateSource, Parsed, Stmt, parse};
-use crate::render::{CompiledCatalog, CompiledView, UNIT_TOPIC};
+use crate::render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC};
 use crate::value::{Row, Type, Value, cast};
 
 mod catalog_log;
@@ -90,7 +90,12 @@ fn fnv64(bytes: &[u8]) -> u64 {
 impl Session {
     /// Opens `data_dir` (creating it), holding its log until dropped.
     pub fn open(data_dir: &Path) -> Result<Session> {
-        let topics = Topics::open(data_dir)?;
+        Session::open_on(Topics::open(data_dir)?)
+    }
+
+    /// [`open`](Self::open) on a log this process has open already (a
+    /// server shares it with its runtime).
+    pub fn open_on(topics: Topics) -> Result<Session> {
         topics.ensure(CATALOG_TOPIC, TopicSpec { partitions: 1, compacted: true })?;
         if topics.ensure(UNIT_TOPIC, TopicSpec { partitions: 1, compacted: false })?
             || topics.end_offset(UNIT_TOPIC, 0)? == 0
@@ -254,7 +259,12 @@ impl Session {
         for object in self.catalog.objects.values() {
             match &object.kind {
                 ObjectKind::Source { topic, .. } | ObjectKind::Table { topic, .. } => {
-                    sources.push((object.name.clone(), topic.clone()));
+                    let verdict = format!(
+                        "sql-{}:{:016x}",
+                        crate::render::STATE_LAYOUT_VERSION,
+                        fnv64(object.definition.as_bytes())
+                    );
+                    sources.push(CompiledSource { name: object.name.clone(), topic: topic.clone(), verdict });
                 }
                 _ => {}
             }

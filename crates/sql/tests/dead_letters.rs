@@ -227,3 +227,38 @@ fn the_verdict_does_not_depend_on_the_columns_a_view_reads() {
         "the first bad field in the record: {errors:?}"
     );
 }
+
+#[test]
+fn a_redefined_source_judges_its_records_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let topics = Topics::open(dir).unwrap();
+    topics.ensure("s", TopicSpec { partitions: 1, compacted: false }).unwrap();
+    let values = [r#"{"id": 1, "n": "x"}"#, "not json", r#"{"id": 2, "n": 3}"#];
+    let records = values.iter().map(|v| TopicRecord { key: None, value: Some(v.as_bytes().to_vec()), headers: vec![] });
+    topics.append("s", records.collect()).unwrap();
+    drop(topics);
+    let one = run(
+        dir,
+        "CREATE SOURCE s (id BIGINT) FROM TOPIC 's' FORMAT JSON;\nCREATE MATERIALIZED VIEW v AS SELECT id FROM s;",
+    );
+    assert_eq!(one.dead_letters, 1);
+    assert_eq!(ids(dir, "v"), [1, 2]);
+    // Now `n` is declared: the first record is rejected too, though it lies
+    // below the mark the first definition's letter left (was: no letter).
+    let two = run(dir, "CREATE OR REPLACE SOURCE s (id BIGINT, n BIGINT) FROM TOPIC 's' FORMAT JSON;");
+    assert_eq!(ids(dir, "v"), [2]);
+    assert_eq!(two.dead_letters, 2, "both records the new definition rejects: {two:?}");
+    let letters = Topics::open(dir).unwrap().read_all("s.dead-letter").unwrap();
+    let verdicts: Vec<(String, String)> = letters
+        .iter()
+        .map(|l| {
+            (String::from_utf8(l.value.clone().unwrap()).unwrap(), header(l, "millpond.source.verdict").to_owned())
+        })
+        .collect();
+    assert_eq!(verdicts.len(), 3, "{verdicts:?}");
+    assert_eq!(verdicts[0].0, "not json");
+    assert_eq!((verdicts[1].0.as_str(), verdicts[2].0.as_str()), (values[0], "not json"));
+    assert_ne!(verdicts[0].1, verdicts[1].1, "the letters name the definition that judged them");
+    assert_eq!(verdicts[1].1, verdicts[2].1);
+}

@@ -135,8 +135,8 @@ fn a_table_created_after_a_drop_that_crashed_before_its_tombstones_starts_empty(
     drop(topics);
     let mut session = Session::open(dir.path()).unwrap();
     assert!(session.objects().is_empty());
-    // Created again (with other columns, which the old rows do not fit): empty.
-    let created = tags(&mut session, "CREATE TABLE t (k INT PRIMARY KEY, w BOOLEAN)", None, false);
+    // Created again (its column `v` of another type, which the old rows do not fit): empty.
+    let created = tags(&mut session, "CREATE TABLE t (k INT PRIMARY KEY, v BOOLEAN, w BOOLEAN)", None, false);
     assert_eq!(created, ["CREATE TABLE t"]);
     assert_eq!(
         tags(&mut session, "UPDATE t SET w = w", None, false),
@@ -147,6 +147,21 @@ fn a_table_created_after_a_drop_that_crashed_before_its_tombstones_starts_empty(
     // And it stays empty when read back from the log.
     let mut session = Session::open(dir.path()).unwrap();
     assert_eq!(tags(&mut session, "UPDATE t SET w = w", None, false), ["UPDATE 0"]);
-    assert_eq!(tags(&mut session, "INSERT INTO t VALUES (1, true)", None, false), ["INSERT 1"]);
+    assert_eq!(tags(&mut session, "INSERT INTO t VALUES (1, true, false)", None, false), ["INSERT 1"]);
     assert_eq!(tags(&mut session, "UPDATE t SET w = w", None, false), ["UPDATE 1"]);
+}
+
+#[test]
+fn a_table_dropped_and_created_with_other_column_types_reads_only_its_own_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = Session::open(dir.path()).unwrap();
+    tags(&mut session, FILE, None, false);
+    tags(&mut session, "DROP TABLE t", None, false);
+    // `v` was TEXT: the dropped rows ('one', 'two') would not decode as BOOLEAN.
+    tags(&mut session, "CREATE TABLE t (k INT PRIMARY KEY, v BOOLEAN)", None, false);
+    drop(session);
+    let mut session = Session::open(dir.path()).unwrap();
+    assert_eq!(tags(&mut session, "UPDATE t SET v = v", None, false), ["UPDATE 0"], "was: holds a bad row");
+    tags(&mut session, "INSERT INTO t VALUES (1, true)", None, false);
+    assert_eq!(tags(&mut session, "UPDATE t SET v = NOT v", None, false), ["UPDATE 1"]);
 }

@@ -76,23 +76,25 @@ impl Session {
             let ObjectKind::Table { topic, .. } = &object.kind else { unreachable!("a table") };
             let columns: Vec<(String, Type)> = object.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
             let wanted = vec![true; columns.len()];
-            let mut rows = TableRows::new();
+            // The latest record per key first, then only the live rows are
+            // decoded: rows a DROP deleted (of an earlier incarnation of the
+            // table, which may have had other columns) are never read.
+            let mut latest: BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> = BTreeMap::new();
             if self.topics.exists(topic) {
                 for record in self.topics.read_all(topic)? {
-                    let Some(key) = record.key else { continue };
-                    match record.value {
-                        Some(value) => {
-                            let row = decode_row(&value, &columns, &wanted).map_err(|e| Error::Catalog {
-                                offset: record.offset,
-                                message: format!("table \"{}\" holds a bad row: {e}", object.name),
-                            })?;
-                            rows.insert(key, row);
-                        }
-                        None => {
-                            rows.remove(&key);
-                        }
+                    if let Some(key) = record.key {
+                        latest.insert(key, (record.offset, record.value));
                     }
                 }
+            }
+            let mut rows = TableRows::new();
+            for (key, (offset, value)) in latest {
+                let Some(value) = value else { continue };
+                let row = decode_row(&value, &columns, &wanted).map_err(|e| Error::Catalog {
+                    offset,
+                    message: format!("table \"{}\" holds a bad row: {e}", object.name),
+                })?;
+                rows.insert(key, row);
             }
             tables.insert(object.name.clone(), rows);
         }
