@@ -15,6 +15,7 @@ mod generate;
 mod job;
 mod produce;
 mod progress;
+mod serve;
 mod signals;
 mod sql;
 mod time;
@@ -63,6 +64,8 @@ enum Command {
     Run(sql::RunArgs),
     /// Execute SQL statements (DDL, INSERT, UPDATE, DELETE) against the data directory.
     Sql(sql::SqlArgs),
+    /// Own the data directory: maintain its views and answer Postgres clients.
+    Serve(serve::ServeArgs),
     /// Measure throughput and latency, side by side with the raw disk.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -116,6 +119,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sql(args) => {
             recover(&cli.data_dir)?;
             sql::run_statement(&cli.data_dir, &args)
+        }
+        Command::Serve(args) => {
+            recover(&cli.data_dir)?;
+            serve::run(&cli.data_dir, &args)
         }
     }
 }

@@ -1,0 +1,69 @@
+//! `millpond serve`: one process that owns the data directory, maintains
+//! every materialized view of its catalog and answers Postgres clients
+//! (`millpond_server`). It writes its address into `DATA_DIR/server.json`
+//! while it runs, and stops cleanly on SIGINT/SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
+
+/// The file a running server writes its address into, in the data directory.
+pub(crate) const SERVER_FILE: &str = "server.json";
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address of the Postgres wire endpoint (loopback unless told).
+    #[arg(long, default_value = "127.0.0.1:6875")]
+    pg_listen: SocketAddr,
+    /// Most Postgres connections at once (more are refused with SQLSTATE 53300).
+    #[arg(long, default_value_t = millpond_server::CONNECTIONS_MAX_DEFAULT)]
+    connections_max: usize,
+    /// Checkpoint interval of the views.
+    #[arg(long, default_value_t = 1000)]
+    epoch_ms: u64,
+    /// Worker threads of the runtime.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// SQL definition files executed at startup (each file's DML applies once).
+    files: Vec<PathBuf>,
+}
+
+pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
+    let stop = crate::signals::stop_flag()?;
+    let config =
+        EngineConfig { workers: args.workers, epoch_interval_ms: args.epoch_ms, ..EngineConfig::new(data_dir) };
+    let engine = Engine::open(config).context("opening the data directory")?;
+    for file in &args.files {
+        let sql = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let name = file.display().to_string();
+        engine.execute_file(&sql, &name).map_err(|e| match e {
+            millpond_server::Error::Sql(e) => anyhow::anyhow!("{}", e.render(&sql).trim_start_matches("error: ")),
+            other => other.into(),
+        })?;
+    }
+    let mut pg = PgConfig::new(args.pg_listen);
+    pg.connections_max = args.connections_max;
+    let endpoint = PgEndpoint::start(engine.clone(), pg)?;
+    let address = data_dir.join(SERVER_FILE);
+    let record = serde_json::json!({ "pg": endpoint.addr().to_string(), "pid": std::process::id() });
+    std::fs::write(&address, record.to_string()).with_context(|| format!("writing {}", address.display()))?;
+    eprintln!(
+        "serving {} on postgres://{} (psql -h {} -p {})",
+        data_dir.display(),
+        endpoint.addr(),
+        endpoint.addr().ip(),
+        endpoint.addr().port()
+    );
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(endpoint);
+    let _ = std::fs::remove_file(&address);
+    engine.shutdown()?;
+    Ok(())
+}

@@ -1,0 +1,241 @@
+//! The engine: one process's data directory, shared by its SQL session, the
+//! runtime that maintains the catalog's materialized views, and every client.
+//!
+//! Invariants:
+//! - The data directory's log is opened once, by the engine; the session
+//!   and every run of the runtime use that one log (so `INSERT` works while
+//!   views run, and no other process can open the directory meanwhile).
+//! - Statements run one batch at a time (the session's lock); a batch is
+//!   applied whole or not at all (the session's own rule).
+//! - When a batch changes what the runtime maintains (the compiled views, or
+//!   the sources and tables whose dead letters it keeps), the runtime is
+//!   stopped at its next commit and started again on the new catalog, in
+//!   this process: every view resumes from its committed state (nothing is
+//!   recomputed), and readers of views (snapshots, subscribers) read the
+//!   committed changelogs, which the restart leaves as they are, so they
+//!   miss nothing. A batch of DML only (rows of tables) restarts nothing:
+//!   the running views read the tables' topics.
+//! - A run that fails is reported (`Engine::status`), not retried in a
+//!   loop; the next catalog change, or `Engine::restart`, starts it again.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use millpond_dataflow::{RunStats, RuntimeConfig, StateBackend, Topics};
+use millpond_sql::{CompiledCatalog, CompiledSource, Outcome, Session};
+
+use crate::error::{Error, Result};
+
+/// How the engine runs its views.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    pub workers: usize,
+    pub epoch_interval_ms: u64,
+    pub state: StateBackend,
+}
+
+impl EngineConfig {
+    /// One worker, 1 s epochs, RocksDB state.
+    pub fn new(data_dir: impl Into<PathBuf>) -> EngineConfig {
+        EngineConfig { data_dir: data_dir.into(), workers: 1, epoch_interval_ms: 1000, state: StateBackend::RocksDb }
+    }
+}
+
+/// What the runtime is doing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunState {
+    /// Maintaining these views (sorted).
+    Running { views: Vec<String> },
+    /// No run: the catalog has no materialized view.
+    Idle,
+    /// The last run failed with this error; it starts again with the next
+    /// catalog change or `Engine::restart`.
+    Failed { error: String },
+}
+
+/// The identity of what a run maintains: a restart is due when it changes.
+type RunKey = (Vec<(String, u64)>, Vec<CompiledSource>);
+
+fn run_key(compiled: &CompiledCatalog) -> RunKey {
+    let views = compiled.views.iter().map(|v| (v.name.clone(), v.fingerprint)).collect();
+    (views, compiled.sources.clone())
+}
+
+/// The runtime's current run, on its own thread.
+#[derive(Debug, Default)]
+struct Runner {
+    thread: Option<JoinHandle<std::result::Result<RunStats, String>>>,
+    stop: Arc<AtomicBool>,
+    key: Option<RunKey>,
+    views: Vec<String>,
+    failure: Option<String>,
+}
+
+/// A data directory, open and served by this process.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    topics: Topics,
+    session: Mutex<Session>,
+    runner: Mutex<Runner>,
+}
+
+impl Engine {
+    /// Opens the data directory (holding its lock), loads the catalog and
+    /// starts maintaining its views.
+    pub fn open(config: EngineConfig) -> Result<Arc<Engine>> {
+        if config.workers == 0 || config.epoch_interval_ms == 0 {
+            return Err(Error::Config("workers and epoch_interval_ms must be at least 1".into()));
+        }
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| Error::Io {
+            action: "creating",
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        let topics = Topics::open(&config.data_dir)?;
+        let session = Session::open_on(topics.clone())?;
+        let engine =
+            Arc::new(Engine { config, topics, session: Mutex::new(session), runner: Mutex::new(Runner::default()) });
+        engine.sync_runner(&engine.session(), true)?;
+        Ok(engine)
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.config.data_dir
+    }
+
+    /// Executes the statements of `sql` as one batch; restarts the runtime
+    /// if the batch changed what it maintains.
+    pub fn execute(&self, sql: &str) -> Result<Vec<Outcome>> {
+        let mut session = self.session();
+        let outcomes = session.execute(sql, None, false)?;
+        self.sync_runner(&session, false)?;
+        Ok(outcomes)
+    }
+
+    /// Executes a definition file as one batch, each of its DML statements
+    /// once per data directory (as `millpond run FILE.sql` does).
+    pub fn execute_file(&self, sql: &str, file: &str) -> Result<Vec<Outcome>> {
+        let mut session = self.session();
+        let outcomes = session.execute(sql, Some(file), true)?;
+        self.sync_runner(&session, false)?;
+        Ok(outcomes)
+    }
+
+    /// The names and kinds of the catalog's objects.
+    pub fn objects(&self) -> Vec<(String, &'static str)> {
+        self.session().objects()
+    }
+
+    /// The columns of materialized view `name` (None if there is none).
+    pub fn view_columns(&self, name: &str) -> Option<Vec<(String, millpond_sql::Type)>> {
+        let compiled = self.session().compile().ok()?;
+        compiled.views.into_iter().find(|view| view.name == name).map(|view| view.columns)
+    }
+
+    /// What the runtime is doing now.
+    pub fn status(&self) -> RunState {
+        let mut runner = self.runner();
+        reap_finished(&mut runner);
+        if let Some(error) = &runner.failure {
+            return RunState::Failed { error: error.clone() };
+        }
+        // A run without views only applies drops and ends: idle as well.
+        match &runner.thread {
+            Some(_) if !runner.views.is_empty() => RunState::Running { views: runner.views.clone() },
+            _ => RunState::Idle,
+        }
+    }
+
+    /// Starts the runtime again on the current catalog (after a failure).
+    pub fn restart(&self) -> Result<()> {
+        let session = self.session();
+        self.sync_runner(&session, true)
+    }
+
+    /// Stops the runtime at its next commit and waits for it.
+    pub fn shutdown(&self) -> Result<()> {
+        let mut runner = self.runner();
+        stop(&mut runner);
+        match runner.failure.take() {
+            Some(error) => Err(Error::Run(error)),
+            None => Ok(()),
+        }
+    }
+
+    fn session(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn runner(&self) -> MutexGuard<'_, Runner> {
+        self.runner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Makes the run match the catalog: restarts it if what it maintains
+    /// changed (or `force`). Called with the session locked, so runs start
+    /// in catalog order.
+    fn sync_runner(&self, session: &Session, force: bool) -> Result<()> {
+        let compiled = session.compile()?;
+        let key = run_key(&compiled);
+        let mut runner = self.runner();
+        reap_finished(&mut runner);
+        if !force && runner.key.as_ref() == Some(&key) {
+            return Ok(());
+        }
+        stop(&mut runner);
+        runner.failure = None;
+        runner.views = compiled.views.iter().map(|v| v.name.clone()).collect();
+        runner.views.sort();
+        runner.key = Some(key);
+        // A catalog without views still runs once: that run drops what the
+        // previous one maintained (changelogs, state) and ends.
+        let stop_flag = Arc::new(AtomicBool::new(false));
+        let config = RuntimeConfig::new(&self.config.data_dir)
+            .workers(self.config.workers)
+            .epoch_interval_ms(self.config.epoch_interval_ms)
+            .state(self.config.state)
+            .stop(stop_flag.clone());
+        let topics = self.topics.clone();
+        let thread = std::thread::Builder::new()
+            .name("millpond-runtime".into())
+            .spawn(move || millpond_sql::run_on(&topics, config, compiled).map_err(|e| e.to_string()))
+            .map_err(|source| Error::Io { action: "spawning", path: "the runtime thread".into(), source })?;
+        runner.thread = Some(thread);
+        runner.stop = stop_flag;
+        Ok(())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        stop(&mut self.runner());
+    }
+}
+
+/// Stops the run (if any) at its next commit and waits for it; records a failure.
+fn stop(runner: &mut Runner) {
+    runner.stop.store(true, Ordering::Relaxed);
+    if let Some(thread) = runner.thread.take() {
+        finished(runner, thread);
+    }
+}
+
+/// Takes a run that ended on its own (caught up on an empty catalog, or failed).
+fn reap_finished(runner: &mut Runner) {
+    if runner.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+        let thread = runner.thread.take().expect("checked");
+        finished(runner, thread);
+    }
+}
+
+fn finished(runner: &mut Runner, thread: JoinHandle<std::result::Result<RunStats, String>>) {
+    match thread.join() {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => runner.failure = Some(error),
+        Err(_) => runner.failure = Some("the runtime thread panicked".into()),
+    }
+}

@@ -1,0 +1,20 @@
+//! Millpond's server: one process that owns a data directory. It holds the
+//! log open once and shares it between the SQL session (DDL and DML), the
+//! runtime that maintains every materialized view of the catalog, and the
+//! clients, so statements, views and readers run side by side.
+//!
+//! Module map: `engine` (the data directory, its session and its runtime
+//! run), `pg` (the Postgres wire endpoint), `error`.
+//!
+//! Invariant (architecture): this crate depends on `millpond-sql` and
+//! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
+
+#![forbid(unsafe_code)]
+
+mod engine;
+mod error;
+mod pg;
+
+pub use engine::{Engine, EngineConfig, RunState};
+pub use error::{Error, Result};
+pub use pg::{CONNECTIONS_MAX_DEFAULT, PgConfig, PgEndpoint};

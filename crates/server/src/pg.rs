@@ -1,0 +1,436 @@
+//! The Postgres wire endpoint (the `pgwire` crate's protocol codec and
+//! handlers; the accept loop and its limits are ours).
+//!
+//! Served so far: the simple query protocol; the definition language and
+//! DML as one batch per query (`Engine::execute`); `SELECT * FROM view`
+//! (its rows as of the last committed epoch, a row held N times sent N
+//! times); `BEGIN`/`COMMIT` accepted (each statement takes effect when it
+//! runs, so `ROLLBACK` is refused); `SET` of a session setting accepted.
+//! Anything else is refused with SQLSTATE 0A000, never answered wrongly.
+//!
+//! Invariants: a client's error never ends another client's connection or
+//! the server; more than `connections_max` connections at once are
+//! refused with SQLSTATE 53300 before their startup is read; every error a
+//! statement gets carries a SQLSTATE (42601 with the position for syntax,
+//! 42P01 for an unknown relation, 0A000 for what is not supported).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use futures::Sink;
+use futures::stream;
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::query::SimpleQueryHandler;
+use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+/// How long a read waits for a view that exists but has not committed yet.
+const VIEW_READY_WAIT_MS: u64 = 30_000;
+const VIEW_READY_POLL_MS: u64 = 10;
+/// Connections served at once unless configured.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 256;
+
+/// Where and how the endpoint listens.
+#[derive(Clone, Debug)]
+pub struct PgConfig {
+    pub listen: SocketAddr,
+    pub connections_max: usize,
+}
+
+impl PgConfig {
+    pub fn new(listen: SocketAddr) -> PgConfig {
+        PgConfig { listen, connections_max: CONNECTIONS_MAX_DEFAULT }
+    }
+}
+
+/// A running endpoint; stopped when dropped.
+#[derive(Debug)]
+pub struct PgEndpoint {
+    addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl PgEndpoint {
+    /// Binds `config.listen` and serves `engine` on its own threads.
+    pub fn start(engine: Arc<Engine>, config: PgConfig) -> Result<PgEndpoint> {
+        let io = |action: &'static str| {
+            let path = config.listen.to_string();
+            move |source| Error::Io { action, path, source }
+        };
+        let listener = std::net::TcpListener::bind(config.listen).map_err(io("binding"))?;
+        listener.set_nonblocking(true).map_err(io("configuring"))?;
+        let addr = listener.local_addr().map_err(io("reading the address of"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("millpond-pg")
+            .enable_all()
+            .build()
+            .map_err(io("starting the I/O threads of"))?;
+        let (shutdown, stopped) = tokio::sync::oneshot::channel();
+        let handlers = Arc::new(Handlers { queries: Arc::new(Queries { engine }) });
+        let thread = std::thread::Builder::new()
+            .name("millpond-pg-accept".into())
+            .spawn(move || runtime.block_on(accept_loop(listener, handlers, config.connections_max, stopped)))
+            .map_err(io("spawning the accept thread of"))?;
+        Ok(PgEndpoint { addr, shutdown: Some(shutdown), thread: Some(thread) })
+    }
+
+    /// The address it listens on (the port chosen, if 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for PgEndpoint {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: std::net::TcpListener,
+    handlers: Arc<Handlers>,
+    connections_max: usize,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+    let slots = Arc::new(Semaphore::new(connections_max));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = &mut stopped => return,
+        };
+        let Ok((mut socket, _)) = accepted else { continue };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Refused before its startup is read: an ErrorResponse, then close.
+            tokio::spawn(async move {
+                let _ = socket.write_all(&error_response("FATAL", "53300", "too many connections")).await;
+                let _ = socket.shutdown().await;
+            });
+            continue;
+        };
+        let handlers = handlers.clone();
+        tokio::spawn(async move {
+            // A client's protocol error ends its connection only.
+            let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+            drop(slot);
+        });
+    }
+}
+
+/// An ErrorResponse message ('E') with severity, SQLSTATE and message fields.
+fn error_response(severity: &str, code: &str, message: &str) -> Vec<u8> {
+    let mut fields = Vec::new();
+    for (tag, value) in [(b'S', severity), (b'V', severity), (b'C', code), (b'M', message)] {
+        fields.push(tag);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut out = vec![b'E'];
+    out.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+    out.extend_from_slice(&fields);
+    out
+}
+
+struct Handlers {
+    queries: Arc<Queries>,
+}
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.queries.clone()
+    }
+    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
+        Arc::new(Startup)
+    }
+}
+
+struct Startup;
+impl NoopStartupHandler for Startup {}
+
+struct Queries {
+    engine: Arc<Engine>,
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Queries {
+    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let engine = self.engine.clone();
+        let query = query.to_owned();
+        tokio::task::spawn_blocking(move || answer(&engine, &query))
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?
+    }
+}
+
+/// The first word of a statement, upper-cased.
+fn first_word(query: &str) -> String {
+    query.split_whitespace().next().unwrap_or_default().trim_end_matches(';').to_ascii_uppercase()
+}
+
+/// Answers a simple query: its statements in order, runs of definition and
+/// DML statements as one batch each (applied whole or not at all).
+fn answer(engine: &Engine, query: &str) -> PgWireResult<Vec<Response>> {
+    let mut responses = Vec::new();
+    let mut batch: Vec<&str> = Vec::new();
+    let flush = |batch: &mut Vec<&str>, responses: &mut Vec<Response>| -> PgWireResult<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let sql = batch.join(";\n");
+        batch.clear();
+        let outcomes = engine.execute(&sql).map_err(|e| statement_error(&e, &sql))?;
+        responses.extend(outcomes.iter().map(|outcome| Response::Execution(command_tag(&outcome.tag))));
+        Ok(())
+    };
+    for statement in split_statements(query) {
+        let response = match first_word(statement).as_str() {
+            "BEGIN" | "START" => Response::TransactionStart(Tag::new("BEGIN")),
+            "COMMIT" | "END" => Response::TransactionEnd(Tag::new("COMMIT")),
+            "ROLLBACK" | "ABORT" => {
+                return Err(user_error(
+                    "0A000",
+                    "not supported: ROLLBACK (each statement takes effect when it runs)".into(),
+                ));
+            }
+            "SET" => Response::Execution(Tag::new("SET")),
+            "SELECT" => select(engine, statement)?,
+            _ => {
+                batch.push(statement);
+                continue;
+            }
+        };
+        flush(&mut batch, &mut responses)?;
+        responses.push(response);
+    }
+    flush(&mut batch, &mut responses)?;
+    Ok(responses)
+}
+
+/// The `;`-separated statements of a query, without empty ones; a `;`
+/// inside quotes or a comment separates nothing.
+fn split_statements(query: &str) -> Vec<&str> {
+    let bytes = query.as_bytes();
+    let (mut statements, mut start, mut i) = (Vec::new(), 0, 0);
+    while i < bytes.len() {
+        match bytes[i] {
+            quote @ (b'\'' | b'"') => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != quote {
+                    i += 1;
+                }
+            }
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b';' => {
+                statements.push(&query[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    statements.push(&query[start.min(query.len())..]);
+    statements.into_iter().filter(|s| !s.trim().is_empty()).collect()
+}
+
+/// `SELECT * FROM view`: the view's rows as of its last committed epoch.
+fn select(engine: &Engine, query: &str) -> PgWireResult<Response> {
+    let words: Vec<&str> = query.trim().trim_end_matches(';').split_whitespace().collect();
+    let [select, star, from, name] = words.as_slice() else {
+        return Err(not_supported(query));
+    };
+    if !select.eq_ignore_ascii_case("select") || *star != "*" || !from.eq_ignore_ascii_case("from") {
+        return Err(not_supported(query));
+    }
+    let name = name.to_ascii_lowercase();
+    let Some(columns) = engine.view_columns(&name) else {
+        return Err(user_error("42P01", format!("there is no materialized view \"{name}\"")));
+    };
+    let snapshot = committed_rows(engine, &name)?;
+    let schema: Arc<Vec<FieldInfo>> = Arc::new(
+        columns
+            .iter()
+            .map(|(column, ty)| FieldInfo::new(column.clone(), None, None, pg_type(ty), FieldFormat::Text))
+            .collect(),
+    );
+    let mut rows = Vec::new();
+    for (row, multiplicity) in &snapshot.rows {
+        for _ in 0..(*multiplicity).max(0) {
+            let mut encoder = DataRowEncoder::new(schema.clone());
+            for (column, _) in &columns {
+                encoder.encode_field(&text_of(&row[column.as_str()]))?;
+            }
+            rows.push(Ok(encoder.take_row()));
+        }
+    }
+    Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
+}
+
+/// The rows of view `name` as of its last committed epoch. A view in the
+/// catalog that the runtime has not committed yet (just created) is waited
+/// for, up to [`VIEW_READY_WAIT_MS`] (then 57014, as a statement timeout).
+fn committed_rows(engine: &Engine, name: &str) -> PgWireResult<millpond_dataflow::Snapshot> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(VIEW_READY_WAIT_MS);
+    loop {
+        match millpond_dataflow::read_view(engine.data_dir(), name) {
+            Ok(snapshot) => return Ok(snapshot),
+            Err(millpond_dataflow::Error::UnknownView(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(VIEW_READY_POLL_MS));
+            }
+            Err(millpond_dataflow::Error::UnknownView(_)) => {
+                return Err(user_error(
+                    "57014",
+                    format!("view \"{name}\" has not committed its first epoch within {VIEW_READY_WAIT_MS} ms"),
+                ));
+            }
+            Err(e) => return Err(user_error("XX000", format!("reading view \"{name}\": {e}"))),
+        }
+    }
+}
+
+/// A JSON value of a view row in Postgres's text format (None: NULL).
+fn text_of(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::Null => None,
+        serde_json::Value::Bool(b) => Some(if *b { "t" } else { "f" }.to_owned()),
+        serde_json::Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn pg_type(ty: &millpond_sql::Type) -> Type {
+    use millpond_sql::Type as T;
+    match ty {
+        T::Bool => Type::BOOL,
+        T::Int => Type::INT8,
+        T::Double => Type::FLOAT8,
+        T::Decimal { .. } => Type::NUMERIC,
+        // A column of NULL literals only: Postgres calls it text too.
+        T::Text | T::Null => Type::TEXT,
+        T::Timestamp => Type::TIMESTAMP,
+        T::Date => Type::DATE,
+        T::Interval => Type::INTERVAL,
+    }
+}
+
+/// Our outcome tag as Postgres's command tag: `INSERT 2` is `INSERT 0 2`,
+/// `CREATE TABLE t` is `CREATE TABLE`.
+fn command_tag(tag: &str) -> Tag {
+    let words: Vec<&str> = tag.split_whitespace().collect();
+    let count = words.get(1).and_then(|n| n.parse::<usize>().ok());
+    match (words.first().copied(), count) {
+        (Some("INSERT"), Some(n)) => Tag::new("INSERT").with_oid(0).with_rows(n),
+        (Some(verb @ ("UPDATE" | "DELETE")), Some(n)) => Tag::new(verb).with_rows(n),
+        (Some(verb @ ("INSERT" | "UPDATE" | "DELETE")), None) => Tag::new(verb).with_rows(0),
+        _ => {
+            let kind: Vec<&str> =
+                words.iter().take_while(|w| w.chars().all(|c| c.is_ascii_uppercase())).copied().collect();
+            Tag::new(&kind.join(" "))
+        }
+    }
+}
+
+fn user_error(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new("ERROR".into(), code.into(), message)))
+}
+
+fn not_supported(query: &str) -> PgWireError {
+    let head: String = query.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    user_error(
+        "0A000",
+        format!("not supported yet over the wire: \"{head} ...\" (SELECT * FROM a materialized view is)"),
+    )
+}
+
+/// A statement's error with its SQLSTATE, and the position for SQL errors.
+fn statement_error(error: &Error, query: &str) -> PgWireError {
+    let Error::Sql(millpond_sql::Error::Sql { location, message }) = error else {
+        return user_error("XX000", error.to_string());
+    };
+    let code = if message.starts_with("not supported") {
+        "0A000"
+    } else if message.starts_with("unknown source, table or view") || message.starts_with("there is no") {
+        "42P01"
+    } else if message.starts_with("unknown column") {
+        "42703"
+    } else {
+        "42601"
+    };
+    let mut info = ErrorInfo::new("ERROR".into(), code.into(), message.clone());
+    if location.line > 0 {
+        // Postgres counts characters of the query from 1.
+        let before: usize =
+            query.split_inclusive('\n').take(location.line as usize - 1).map(|l| l.chars().count()).sum();
+        info.position = Some((before + location.column as usize).to_string());
+    }
+    PgWireError::UserError(Box::new(info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_tags_become_postgres_command_tags() {
+        let render = |tag: &str| {
+            let tag = command_tag(tag);
+            format!("{tag:?}")
+        };
+        assert!(render("INSERT 2").contains("INSERT") && render("INSERT 2").contains('2'));
+        assert!(render("CREATE TABLE item").contains("CREATE TABLE") && !render("CREATE TABLE item").contains("item"));
+        assert!(render("CREATE MATERIALIZED VIEW v").contains("CREATE MATERIALIZED VIEW"));
+    }
+
+    #[test]
+    fn a_query_splits_at_semicolons_outside_quotes_and_comments() {
+        let query = "BEGIN; INSERT INTO t VALUES ('a;b', \"c;\"); -- x;y\n/* ; */ COMMIT;;";
+        let statements: Vec<&str> = split_statements(query).into_iter().map(str::trim).collect();
+        assert_eq!(statements, ["BEGIN", "INSERT INTO t VALUES ('a;b', \"c;\")", "-- x;y\n/* ; */ COMMIT"]);
+        assert!(split_statements(" ; ;").is_empty());
+        assert_eq!(split_statements("SELECT 'unterminated;"), ["SELECT 'unterminated;"]);
+    }
+
+    #[test]
+    fn an_error_response_is_a_well_formed_message() {
+        let bytes = error_response("FATAL", "53300", "too many connections");
+        assert_eq!(bytes[0], b'E');
+        let length = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+        assert_eq!(length + 1, bytes.len());
+        assert_eq!(*bytes.last().unwrap(), 0);
+        assert!(bytes.windows(6).any(|w| w == b"C53300"));
+    }
+}

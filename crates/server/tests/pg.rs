@@ -1,0 +1,129 @@
+//! The Postgres wire endpoint with a real client (tokio-postgres): the
+//! definition language and DML over the simple protocol while views run,
+//! `SELECT * FROM view`, errors with their SQLSTATE, the connection cap,
+//! and a garbage-speaking client that harms no one else.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+fn serve(dir: &std::path::Path, connections_max: usize) -> (Arc<Engine>, PgEndpoint) {
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir) }).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.connections_max = connections_max;
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    (engine, endpoint)
+}
+
+async fn connect(addr: SocketAddr) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) =
+        tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// (command tags with their row counts, data rows as text) of a simple query.
+async fn query(client: &Client, sql: &str) -> Result<(Vec<u64>, Vec<Vec<Option<String>>>), tokio_postgres::Error> {
+    let mut counts = Vec::new();
+    let mut rows = Vec::new();
+    for message in client.simple_query(sql).await? {
+        match message {
+            SimpleQueryMessage::CommandComplete(n) => counts.push(n),
+            SimpleQueryMessage::Row(row) => {
+                rows.push((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect());
+            }
+            _ => {}
+        }
+    }
+    Ok((counts, rows))
+}
+
+fn sqlstate(error: &tokio_postgres::Error) -> String {
+    error.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {error}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_and_view_reads_over_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 8);
+    let client = connect(endpoint.addr()).await.unwrap();
+    let (counts, _) = query(
+        &client,
+        "CREATE TABLE item (id BIGINT PRIMARY KEY, name TEXT, price DECIMAL(10, 2));\n\
+         INSERT INTO item VALUES (1, 'apple', 2.5), (2, 'pear', NULL);\n\
+         CREATE MATERIALIZED VIEW items AS SELECT id, name, price FROM item;",
+    )
+    .await
+    .unwrap();
+    assert_eq!(counts, [0, 2, 0], "INSERT reports its rows");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let rows = loop {
+        let (_, mut rows) = query(&client, "SELECT * FROM items").await.unwrap();
+        rows.sort();
+        if rows.len() == 2 {
+            break rows;
+        }
+        assert!(Instant::now() < deadline, "the view never showed the rows: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let text = |s: &str| Some(s.to_owned());
+    assert_eq!(rows, [vec![text("1"), text("apple"), text("2.5")], vec![text("2"), text("pear"), None]]);
+    // DML while the view runs; BEGIN/COMMIT are accepted.
+    let (counts, _) = query(&client, "BEGIN; UPDATE item SET price = 3 WHERE id = 2; COMMIT").await.unwrap();
+    assert_eq!(counts, [0, 1, 0]);
+
+    // Errors carry their SQLSTATE; the connection goes on.
+    let error = query(&client, "CREATE TABLE broken (id BIGINT PRIMARY KEY,").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "42601", "{error:?}");
+    let db = error.as_db_error().unwrap();
+    assert!(db.position().is_some(), "a syntax error names its position: {db:?}");
+    let error = query(&client, "SELECT * FROM nothing").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "42P01");
+    let error = query(&client, "SELECT name FROM items WHERE id = 1").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "0A000", "refused, never answered wrongly");
+    let error = query(&client, "ROLLBACK").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "0A000");
+    assert_eq!(query(&client, "SELECT * FROM items").await.unwrap().1.len(), 2);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_connection_cap_a_client_is_refused_and_garbage_harms_no_one_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 2);
+    let first = connect(endpoint.addr()).await.unwrap();
+    query(&first, "CREATE TABLE t (k BIGINT PRIMARY KEY)").await.unwrap();
+
+    // A client that speaks garbage gets its connection closed.
+    let mut garbage = tokio::net::TcpStream::connect(endpoint.addr()).await.unwrap();
+    garbage.write_all(&[0xff; 64]).await.unwrap();
+    let mut buffer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), garbage.read_to_end(&mut buffer)).await;
+    assert!(read.is_ok(), "the server closes a garbage-speaking connection");
+    drop(garbage);
+
+    // The second slot is free again (once the server has let go of the
+    // garbage connection); a third client is refused with 53300.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let second = loop {
+        match connect(endpoint.addr()).await {
+            Ok(client) => break client,
+            Err(error) => assert!(Instant::now() < deadline, "the slot was never freed: {error:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let error = match connect(endpoint.addr()).await {
+        Ok(_) => panic!("a third connection was accepted past the cap of 2"),
+        Err(error) => error,
+    };
+    assert_eq!(sqlstate(&error), "53300", "{error:?}");
+    // The others are unaffected.
+    assert_eq!(query(&first, "INSERT INTO t VALUES (1)").await.unwrap().0, [1]);
+    assert_eq!(query(&second, "INSERT INTO t VALUES (2)").await.unwrap().0, [1]);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
