@@ -366,3 +366,77 @@ fn a_sources_dead_letters_are_the_records_as_they_were_with_headers() {
     assert_eq!(lines(&ok(dir, &["view", "read", "names"])), [json!({"sensor": "s1"})]);
     assert_eq!(lines(&ok(dir, &["view", "read", "peaks"])), [json!({"sensor": "s1", "peak": 1})]);
 }
+
+/// Runs psql against a server; returns (success, stdout, stderr).
+fn psql(port: u16, sql: &str) -> (bool, String, String) {
+    let output = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "millpond", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+        .args(["-c", sql])
+        .output()
+        .expect("psql runs (the machine needs postgresql-client; .ci/run installs it)");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let file = dir.join("shop.sql");
+    std::fs::write(&file, FILE).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["serve", "--pg-listen", "127.0.0.1:0", "--epoch-ms", "50"])
+        .arg(&file)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let address = dir.join("server.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let port: u16 = loop {
+        if let Ok(text) = std::fs::read_to_string(&address)
+            && let Ok(record) = serde_json::from_str::<Value>(&text)
+        {
+            break record["pg"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "the server never wrote its address");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // The file's view, read over the wire once it has committed.
+    let (ok, out, err) = psql(port, "SELECT * FROM totals");
+    assert!(ok, "{err}");
+    let mut rows: Vec<&str> = out.lines().collect();
+    rows.sort();
+    assert_eq!(rows, ["apple|2|3.75", "pear|1|4"]);
+    // A statement while the view runs (was: refused on the directory's lock).
+    let (ok, out, err) = psql(port, "INSERT INTO sale VALUES (2, 1)");
+    assert!(ok && out.contains("INSERT 0 1"), "{out} {err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, out, _) = psql(port, "SELECT * FROM totals");
+        if out.lines().any(|l| l == "pear|2|5") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the INSERT never reached the view: {out}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (ok, _, err) = psql(port, "SELECT name FROM totals");
+    assert!(!ok && err.contains("not supported"), "{err}");
+    // SIGTERM: a clean stop, the address file gone, the data directory free again.
+    let pid = server.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = server.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!address.exists());
+    let mut rows = lines(&ok_read(dir));
+    rows.sort_by_key(|r| r["name"].as_str().unwrap().to_owned());
+    assert_eq!(rows[1], json!({"name": "pear", "sales": 2, "total": "5"}));
+}
+
+fn ok_read(dir: &Path) -> String {
+    ok(dir, &["view", "read", "totals"])
+}
