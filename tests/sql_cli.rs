@@ -426,6 +426,9 @@ fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
     }
     let (ok, _, err) = psql(port, "SELECT name FROM totals");
     assert!(!ok && err.contains("not supported"), "{err}");
+    // The parameters drivers check at startup.
+    let (ok, out, err) = psql(port, "\\echo :SERVER_VERSION_NAME :SERVER_VERSION_NUM");
+    assert!(ok && out.starts_with("15.0 (Millpond ") && out.trim_end().ends_with(" 150000"), "{out} {err}");
     // SIGTERM: a clean stop, the address file gone, the data directory free again.
     let pid = server.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());

@@ -21,19 +21,26 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use futures::Sink;
 use futures::stream;
-use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::{
+    DefaultServerParameterProvider, StartupHandler, finish_authentication, protocol_negotiation,
+    save_startup_parameters_to_metadata,
+};
 use pgwire::api::query::SimpleQueryHandler;
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, PgWireServerHandlers, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
+};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 
+/// What the server says it is: drivers and psql read the major version.
+const SERVER_VERSION: &str = concat!("15.0 (Millpond ", env!("CARGO_PKG_VERSION"), ")");
 /// How long a read waits for a view that exists but has not committed yet.
 const VIEW_READY_WAIT_MS: u64 = 30_000;
 const VIEW_READY_POLL_MS: u64 = 10;
@@ -78,7 +85,7 @@ impl PgEndpoint {
             .build()
             .map_err(io("starting the I/O threads of"))?;
         let (shutdown, stopped) = tokio::sync::oneshot::channel();
-        let handlers = Arc::new(Handlers { queries: Arc::new(Queries { engine }) });
+        let handlers = Arc::new(Handlers { queries: Arc::new(Queries { engine }), startup: Arc::new(Startup::new()) });
         let thread = std::thread::Builder::new()
             .name("millpond-pg-accept".into())
             .spawn(move || runtime.block_on(accept_loop(listener, handlers, config.connections_max, stopped)))
@@ -151,19 +158,58 @@ fn error_response(severity: &str, code: &str, message: &str) -> Vec<u8> {
 
 struct Handlers {
     queries: Arc<Queries>,
+    startup: Arc<Startup>,
 }
 
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
         self.queries.clone()
     }
-    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
-        Arc::new(Startup)
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.startup.clone()
     }
 }
 
-struct Startup;
-impl NoopStartupHandler for Startup {}
+/// Startup without authentication (yet), sending the parameters drivers
+/// check: a Postgres 15 server_version, UTF8 encodings, ISO dates, integer
+/// datetimes, standard-conforming strings, UTC.
+struct Startup {
+    parameters: DefaultServerParameterProvider,
+    pids: RandomPidSecretKeyGenerator,
+}
+
+impl Startup {
+    fn new() -> Startup {
+        let mut parameters = DefaultServerParameterProvider::default();
+        parameters.server_version = SERVER_VERSION.to_owned();
+        parameters.server_encoding = "UTF8".to_owned();
+        parameters.client_encoding = Some("UTF8".to_owned());
+        parameters.date_style = "ISO, MDY".to_owned();
+        parameters.time_zone = "UTC".to_owned();
+        parameters.integer_datetimes = true;
+        parameters.standard_conforming_strings = true;
+        Startup { parameters, pids: RandomPidSecretKeyGenerator::default() }
+    }
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let PgWireFrontendMessage::Startup(ref startup) = message {
+            protocol_negotiation(client, startup).await?;
+            save_startup_parameters_to_metadata(client, startup);
+            let (pid, secret_key) = self.pids.generate(client);
+            client.set_pid_and_secret_key(pid, secret_key);
+            finish_authentication(client, &self.parameters).await?;
+        }
+        Ok(())
+    }
+}
 
 struct Queries {
     engine: Arc<Engine>,
