@@ -5,7 +5,8 @@
 //! DML as one batch per query (`Engine::execute`); `SELECT * FROM view`
 //! (its rows as of the last committed epoch, a row held N times sent N
 //! times); `BEGIN`/`COMMIT` accepted (each statement takes effect when it
-//! runs, so `ROLLBACK` is refused); `SET` of a session setting accepted.
+//! runs, so `ROLLBACK` is refused); `SET` of a session setting accepted;
+//! `SHOW` of the catalog's objects by kind and of the startup parameters.
 //! Anything else is refused with SQLSTATE 0A000, never answered wrongly.
 //!
 //! Invariants: a client's error never ends another client's connection or
@@ -263,6 +264,7 @@ fn answer(engine: &Engine, query: &str) -> PgWireResult<Vec<Response>> {
                 ));
             }
             "SET" => Response::Execution(Tag::new("SET")),
+            "SHOW" => show(engine, statement)?,
             "SELECT" => select(engine, statement)?,
             _ => {
                 batch.push(statement);
@@ -311,6 +313,52 @@ fn split_statements(query: &str) -> Vec<&str> {
     }
     statements.push(&query[start.min(query.len())..]);
     statements.into_iter().filter(|s| !s.trim().is_empty()).collect()
+}
+
+/// `SHOW SOURCES|TABLES|VIEWS|MATERIALIZED VIEWS` (their names, sorted) and
+/// `SHOW parameter` (the startup parameters).
+fn show(engine: &Engine, statement: &str) -> PgWireResult<Response> {
+    let words: Vec<String> = statement.split_whitespace().skip(1).map(str::to_ascii_lowercase).collect();
+    let kind = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["sources"] => Some("source"),
+        ["tables"] => Some("table"),
+        ["views"] => Some("view"),
+        ["materialized", "views"] => Some("materialized view"),
+        _ => None,
+    };
+    let (column, values): (&str, Vec<String>) = match (kind, words.as_slice()) {
+        (Some(kind), _) => {
+            ("name", engine.objects().into_iter().filter(|(_, k)| *k == kind).map(|(name, _)| name).collect())
+        }
+        (None, [parameter]) => match parameter_value(parameter) {
+            Some(value) => (parameter.as_str(), vec![value]),
+            None => return Err(user_error("42704", format!("unrecognized configuration parameter \"{parameter}\""))),
+        },
+        _ => return Err(not_supported(statement)),
+    };
+    let schema = Arc::new(vec![FieldInfo::new(column.to_owned(), None, None, Type::TEXT, FieldFormat::Text)]);
+    let mut rows = Vec::new();
+    for value in values {
+        let mut encoder = DataRowEncoder::new(schema.clone());
+        encoder.encode_field(&value)?;
+        rows.push(Ok(encoder.take_row()));
+    }
+    Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
+}
+
+/// The value of a parameter the server reports (lower-case name).
+fn parameter_value(name: &str) -> Option<String> {
+    Some(
+        match name {
+            "server_version" => SERVER_VERSION,
+            "server_encoding" | "client_encoding" => "UTF8",
+            "datestyle" => "ISO, MDY",
+            "timezone" => "UTC",
+            "integer_datetimes" | "standard_conforming_strings" => "on",
+            _ => return None,
+        }
+        .to_owned(),
+    )
 }
 
 /// `SELECT * FROM view`: the view's rows as of its last committed epoch.

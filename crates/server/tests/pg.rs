@@ -84,6 +84,12 @@ async fn statements_and_view_reads_over_the_wire() {
     assert_eq!(sqlstate(&error), "42P01");
     let error = query(&client, "SELECT name FROM items WHERE id = 1").await.unwrap_err();
     assert_eq!(sqlstate(&error), "0A000", "refused, never answered wrongly");
+    // What the catalog holds, and the parameters.
+    assert_eq!(query(&client, "SHOW TABLES").await.unwrap().1, [vec![text("item")]]);
+    assert_eq!(query(&client, "SHOW MATERIALIZED VIEWS").await.unwrap().1, [vec![text("items")]]);
+    assert!(query(&client, "SHOW SOURCES").await.unwrap().1.is_empty());
+    assert_eq!(query(&client, "SHOW client_encoding").await.unwrap().1, [vec![text("UTF8")]]);
+    assert_eq!(sqlstate(&query(&client, "SHOW nonsense").await.unwrap_err()), "42704");
     let error = query(&client, "ROLLBACK").await.unwrap_err();
     assert_eq!(sqlstate(&error), "0A000");
     assert_eq!(query(&client, "SELECT * FROM items").await.unwrap().1.len(), 2);
