@@ -17,6 +17,25 @@ fn ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// `millpond produce TOPIC` with `input` on stdin; it must succeed.
+fn produce(dir: &Path, topic: &str, input: &str) {
+    let output = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["produce", topic])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(input.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(output.status.success(), "produce {topic}: {}", String::from_utf8_lossy(&output.stderr));
+}
+
 fn lines(text: &str) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -269,16 +288,7 @@ fn a_topic_that_a_source_or_job_reads_is_not_deleted_unless_forced() {
     )
     .unwrap();
     ok(dir, &["topic", "create", "ev"]);
-    let mut produce = Command::new(env!("CARGO_BIN_EXE_millpond"))
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["produce", "ev"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    produce.stdin.take().unwrap().write_all(b"{\"k\":1}\n{\"k\":2}\n").unwrap();
-    assert!(produce.wait().unwrap().success());
+    produce(dir, "ev", "{\"k\":1}\n{\"k\":2}\n");
     ok(dir, &["run", file.to_str().unwrap(), "--until-caught-up", "--epoch-ms", "50"]);
 
     let output = millpond(dir, &["topic", "delete", "ev"]);
@@ -320,21 +330,7 @@ fn a_sources_dead_letters_are_the_records_as_they_were_with_headers() {
     ok(dir, &["topic", "create", "readings", "--partitions", "1"]);
     let bad = r#"{"sensor": "s1", "value": "high"}"#;
     let input = format!("{{\"sensor\": \"s1\", \"value\": 1}}\n{bad}\n");
-    let output = Command::new(env!("CARGO_BIN_EXE_millpond"))
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["produce", "readings"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(input.as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    produce(dir, "readings", &input);
     let file = dir.join("sensors.sql");
     std::fs::write(
         &file,
