@@ -20,6 +20,11 @@ pub struct TopicSpec {
     pub partitions: u32,
     /// Compacted by key (the latest record per key is kept) rather than kept whole.
     pub compacted: bool,
+    /// Compaction stays below a bound its writer persists with
+    /// [`Topics::set_cleanable_below`] (records past it are not committed
+    /// yet, so none of them may decide "latest per key"), honoured by every
+    /// process. Compacted topics only.
+    pub compaction_bounded: bool,
 }
 
 /// A record to append: key, value (`None` for a tombstone) and headers.
@@ -60,6 +65,12 @@ impl Topics {
         Ok(Topics { log: Arc::new(Log::open(data_dir, LogOptions::default())?) })
     }
 
+    /// [`open`](Self::open) with the log's options: another filesystem (the
+    /// in-memory or fault-injecting doubles of crash tests), clock or repair.
+    pub fn open_with(data_dir: &Path, options: LogOptions) -> Result<Topics> {
+        Ok(Topics { log: Arc::new(Log::open(data_dir, options)?) })
+    }
+
     /// The open log.
     pub(crate) fn log(&self) -> &Arc<Log> {
         &self.log
@@ -80,6 +91,7 @@ impl Topics {
         let config = TopicConfig {
             partitions: spec.partitions,
             cleanup_policy: if spec.compacted { CleanupPolicy::Compact } else { CleanupPolicy::Delete },
+            compaction_bound_required: spec.compacted && spec.compaction_bounded,
             ..TopicConfig::default()
         };
         match self.log.create_topic(topic, config) {
@@ -134,6 +146,13 @@ impl Topics {
             self.log.sync(topic, info.partition)?;
         }
         Ok(())
+    }
+
+    /// Lets compaction of `topic`'s `partition` decide only among records
+    /// below `offset` (persisted for a [`TopicSpec::compaction_bounded`]
+    /// topic, in memory otherwise).
+    pub fn set_cleanable_below(&self, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        Ok(self.log.set_cleanable_below(topic, partition, offset)?)
     }
 
     /// Every record of `topic`, partition by partition, in offset order.

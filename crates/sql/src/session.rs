@@ -7,15 +7,18 @@
 //! topic in one append (one batch, so all or nothing), and table changes to
 //! their table topics.
 //!
+//! A batch is atomic across crashes too: its table rows are appended
+//! first, then its catalog records in one append, which commits it and
+//! records each written table's committed end. Rows past a committed end
+//! (a crash, or a failed append, between the two) are taken back before
+//! anything reads the table again (`catalog_log`), so a batch is applied
+//! whole or not at all.
+//!
 //! Exactly once for files: `millpond run FILE.sql` executes the file at
 //! every start, so DDL is idempotent (the same definition again changes
 //! nothing) and each INSERT/UPDATE/DELETE of a file is applied once per data
-//! directory. Its catalog marker, written with the batch's DDL before the
-//! rows, records where in the table its rows go (offset and count). A crash
-//! between the two appends leaves a marker whose rows are not in the table:
-//! the next session to open the data directory — before anything else can
-//! write the table — finds it so and deletes the marker, and the statement
-//! is applied at the next run of the file. A marker that stays means applied.
+//! directory. Its catalog marker, committed with the batch, records where
+//! in the table its rows went (offset and count): a marker means applied.
 //!
 //! A marker belongs to its file (its canonical path) and to its table's
 //! incarnation: DROP TABLE deletes the table's markers (in the catalog
@@ -69,6 +72,12 @@ pub struct Session {
     catalog: Catalog,
     /// Catalog markers of file statements already applied, by key.
     markers: BTreeMap<String, Marker>,
+    /// The committed end of each table topic (see `catalog_log`).
+    committed: BTreeMap<String, u64>,
+    /// Rows may be past a committed end: take them back before the next batch.
+    uncommitted: bool,
+    /// A table topic's compaction bound is below its committed end.
+    bounds_behind: bool,
 }
 
 /// What a batch of statements has checked so far and will write: the
@@ -96,13 +105,20 @@ impl Session {
     /// [`open`](Self::open) on a log this process has open already (a
     /// server shares it with its runtime).
     pub fn open_on(topics: Topics) -> Result<Session> {
-        topics.ensure(CATALOG_TOPIC, TopicSpec { partitions: 1, compacted: true })?;
-        if topics.ensure(UNIT_TOPIC, TopicSpec { partitions: 1, compacted: false })?
+        topics.ensure(CATALOG_TOPIC, TopicSpec { partitions: 1, compacted: true, compaction_bounded: false })?;
+        if topics.ensure(UNIT_TOPIC, TopicSpec { partitions: 1, compacted: false, compaction_bounded: false })?
             || topics.end_offset(UNIT_TOPIC, 0)? == 0
         {
             topics.append(UNIT_TOPIC, vec![TopicRecord { value: Some(b"{}".to_vec()), ..TopicRecord::default() }])?;
         }
-        let mut session = Session { topics, catalog: Catalog::default(), markers: BTreeMap::new() };
+        let mut session = Session {
+            topics,
+            catalog: Catalog::default(),
+            markers: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            uncommitted: false,
+            bounds_behind: false,
+        };
         session.load()?;
         Ok(session)
     }
@@ -117,6 +133,11 @@ impl Session {
         });
         let file: Option<Arc<str>> = file.map(Into::into);
         let statements = parse(sql, file.clone())?;
+        if self.uncommitted {
+            // A failed batch's rows, which its own take-back could not remove.
+            self.take_back_uncommitted()?;
+        }
+        self.raise_bounds()?;
         let mut batch = PendingBatch {
             working: self.catalog.clone(),
             tables: BTreeMap::new(),
@@ -146,7 +167,7 @@ impl Session {
             let outcome = self.plan(parsed, &mut batch, marker)?;
             outcomes.push(outcome);
         }
-        self.apply(batch.effects)?;
+        self.apply(batch.effects, &batch.working)?;
         self.catalog = batch.working;
         Ok(outcomes)
     }
@@ -157,7 +178,7 @@ impl Session {
             Stmt::CreateSource(source) => {
                 let object = self.source_object(source, at)?;
                 let ObjectKind::Source { topic, upsert_key } = &object.kind else { unreachable!("a source") };
-                let spec = TopicSpec { partitions: 1, compacted: upsert_key.is_some() };
+                let spec = TopicSpec { partitions: 1, compacted: upsert_key.is_some(), compaction_bounded: false };
                 let topic = topic.clone();
                 let name_at = span_location(at, source.name.span);
                 let outcome = self.create(
@@ -193,9 +214,7 @@ impl Session {
                         &mut batch.effects,
                     )?;
                     if !self.topics.exists(&topic) {
-                        batch
-                            .effects
-                            .push(Effect::CreateTopic { topic, spec: TopicSpec { partitions: 1, compacted: true } });
+                        batch.effects.push(Effect::CreateTopic { topic, spec: TABLE_TOPIC_SPEC });
                     } else if let Some(object) = fresh {
                         self.clear_leftover_rows(batch, &object)?;
                     }

@@ -30,7 +30,7 @@ fn bad() -> Vec<String> {
 
 fn append(dir: &Path, values: &[String]) {
     let topics = Topics::open(dir).unwrap();
-    topics.ensure("order_events", TopicSpec { partitions: 2, compacted: false }).unwrap();
+    topics.ensure("order_events", TopicSpec { partitions: 2, compacted: false, compaction_bounded: false }).unwrap();
     let records = values
         .iter()
         .map(|v| TopicRecord {
@@ -202,7 +202,7 @@ fn the_verdict_does_not_depend_on_the_columns_a_view_reads() {
         ));
     }
     let topics = Topics::open(dir).unwrap();
-    topics.ensure("s", TopicSpec { partitions: 1, compacted: false }).unwrap();
+    topics.ensure("s", TopicSpec { partitions: 1, compacted: false, compaction_bounded: false }).unwrap();
     let records =
         values.iter().map(|v| TopicRecord { key: None, value: Some(v.as_bytes().to_vec()), headers: vec![] }).collect();
     topics.append("s", records).unwrap();
@@ -233,7 +233,7 @@ fn a_redefined_source_judges_its_records_again() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let topics = Topics::open(dir).unwrap();
-    topics.ensure("s", TopicSpec { partitions: 1, compacted: false }).unwrap();
+    topics.ensure("s", TopicSpec { partitions: 1, compacted: false, compaction_bounded: false }).unwrap();
     let values = [r#"{"id": 1, "n": "x"}"#, "not json", r#"{"id": 2, "n": 3}"#];
     let records = values.iter().map(|v| TopicRecord { key: None, value: Some(v.as_bytes().to_vec()), headers: vec![] });
     topics.append("s", records.collect()).unwrap();

@@ -128,8 +128,10 @@ fn a_table_created_after_a_drop_that_crashed_before_its_tombstones_starts_empty(
     tags(&mut session, FILE, None, false);
     assert_eq!(rows(&mut session), "UPDATE 2");
     drop(session);
-    // What a DROP TABLE leaves when it crashes after its catalog record and
-    // before its rows' tombstones: the table gone, its rows still in its topic.
+    // What a DROP TABLE left when it crashed after its catalog record and
+    // before its rows' tombstones, in directories written when the catalog
+    // went first (before committed ends): the table gone, its rows still in
+    // its topic. (Rows of a table whose batch never committed look the same.)
     let topics = Topics::open(dir.path()).unwrap();
     topics.append(CATALOG_TOPIC, vec![TopicRecord { key: Some(b"t".to_vec()), value: None, headers: vec![] }]).unwrap();
     drop(topics);
@@ -164,4 +166,21 @@ fn a_table_dropped_and_created_with_other_column_types_reads_only_its_own_rows()
     assert_eq!(tags(&mut session, "UPDATE t SET v = v", None, false), ["UPDATE 0"], "was: holds a bad row");
     tags(&mut session, "INSERT INTO t VALUES (1, true)", None, false);
     assert_eq!(tags(&mut session, "UPDATE t SET v = NOT v", None, false), ["UPDATE 1"]);
+}
+
+#[test]
+fn a_malformed_committed_end_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = Session::open(dir.path()).unwrap();
+    tags(&mut session, FILE, Some("a.sql"), true);
+    drop(session);
+    for bad in [r#"{"version":1,"topic":"table.t"}"#, r#"{"version":1,"topic":"table.u","end":2}"#, "{}"] {
+        let offset = put(dir.path(), "table-end/v1/table.t", bad);
+        let error = Session::open(dir.path()).unwrap_err();
+        assert!(matches!(&error, Error::Catalog { offset: o, .. } if *o == offset), "{error}");
+        assert!(error.to_string().contains("table-end/v1/table.t"), "the error names the record: {error}");
+    }
+    put(dir.path(), "table-end/v1/table.t", r#"{"version":1,"topic":"table.t","end":2}"#);
+    let mut session = Session::open(dir.path()).unwrap();
+    assert_eq!(rows(&mut session), "UPDATE 2");
 }

@@ -47,8 +47,8 @@ fn our_rows(dir: &Path, name: &str, columns: &[(String, Type)]) -> Result<Rows, 
 
 fn append(dir: &Path, phase: &Phase) -> TestResult {
     let topics = Topics::open(dir)?;
-    topics.ensure("utopic", TopicSpec { partitions: 1, compacted: true })?;
-    topics.ensure("etopic", TopicSpec { partitions: 2, compacted: false })?;
+    topics.ensure("utopic", TopicSpec { partitions: 1, compacted: true, compaction_bounded: false })?;
+    topics.ensure("etopic", TopicSpec { partitions: 2, compacted: false, compaction_bounded: false })?;
     let upserts = phase
         .upserts
         .iter()

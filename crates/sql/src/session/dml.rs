@@ -80,8 +80,10 @@ impl Session {
             // decoded: rows a DROP deleted (of an earlier incarnation of the
             // table, which may have had other columns) are never read.
             let mut latest: BTreeMap<Vec<u8>, (u64, Option<Vec<u8>>)> = BTreeMap::new();
+            // Committed rows only (past the end: a failed batch's, taken back before any other).
+            let committed = self.committed.get(topic).copied().unwrap_or(u64::MAX);
             if self.topics.exists(topic) {
-                for record in self.topics.read_all(topic)? {
+                for record in self.topics.read_all(topic)?.into_iter().filter(|r| r.offset < committed) {
                     if let Some(key) = record.key {
                         latest.insert(key, (record.offset, record.value));
                     }
@@ -181,7 +183,7 @@ impl Session {
             };
             effects.push(Effect::MarkerPut { key, marker });
         }
-        effects.push(Effect::TableWrite { topic: topic.clone(), records });
+        effects.push(Effect::TableWrite { topic: topic.clone(), start, records });
         Ok(())
     }
 
