@@ -37,7 +37,7 @@ use crate::{Collection, Diff, Epoch};
 
 /// Which worker owns a key: a hash that is stable for a given build.
 pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
+    let mut hasher = rustc_hash::FxHasher::default();
     key.hash(&mut hasher);
     hasher.finish()
 }

@@ -11,7 +11,9 @@
 //! committed or not; the overlay only holds entries of uncommitted epochs
 //! (after [`OperatorState::finish_epoch`] prunes).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::Epoch;
@@ -23,7 +25,7 @@ use crate::state::{Keyspace, WriteBatch};
 pub(crate) struct OperatorState {
     checkpoints: Arc<Checkpoints>,
     keyspace: Keyspace,
-    overlay: HashMap<Vec<u8>, (Epoch, Option<Vec<u8>>)>,
+    overlay: FxHashMap<Vec<u8>, (Epoch, Option<Vec<u8>>)>,
     batch: WriteBatch,
 }
 
@@ -37,7 +39,7 @@ impl OperatorState {
     ) -> Result<OperatorState> {
         checkpoints.register_state(keyspace_name, lineage)?;
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
-        Ok(OperatorState { checkpoints, keyspace, overlay: HashMap::new(), batch: WriteBatch::new() })
+        Ok(OperatorState { checkpoints, keyspace, overlay: FxHashMap::default(), batch: WriteBatch::new() })
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -33,7 +33,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-pub(crate) const STATE_LAYOUT_VERSION: u64 = 5;
+pub(crate) const STATE_LAYOUT_VERSION: u64 = 6;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -494,7 +494,7 @@ impl<'s> Renderer<'s, '_> {
                     None => self.render(input).map(move |row| key_and_args(&row)),
                 };
                 let name = self.operator_name();
-                let aggregate = SqlAggregates { calls: aggregates.clone(), arg_index };
+                let aggregate = SqlAggregates { calls: aggregates.clone(), arg_index, append_only: append_only(input) };
                 let result = keyed.aggregate(&name, aggregate).map(|(key, values): (Tuple, Row)| {
                     let mut row = key.into_row();
                     row.extend(values);
@@ -699,6 +699,9 @@ struct SqlAggregates {
     calls: Vec<AggregateCall>,
     /// Per call, which argument of the input tuple it reads (none for COUNT(*)).
     arg_index: Vec<Option<usize>>,
+    /// The input only ever inserts ([`append_only`]): MIN and MAX keep the
+    /// extreme only, not the multiset a retraction would need.
+    append_only: bool,
 }
 
 /// Fixed-point scale of DOUBLE sums: exact under retraction (a float sum
@@ -731,6 +734,9 @@ enum Accumulator {
     /// The same for integer-like values, kept as `i64` (smaller state, faster
     /// updates): see [`int_key`].
     IntValues(BTreeMap<i64, i64>),
+    /// MIN or MAX over an append-only input (nothing is ever retracted, so
+    /// the extreme is all there is to keep): the value so far.
+    Extreme(Value),
 }
 
 impl Accumulator {
@@ -744,6 +750,7 @@ impl Accumulator {
             }
             Accumulator::Values(values) => values.is_empty(),
             Accumulator::IntValues(values) => values.is_empty(),
+            Accumulator::Extreme(_) => false,
         }
     }
 }
@@ -804,6 +811,10 @@ impl Aggregate<Tuple> for SqlAggregates {
             match call.func {
                 AggregateFunction::CountRows => bump_count(acc, diff64),
                 AggregateFunction::Count if !call.distinct => bump_count(acc, diff64),
+                AggregateFunction::Min | AggregateFunction::Max if self.append_only && !call.distinct => {
+                    assert!(diff > 0, "an append-only input retracted a row (diff {diff})");
+                    keep_extreme(acc, value, call.func == AggregateFunction::Max);
+                }
                 AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => match int_key(value) {
                     Some(key) => {
                         if !matches!(acc, Accumulator::IntValues(_)) {
@@ -856,6 +867,35 @@ impl Aggregate<Tuple> for SqlAggregates {
     }
 }
 
+/// Whether `rel` only ever inserts rows: an append-only source, through
+/// filters, projections, windows, unions and inner joins of such (tables
+/// and upsert sources update; aggregates, DISTINCT, top-k and outer joins
+/// retract what they emitted).
+fn append_only(rel: &Rel) -> bool {
+    match rel {
+        Rel::Get { input, .. } => matches!(input, Input::Source { .. }),
+        Rel::Unit => true,
+        Rel::Project { input, .. } | Rel::Filter { input, .. } | Rel::Window { input, .. } => append_only(input),
+        Rel::UnionAll { inputs } => inputs.iter().all(append_only),
+        Rel::Join { kind, left, right, .. } => {
+            matches!(kind, JoinKind::Inner) && append_only(left) && append_only(right)
+        }
+        Rel::Aggregate { .. } | Rel::Distinct { .. } | Rel::TopK { .. } => false,
+    }
+}
+
+/// Keeps the larger (`max`) or smaller of the extreme so far and `value` (not NULL).
+fn keep_extreme(acc: &mut Accumulator, value: &Value, max: bool) {
+    match acc {
+        Accumulator::Extreme(extreme) => {
+            if (max && value > extreme) || (!max && value < extreme) {
+                *extreme = value.clone();
+            }
+        }
+        _ => *acc = Accumulator::Extreme(value.clone()),
+    }
+}
+
 fn bump_count(acc: &mut Accumulator, diff: i64) {
     match acc {
         Accumulator::Count(c) => *c += diff,
@@ -894,6 +934,7 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
         (AggregateFunction::Max, Accumulator::IntValues(values)) => {
             values.iter().rev().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| from_int_key(call.arg_type, *v))
         }
+        (AggregateFunction::Min | AggregateFunction::Max, Accumulator::Extreme(value)) => value.clone(),
         (AggregateFunction::CountRows | AggregateFunction::Count, _) => Value::Int(0),
         (AggregateFunction::Min, Accumulator::Values(values)) => {
             values.iter().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())
@@ -941,4 +982,52 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
 fn decimal_in_range(units: i128) -> Value {
     const UNITS_MAX: i128 = 10i128.pow(38) - 1;
     if units.abs() > UNITS_MAX { Value::Null } else { Value::Decimal(units.into()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(input: Input) -> Rel {
+        Rel::Get { object: "s".into(), input, columns: vec![("x".into(), Type::Int)] }
+    }
+
+    #[test]
+    fn only_inserting_plans_are_append_only() {
+        let source = || get(Input::Source { topic: "s".into() });
+        let table = || get(Input::Upsert { topic: "table.t".into() });
+        let join = |kind, left: Rel, right: Rel| Rel::Join {
+            kind,
+            left: Box::new(left),
+            right: Box::new(right),
+            left_keys: vec![],
+            right_keys: vec![],
+            right_width: 1,
+            left_width: 1,
+        };
+        let aggregate = |input: Rel| Rel::Aggregate { input: Box::new(input), group: vec![], aggregates: vec![] };
+        assert!(append_only(&source()));
+        assert!(append_only(&Rel::Filter { input: Box::new(source()), predicate: Expr::Column(0) }));
+        assert!(append_only(&join(JoinKind::Inner, source(), source())));
+        assert!(append_only(&Rel::UnionAll { inputs: vec![source(), Rel::Unit] }));
+        assert!(!append_only(&table()), "a table updates");
+        assert!(!append_only(&join(JoinKind::Left, source(), source())), "an outer join retracts its NULL rows");
+        assert!(!append_only(&join(JoinKind::Inner, source(), table())));
+        assert!(!append_only(&aggregate(source())), "an aggregate retracts its old row");
+        assert!(!append_only(&Rel::Distinct { input: Box::new(source()) }));
+        assert!(!append_only(&Rel::UnionAll { inputs: vec![source(), table()] }));
+    }
+
+    #[test]
+    fn an_extreme_over_inserts_is_the_multisets_extreme() {
+        let values = [5, -3, 12, 12, 7, -3, 0];
+        for max in [true, false] {
+            let mut acc = Accumulator::Empty;
+            for v in values {
+                keep_extreme(&mut acc, &Value::Int(v), max);
+            }
+            let expected = if max { values.iter().max() } else { values.iter().min() };
+            assert_eq!(acc, Accumulator::Extreme(Value::Int(*expected.unwrap())));
+        }
+    }
 }
