@@ -131,6 +131,11 @@ impl Engine {
         self.session().objects()
     }
 
+    /// The kind and the defining statement of object `name`.
+    pub fn definition(&self, name: &str) -> Option<(&'static str, String)> {
+        self.session().definition(name)
+    }
+
     /// The columns of materialized view `name` (None if there is none).
     pub fn view_columns(&self, name: &str) -> Option<Vec<(String, millpond_sql::Type)>> {
         let compiled = self.session().compile().ok()?;

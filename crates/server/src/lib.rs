@@ -4,7 +4,8 @@
 //! clients, so statements, views and readers run side by side.
 //!
 //! Module map: `engine` (the data directory, its session and its runtime
-//! run), `pg` (the Postgres wire endpoint), `error`.
+//! run), `pg` (the Postgres wire endpoint), `subscribe` (`COPY (SUBSCRIBE
+//! ...) TO STDOUT` streamed over it), `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
 //! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
@@ -14,6 +15,7 @@
 mod engine;
 mod error;
 mod pg;
+mod subscribe;
 
 pub use engine::{Engine, EngineConfig, RunState};
 pub use error::{Error, Result};

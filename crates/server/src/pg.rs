@@ -26,11 +26,13 @@ use pgwire::api::auth::{
     DefaultServerParameterProvider, StartupHandler, finish_authentication, protocol_negotiation,
     save_startup_parameters_to_metadata,
 };
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::query::SimpleQueryHandler;
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, PgWireServerHandlers, PidSecretKeyGenerator, RandomPidSecretKeyGenerator, Type,
+    ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireServerHandlers, PidSecretKeyGenerator,
+    RandomPidSecretKeyGenerator, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
@@ -43,8 +45,8 @@ use crate::error::{Error, Result};
 /// What the server says it is: drivers and psql read the major version.
 const SERVER_VERSION: &str = concat!("15.0 (Millpond ", env!("CARGO_PKG_VERSION"), ")");
 /// How long a read waits for a view that exists but has not committed yet.
-const VIEW_READY_WAIT_MS: u64 = 30_000;
-const VIEW_READY_POLL_MS: u64 = 10;
+pub(crate) const VIEW_READY_WAIT_MS: u64 = 30_000;
+pub(crate) const VIEW_READY_POLL_MS: u64 = 10;
 /// Connections served at once unless configured.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 256;
 
@@ -86,7 +88,12 @@ impl PgEndpoint {
             .build()
             .map_err(io("starting the I/O threads of"))?;
         let (shutdown, stopped) = tokio::sync::oneshot::channel();
-        let handlers = Arc::new(Handlers { queries: Arc::new(Queries { engine }), startup: Arc::new(Startup::new()) });
+        let connections = Arc::new(ConnectionManager::new());
+        let handlers = Arc::new(Handlers {
+            queries: Arc::new(Queries { engine }),
+            startup: Arc::new(Startup::new(connections.clone())),
+            cancel: Arc::new(DefaultCancelHandler::new(connections)),
+        });
         let thread = std::thread::Builder::new()
             .name("millpond-pg-accept".into())
             .spawn(move || runtime.block_on(accept_loop(listener, handlers, config.connections_max, stopped)))
@@ -160,6 +167,8 @@ fn error_response(severity: &str, code: &str, message: &str) -> Vec<u8> {
 struct Handlers {
     queries: Arc<Queries>,
     startup: Arc<Startup>,
+    /// A CancelRequest (psql's Ctrl-C) stops the query running on its connection.
+    cancel: Arc<DefaultCancelHandler>,
 }
 
 impl PgWireServerHandlers for Handlers {
@@ -169,6 +178,9 @@ impl PgWireServerHandlers for Handlers {
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         self.startup.clone()
     }
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.cancel.clone()
+    }
 }
 
 /// Startup without authentication (yet), sending the parameters drivers
@@ -177,10 +189,11 @@ impl PgWireServerHandlers for Handlers {
 struct Startup {
     parameters: DefaultServerParameterProvider,
     pids: RandomPidSecretKeyGenerator,
+    connections: Arc<ConnectionManager>,
 }
 
 impl Startup {
-    fn new() -> Startup {
+    fn new(connections: Arc<ConnectionManager>) -> Startup {
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = SERVER_VERSION.to_owned();
         parameters.server_encoding = "UTF8".to_owned();
@@ -189,7 +202,7 @@ impl Startup {
         parameters.time_zone = "UTC".to_owned();
         parameters.integer_datetimes = true;
         parameters.standard_conforming_strings = true;
-        Startup { parameters, pids: RandomPidSecretKeyGenerator::default() }
+        Startup { parameters, pids: RandomPidSecretKeyGenerator::default(), connections }
     }
 }
 
@@ -205,7 +218,11 @@ impl StartupHandler for Startup {
             protocol_negotiation(client, startup).await?;
             save_startup_parameters_to_metadata(client, startup);
             let (pid, secret_key) = self.pids.generate(client);
-            client.set_pid_and_secret_key(pid, secret_key);
+            client.set_pid_and_secret_key(pid, secret_key.clone());
+            // Registered, so that a CancelRequest with this key reaches its queries.
+            let (handle, guard) = self.connections.register(pid, secret_key);
+            client.session_extensions().insert::<Arc<ConnectionHandle>>(handle);
+            client.session_extensions().insert(guard);
             finish_authentication(client, &self.parameters).await?;
         }
         Ok(())
@@ -218,7 +235,7 @@ struct Queries {
 
 #[async_trait]
 impl SimpleQueryHandler for Queries {
-    async fn do_query<C>(&self, _client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::PortalStore: PortalStore,
@@ -226,6 +243,14 @@ impl SimpleQueryHandler for Queries {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let engine = self.engine.clone();
+        let statements = split_statements(query);
+        if let Some(request) = statements.iter().find_map(|s| crate::subscribe::parse_copy_subscribe(s)) {
+            if statements.len() > 1 {
+                return Err(user_error("0A000", "send COPY (SUBSCRIBE ...) TO STDOUT as a query of its own".into()));
+            }
+            let request = request.map_err(|message| user_error("42601", message))?;
+            return Ok(vec![crate::subscribe::stream(client, engine, request).await?]);
+        }
         let query = query.to_owned();
         tokio::task::spawn_blocking(move || answer(&engine, &query))
             .await
@@ -326,6 +351,9 @@ fn show(engine: &Engine, statement: &str) -> PgWireResult<Response> {
         ["materialized", "views"] => Some("materialized view"),
         _ => None,
     };
+    if words.first().map(String::as_str) == Some("create") {
+        return show_create(engine, statement, &words[1..]);
+    }
     let (column, values): (&str, Vec<String>) = match (kind, words.as_slice()) {
         (Some(kind), _) => {
             ("name", engine.objects().into_iter().filter(|(_, k)| *k == kind).map(|(name, _)| name).collect())
@@ -344,6 +372,30 @@ fn show(engine: &Engine, statement: &str) -> PgWireResult<Response> {
         rows.push(Ok(encoder.take_row()));
     }
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
+}
+
+/// `SHOW CREATE SOURCE|TABLE|VIEW|MATERIALIZED VIEW name`: one row, the
+/// name and the statement that defines it (as the catalog keeps it).
+fn show_create(engine: &Engine, statement: &str, words: &[String]) -> PgWireResult<Response> {
+    let (kind, name) = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["materialized", "view", name] => ("materialized view", name.to_string()),
+        [kind @ ("source" | "table" | "view"), name] => (*kind, name.to_string()),
+        _ => return Err(not_supported(statement)),
+    };
+    let name = name.trim_end_matches(';').trim_matches('"').to_owned();
+    let definition = match engine.definition(&name) {
+        Some((found, definition)) if found == kind => definition,
+        Some((found, _)) => return Err(user_error("42809", format!("\"{name}\" is a {found}, not a {kind}"))),
+        None => return Err(user_error("42P01", format!("there is no {kind} \"{name}\""))),
+    };
+    let schema = Arc::new(vec![
+        FieldInfo::new("name".to_owned(), None, None, Type::TEXT, FieldFormat::Text),
+        FieldInfo::new("create_sql".to_owned(), None, None, Type::TEXT, FieldFormat::Text),
+    ]);
+    let mut encoder = DataRowEncoder::new(schema.clone());
+    encoder.encode_field(&name)?;
+    encoder.encode_field(&definition)?;
+    Ok(Response::Query(QueryResponse::new(schema, stream::iter(vec![Ok(encoder.take_row())]))))
 }
 
 /// The value of a parameter the server reports (lower-case name).
@@ -417,7 +469,7 @@ fn committed_rows(engine: &Engine, name: &str) -> PgWireResult<millpond_dataflow
 }
 
 /// A JSON value of a view row in Postgres's text format (None: NULL).
-fn text_of(value: &serde_json::Value) -> Option<String> {
+pub(crate) fn text_of(value: &serde_json::Value) -> Option<String> {
     match value {
         serde_json::Value::Null => None,
         serde_json::Value::Bool(b) => Some(if *b { "t" } else { "f" }.to_owned()),
@@ -458,7 +510,7 @@ fn command_tag(tag: &str) -> Tag {
     }
 }
 
-fn user_error(code: &str, message: String) -> PgWireError {
+pub(crate) fn user_error(code: &str, message: String) -> PgWireError {
     PgWireError::UserError(Box::new(ErrorInfo::new("ERROR".into(), code.into(), message)))
 }
 

@@ -88,6 +88,16 @@ async fn statements_and_view_reads_over_the_wire() {
     assert_eq!(query(&client, "SHOW TABLES").await.unwrap().1, [vec![text("item")]]);
     assert_eq!(query(&client, "SHOW MATERIALIZED VIEWS").await.unwrap().1, [vec![text("items")]]);
     assert!(query(&client, "SHOW SOURCES").await.unwrap().1.is_empty());
+    // SHOW CREATE: the defining statement, which runs again as it is.
+    let (_, created) = query(&client, "SHOW CREATE MATERIALIZED VIEW items").await.unwrap();
+    assert_eq!(created[0][0], text("items"));
+    let definition = created[0][1].clone().unwrap();
+    assert!(definition.starts_with("CREATE MATERIALIZED VIEW items AS SELECT"), "{definition}");
+    assert_eq!(query(&client, &definition).await.unwrap().0, [0], "the same definition again is a no-op");
+    let (_, created) = query(&client, "SHOW CREATE TABLE item").await.unwrap();
+    assert!(created[0][1].as_deref().unwrap().contains("PRIMARY KEY"), "{created:?}");
+    assert_eq!(sqlstate(&query(&client, "SHOW CREATE TABLE items").await.unwrap_err()), "42809");
+    assert_eq!(sqlstate(&query(&client, "SHOW CREATE VIEW nothing").await.unwrap_err()), "42P01");
     assert_eq!(query(&client, "SHOW client_encoding").await.unwrap().1, [vec![text("UTF8")]]);
     assert_eq!(sqlstate(&query(&client, "SHOW nonsense").await.unwrap_err()), "42704");
     let error = query(&client, "ROLLBACK").await.unwrap_err();

@@ -312,6 +312,12 @@ impl Session {
     pub fn objects(&self) -> Vec<(String, &'static str)> {
         self.catalog.objects.values().map(|o| (o.name.clone(), o.kind_name())).collect()
     }
+
+    /// The kind of object `name` and the statement that defines it, as the
+    /// catalog keeps it (canonical text).
+    pub fn definition(&self, name: &str) -> Option<(&'static str, String)> {
+        self.catalog.get(name).map(|o| (o.kind_name(), o.definition.clone()))
+    }
 }
 
 fn is_dml(parsed: &Parsed) -> bool {

@@ -1,0 +1,355 @@
+//! `COPY (SUBSCRIBE [TO] view [AS OF e] [UP TO e] [WITH (SNAPSHOT = b,
+//! PROGRESS)]) TO STDOUT`: a view's changes streamed over the Postgres wire
+//! as COPY text rows, each epoch flushed as soon as it commits.
+//!
+//! Columns: `mp_epoch`, `mp_progressed` (with PROGRESS), `mp_diff`, then
+//! the view's columns. A change row has `mp_progressed` false; a progress
+//! row (with PROGRESS, one per committed epoch) has it true and NULL diff
+//! and columns, and says every change at or before its epoch was sent.
+//! Without AS OF the snapshot is of the last committed epoch.
+//!
+//! Invariants: rows of one epoch are flushed together, after every row of
+//! the epochs before it; a subscriber holds one changelog reader and a
+//! bounded batch of events at a time ([`EVENTS_PER_POLL_MAX`]), never a
+//! dataflow; a dropped view's rows are retracted before the error that
+//! ends the stream; an AS OF no longer retained is SQLSTATE 22000.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{Sink, SinkExt};
+use millpond_dataflow::{Epoch, Event, Subscription};
+use pgwire::api::ClientInfo;
+use pgwire::api::results::{Response, Tag};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
+
+use crate::engine::Engine;
+use crate::pg::{VIEW_READY_POLL_MS, VIEW_READY_WAIT_MS, text_of, user_error};
+
+/// Events taken from the changelog per poll: a subscriber's memory bound.
+pub(crate) const EVENTS_PER_POLL_MAX: usize = 4096;
+
+/// How long a subscriber waits between polls when nothing was committed.
+pub(crate) const IDLE_POLL_MS: u64 = 20;
+
+/// A parsed `COPY (SUBSCRIBE ...) TO STDOUT`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SubscribeRequest {
+    pub(crate) view: String,
+    pub(crate) as_of: Option<Epoch>,
+    /// Exclusive: changes of earlier epochs only, then the stream ends.
+    pub(crate) up_to: Option<Epoch>,
+    pub(crate) snapshot: bool,
+    pub(crate) progress: bool,
+}
+
+/// Splits SQL into words and the punctuation `(`, `)`, `,` and `=`.
+fn tokens(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in sql.chars() {
+        if c.is_whitespace() || matches!(c, '(' | ')' | ',' | '=' | ';') {
+            if !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            if matches!(c, '(' | ')' | ',' | '=') {
+                out.push(c.to_string());
+            }
+        } else {
+            word.push(c);
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// `Some` if `statement` is a `COPY (SUBSCRIBE ...) TO STDOUT`: the request,
+/// or what is wrong with it.
+pub(crate) fn parse_copy_subscribe(statement: &str) -> Option<Result<SubscribeRequest, String>> {
+    let tokens = tokens(statement);
+    let upper: Vec<String> = tokens.iter().map(|t| t.to_ascii_uppercase()).collect();
+    if upper.len() < 3 || upper[0] != "COPY" || upper[1] != "(" || upper[2] != "SUBSCRIBE" {
+        return None;
+    }
+    Some(parse_tokens(&tokens, &upper))
+}
+
+fn parse_tokens(tokens: &[String], upper: &[String]) -> Result<SubscribeRequest, String> {
+    let mut at = 3;
+    let word = |at: usize| upper.get(at).map(String::as_str);
+    if word(at) == Some("TO") {
+        at += 1;
+    }
+    let view = tokens.get(at).ok_or("SUBSCRIBE needs a view name")?;
+    let view = view.trim_matches('"').to_ascii_lowercase();
+    at += 1;
+    let mut request = SubscribeRequest { view, as_of: None, up_to: None, snapshot: true, progress: false };
+    let epoch = |at: usize, what: &str| -> Result<Epoch, String> {
+        tokens.get(at).and_then(|t| t.parse().ok()).ok_or_else(|| format!("{what} takes an epoch number"))
+    };
+    loop {
+        match (word(at), word(at + 1)) {
+            (Some("AS"), Some("OF")) => {
+                request.as_of = Some(epoch(at + 2, "AS OF")?);
+                at += 3;
+            }
+            (Some("UP"), Some("TO")) => {
+                request.up_to = Some(epoch(at + 2, "UP TO")?);
+                at += 3;
+            }
+            (Some("WITH"), Some("(")) => at = parse_options(upper, at + 2, &mut request)?,
+            _ => break,
+        }
+    }
+    let rest: Vec<&str> = upper[at..].iter().map(String::as_str).collect();
+    if rest != [")", "TO", "STDOUT"] {
+        return Err(format!(
+            "expected COPY (SUBSCRIBE view [AS OF e] [UP TO e] [WITH (SNAPSHOT = bool, PROGRESS)]) TO STDOUT, found \"{}\"",
+            rest.join(" ")
+        ));
+    }
+    if let (Some(as_of), Some(up_to)) = (request.as_of, request.up_to)
+        && up_to <= as_of
+    {
+        return Err(format!("UP TO {up_to} must be greater than AS OF {as_of}"));
+    }
+    Ok(request)
+}
+
+/// Reads `SNAPSHOT [= bool]` and `PROGRESS [= bool]` up to the closing `)`.
+fn parse_options(upper: &[String], mut at: usize, request: &mut SubscribeRequest) -> Result<usize, String> {
+    loop {
+        let option = upper.get(at).map(String::as_str).ok_or("an unclosed WITH (")?;
+        at += 1;
+        let mut value = true;
+        if upper.get(at).map(String::as_str) == Some("=") {
+            value = match upper.get(at + 1).map(String::as_str) {
+                Some("TRUE" | "ON" | "1") => true,
+                Some("FALSE" | "OFF" | "0") => false,
+                other => return Err(format!("{option} takes true or false, not {}", other.unwrap_or("nothing"))),
+            };
+            at += 2;
+        }
+        match option {
+            "SNAPSHOT" => request.snapshot = value,
+            "PROGRESS" => request.progress = value,
+            other => return Err(format!("unknown SUBSCRIBE option {other} (SNAPSHOT, PROGRESS)")),
+        }
+        match upper.get(at).map(String::as_str) {
+            Some(",") => at += 1,
+            Some(")") => return Ok(at + 1),
+            _ => return Err("WITH options are separated by commas and closed by )".into()),
+        }
+    }
+}
+
+/// One field in COPY's text format: `\N` for NULL, and backslash, tab,
+/// newline and carriage return escaped.
+pub(crate) fn copy_field(out: &mut String, value: Option<&str>) {
+    let Some(value) = value else {
+        out.push_str("\\N");
+        return;
+    };
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// What one poll of a subscription gave: events, and the error that ends it.
+pub(crate) struct Polled {
+    pub(crate) events: Vec<Event>,
+    pub(crate) end: Option<millpond_dataflow::Error>,
+}
+
+/// Takes what is committed (at most [`EVENTS_PER_POLL_MAX`] events).
+pub(crate) fn poll(subscription: &mut Subscription) -> Polled {
+    let mut events = Vec::new();
+    while events.len() < EVENTS_PER_POLL_MAX {
+        match subscription.next_timeout(Duration::ZERO) {
+            Ok(Some(event)) => events.push(event),
+            Ok(None) => break,
+            Err(end) => return Polled { events, end: Some(end) },
+        }
+    }
+    Polled { events, end: None }
+}
+
+/// Opens the subscription, waiting up to [`VIEW_READY_WAIT_MS`] for a view
+/// just created to commit its first epoch.
+fn open(engine: &Engine, request: &SubscribeRequest) -> PgWireResult<Subscription> {
+    let deadline = Instant::now() + Duration::from_millis(VIEW_READY_WAIT_MS);
+    loop {
+        match Subscription::open(engine.data_dir(), &request.view, request.as_of, request.snapshot) {
+            Ok(mut subscription) => {
+                subscription.poll_interval = Duration::from_millis(IDLE_POLL_MS);
+                return Ok(subscription);
+            }
+            Err(millpond_dataflow::Error::UnknownView(_)) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(VIEW_READY_POLL_MS));
+            }
+            Err(error) => return Err(subscription_error(error)),
+        }
+    }
+}
+
+/// The SQLSTATE of what ends or refuses a subscription.
+fn subscription_error(error: millpond_dataflow::Error) -> PgWireError {
+    match error {
+        millpond_dataflow::Error::EpochUnavailable { .. } => user_error("22000", error.to_string()),
+        millpond_dataflow::Error::ViewDropped { view, epoch, recreated } => user_error(
+            "42P01",
+            format!(
+                "view \"{view}\" was {} at epoch {epoch}: its rows were retracted; subscribe again for the {}",
+                if recreated { "replaced" } else { "dropped" },
+                if recreated { "new definition's snapshot" } else { "view once it exists" }
+            ),
+        ),
+        millpond_dataflow::Error::UnknownView(view) => user_error(
+            "57014",
+            format!("view \"{view}\" has not committed its first epoch within {VIEW_READY_WAIT_MS} ms"),
+        ),
+        other => user_error("XX000", other.to_string()),
+    }
+}
+
+/// The COPY text line of one event (`None`: a progress mark not asked for).
+fn line(event: &Event, columns: &[(String, millpond_sql::Type)], progress: bool) -> Option<String> {
+    let mut out = String::new();
+    match event {
+        Event::Change { epoch, diff, row } => {
+            out.push_str(&epoch.to_string());
+            if progress {
+                out.push_str("\tf");
+            }
+            out.push('\t');
+            out.push_str(&diff.to_string());
+            for (column, _) in columns {
+                out.push('\t');
+                copy_field(&mut out, text_of(&row[column.as_str()]).as_deref());
+            }
+        }
+        Event::Progress { epoch, .. } if progress => {
+            out.push_str(&epoch.to_string());
+            out.push_str("\tt\t\\N");
+            for _ in columns {
+                out.push_str("\t\\N");
+            }
+        }
+        Event::Progress { .. } => return None,
+    }
+    out.push('\n');
+    Some(out)
+}
+
+/// Streams the subscription to `client` until UP TO is reached, the view
+/// goes, or the client cancels (pgwire drops this future) or disconnects.
+pub(crate) async fn stream<C>(client: &mut C, engine: Arc<Engine>, request: SubscribeRequest) -> PgWireResult<Response>
+where
+    C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::Error: std::fmt::Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let Some(columns) = engine.view_columns(&request.view) else {
+        return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
+    };
+    let (opener, wanted) = (engine.clone(), request.clone());
+    let mut subscription = tokio::task::spawn_blocking(move || open(&opener, &wanted))
+        .await
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
+    let width = 2 + usize::from(request.progress) + columns.len();
+    let header = CopyOutResponse::new(0, width as i16, vec![0; width]);
+    client.send(PgWireBackendMessage::CopyOutResponse(header)).await?;
+    let mut rows = 0u64;
+    loop {
+        let (back, polled) = tokio::task::spawn_blocking(move || {
+            let polled = poll(&mut subscription);
+            (subscription, polled)
+        })
+        .await
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        subscription = back;
+        let idle = polled.events.is_empty();
+        for event in &polled.events {
+            let epoch = match event {
+                Event::Change { epoch, .. } | Event::Progress { epoch, .. } => *epoch,
+            };
+            if matches!(event, Event::Change { .. }) && request.up_to.is_some_and(|up_to| epoch >= up_to) {
+                continue; // past UP TO: the progress mark below ends the stream
+            }
+            if let Some(text) = line(event, &columns, request.progress) {
+                client.feed(PgWireBackendMessage::CopyData(CopyData::new(text.into_bytes().into()))).await?;
+                rows += 1;
+            }
+            if let Event::Progress { .. } = event {
+                // The epoch is complete: out now, not when a buffer fills.
+                client.flush().await?;
+                if request.up_to.is_some_and(|up_to| epoch + 1 >= up_to) {
+                    client.send(PgWireBackendMessage::CopyDone(CopyDone::new())).await?;
+                    return Ok(Response::Execution(Tag::new("COPY").with_rows(rows as usize)));
+                }
+            }
+        }
+        if let Some(end) = polled.end {
+            client.flush().await?;
+            return Err(subscription_error(end));
+        }
+        if idle {
+            tokio::time::sleep(Duration::from_millis(IDLE_POLL_MS)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(sql: &str) -> Result<SubscribeRequest, String> {
+        parse_copy_subscribe(sql).expect("a COPY (SUBSCRIBE ...)")
+    }
+
+    #[test]
+    fn the_copy_subscribe_forms_parse() {
+        let plain = SubscribeRequest { view: "v".into(), as_of: None, up_to: None, snapshot: true, progress: false };
+        assert_eq!(parse("COPY (SUBSCRIBE v) TO STDOUT"), Ok(plain.clone()));
+        assert_eq!(parse("copy (subscribe to V) to stdout;"), Ok(plain.clone()));
+        assert_eq!(
+            parse("COPY (SUBSCRIBE v AS OF 3 UP TO 9 WITH (SNAPSHOT = false, PROGRESS)) TO STDOUT"),
+            Ok(SubscribeRequest { as_of: Some(3), up_to: Some(9), snapshot: false, progress: true, ..plain })
+        );
+        assert_eq!(parse_copy_subscribe("COPY t TO STDOUT"), None);
+        assert_eq!(parse_copy_subscribe("SELECT 1"), None);
+    }
+
+    #[test]
+    fn a_bad_copy_subscribe_says_what_is_wrong() {
+        for (sql, says) in [
+            ("COPY (SUBSCRIBE) TO STDOUT", "expected COPY"),
+            ("COPY (SUBSCRIBE v AS OF x) TO STDOUT", "AS OF takes an epoch"),
+            ("COPY (SUBSCRIBE v WITH (COLOR)) TO STDOUT", "unknown SUBSCRIBE option COLOR"),
+            ("COPY (SUBSCRIBE v WITH (SNAPSHOT = maybe)) TO STDOUT", "SNAPSHOT takes true or false"),
+            ("COPY (SUBSCRIBE v) TO '/tmp/file'", "expected COPY"),
+            ("COPY (SUBSCRIBE v AS OF 5 UP TO 5) TO STDOUT", "must be greater than AS OF"),
+        ] {
+            let error = parse(sql).unwrap_err();
+            assert!(error.contains(says), "{sql}: {error}");
+        }
+    }
+
+    #[test]
+    fn copy_text_escapes_what_would_break_a_row() {
+        let mut out = String::new();
+        copy_field(&mut out, Some("a\tb\nc\\d\re"));
+        out.push('\t');
+        copy_field(&mut out, None);
+        assert_eq!(out, "a\\tb\\nc\\\\d\\re\t\\N");
+    }
+}

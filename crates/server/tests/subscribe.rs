@@ -1,0 +1,178 @@
+//! `COPY (SUBSCRIBE ...) TO STDOUT` with the real psql, as a user runs it:
+//! the snapshot, then each committed change as it commits, with progress
+//! rows; UP TO ends the stream; psql's Ctrl-C (a cancel request) stops it
+//! with 57014; errors carry their SQLSTATE. (tokio-postgres sends COPY over
+//! the extended protocol, which this endpoint does not speak yet.)
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+fn serve(dir: &std::path::Path) -> (Arc<Engine>, PgEndpoint) {
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir) }).unwrap();
+    let endpoint = PgEndpoint::start(engine.clone(), PgConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    (engine, endpoint)
+}
+
+async fn connect(addr: SocketAddr) -> Client {
+    let (client, connection) =
+        tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// psql, its stdout line-buffered (`stdbuf`: into a pipe, psql's stdio
+/// would hold COPY rows until 4 KiB or the end; into a terminal it shows
+/// each as it comes).
+fn psql(addr: SocketAddr, sql: &str) -> Command {
+    let mut command = Command::new("stdbuf");
+    command
+        .args(["-oL", "psql", "-X", "-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-U", "millpond"])
+        .args(["-v", "VERBOSITY=verbose", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .env("PGCONNECT_TIMEOUT", "10");
+    command
+}
+
+/// psql running a COPY (SUBSCRIBE ...): its stdout lines arrive on a channel.
+fn subscribe(addr: SocketAddr, sql: &str) -> (Child, Receiver<Vec<String>>) {
+    let mut child = psql(addr, sql)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql runs (the machine needs postgresql-client; .ci/run installs it)");
+    let stdout = child.stdout.take().unwrap();
+    let (send, receive) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if send.send(line.split('\t').map(str::to_owned).collect()).is_err() {
+                break;
+            }
+        }
+    });
+    (child, receive)
+}
+
+/// Reads rows until `done` holds of all read so far; panics after 60 s.
+fn read_until(rows_in: &Receiver<Vec<String>>, rows: &mut Vec<Vec<String>>, done: impl Fn(&[Vec<String>]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done(rows) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        rows.push(rows_in.recv_timeout(left).unwrap_or_else(|e| panic!("rows within 60 s ({e}): {rows:?}")));
+    }
+}
+
+fn changes(rows: &[Vec<String>]) -> Vec<(String, String)> {
+    rows.iter().filter(|r| r[1] == "f").map(|r| (r[2].clone(), r[3..].join(","))).collect()
+}
+
+async fn items_view(client: &Client) {
+    client
+        .simple_query(
+            "CREATE TABLE item (id BIGINT PRIMARY KEY, name TEXT);\n\
+             INSERT INTO item VALUES (1, 'apple'), (2, 'tab\there');\n\
+             CREATE MATERIALIZED VIEW items AS SELECT id, name FROM item;",
+        )
+        .await
+        .unwrap();
+}
+
+/// The epoch a new subscriber's snapshot is at (the last committed).
+fn committed_epoch(addr: SocketAddr) -> u64 {
+    let (mut child, rows_in) = subscribe(addr, "COPY (SUBSCRIBE items WITH (PROGRESS)) TO STDOUT");
+    let mut rows = Vec::new();
+    read_until(&rows_in, &mut rows, |rows| rows.iter().any(|r| r[1] == "t"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    rows.iter().find(|r| r[1] == "t").unwrap()[0].parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_gets_the_snapshot_then_each_change_as_it_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, endpoint) = serve(dir.path());
+    let addr = endpoint.addr();
+    let writer = connect(addr).await;
+    items_view(&writer).await;
+    let (child, rows_in) = subscribe(addr, "COPY (SUBSCRIBE items WITH (PROGRESS)) TO STDOUT");
+    let mut rows = Vec::new();
+    // The snapshot, then a progress row for its epoch.
+    read_until(&rows_in, &mut rows, |rows| changes(rows).len() == 2 && rows.last().unwrap()[1] == "t");
+    let mut snapshot = changes(&rows);
+    snapshot.sort();
+    // COPY text escapes the tab inside a value.
+    assert_eq!(snapshot, [("1".into(), "1,apple".into()), ("1".into(), "2,tab\\there".into())]);
+    let snapshot_epoch: u64 = rows[0][0].parse().unwrap();
+    // A change arrives as its epoch commits: a retraction and an insertion, in one epoch.
+    writer.simple_query("UPDATE item SET name = 'pear' WHERE id = 1").await.unwrap();
+    read_until(&rows_in, &mut rows, |rows| changes(rows).len() == 4);
+    let mut update: Vec<(String, String)> = changes(&rows)[2..].to_vec();
+    update.sort();
+    assert_eq!(update, [("-1".into(), "1,apple".into()), ("1".into(), "1,pear".into())]);
+    let epochs: Vec<u64> = rows.iter().filter(|r| r[1] == "f").skip(2).map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(epochs[0], epochs[1], "one epoch holds the update");
+    assert!(epochs[0] > snapshot_epoch);
+    // Progress rows carry NULLs in the other columns and never go back.
+    let progress: Vec<u64> = rows.iter().filter(|r| r[1] == "t").map(|r| r[0].parse().unwrap()).collect();
+    assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+    assert!(rows.iter().filter(|r| r[1] == "t").all(|r| r[2..].iter().all(|f| f == "\\N")), "{rows:?}");
+
+    // Ctrl-C: psql sends a cancel request; the statement stops with 57014.
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "psql reports the cancelled statement");
+    assert!(stderr.contains("57014"), "{stderr}");
+    // The server goes on.
+    assert!(!writer.simple_query("SHOW VIEWS").await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_to_ends_the_stream_and_as_of_resumes_without_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, endpoint) = serve(dir.path());
+    let addr = endpoint.addr();
+    let client = connect(addr).await;
+    items_view(&client).await;
+    let seen = committed_epoch(addr);
+    client.simple_query("INSERT INTO item VALUES (3, 'plum')").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let rows =
+        |messages: Vec<SimpleQueryMessage>| messages.iter().filter(|m| matches!(m, SimpleQueryMessage::Row(_))).count();
+    while rows(client.simple_query("SELECT * FROM items").await.unwrap()) < 3 {
+        assert!(Instant::now() < deadline, "the insert never committed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let now = committed_epoch(addr);
+    assert!(now > seen);
+    // Resuming after the epoch seen, without a snapshot: only the insert;
+    // UP TO ends the stream (COPY's own end) once its epoch committed.
+    let sql = format!("COPY (SUBSCRIBE items AS OF {seen} UP TO {} WITH (SNAPSHOT = false)) TO STDOUT", now + 1);
+    let output = psql(addr, &sql).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "the insert, and not the snapshot again: {lines:?}");
+    let fields: Vec<&str> = lines[0].split('\t').collect();
+    assert_eq!(fields[1..], ["1", "3", "plum"], "{lines:?}");
+    let epoch: u64 = fields[0].parse().unwrap();
+    assert!(seen < epoch && epoch <= now, "{seen} < {epoch} <= {now}");
+    // Errors carry their SQLSTATE.
+    for (sql, code) in [
+        ("COPY (SUBSCRIBE items WITH (COLOR)) TO STDOUT", "42601"),
+        ("COPY (SUBSCRIBE nothing) TO STDOUT", "42P01"),
+        ("COPY (SUBSCRIBE items) TO STDOUT; SELECT 1", "0A000"),
+    ] {
+        let output = psql(addr, sql).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(code), "{sql}: {stderr}");
+    }
+}
