@@ -35,12 +35,21 @@ pub struct EngineConfig {
     pub workers: usize,
     pub epoch_interval_ms: u64,
     pub state: StateBackend,
+    /// Each checkpoint commit waits this long first (fault and timing
+    /// tests: a view's first commit comes no sooner); 0 in production.
+    pub commit_delay_ms: u64,
 }
 
 impl EngineConfig {
     /// One worker, 1 s epochs, RocksDB state.
     pub fn new(data_dir: impl Into<PathBuf>) -> EngineConfig {
-        EngineConfig { data_dir: data_dir.into(), workers: 1, epoch_interval_ms: 1000, state: StateBackend::RocksDb }
+        EngineConfig {
+            data_dir: data_dir.into(),
+            workers: 1,
+            epoch_interval_ms: 1000,
+            state: StateBackend::RocksDb,
+            commit_delay_ms: 0,
+        }
     }
 }
 
@@ -199,11 +208,12 @@ impl Engine {
         // A catalog without views still runs once: that run drops what the
         // previous one maintained (changelogs, state) and ends.
         let stop_flag = Arc::new(AtomicBool::new(false));
-        let config = RuntimeConfig::new(&self.config.data_dir)
+        let mut config = RuntimeConfig::new(&self.config.data_dir)
             .workers(self.config.workers)
             .epoch_interval_ms(self.config.epoch_interval_ms)
             .state(self.config.state)
             .stop(stop_flag.clone());
+        config.commit_delay_ms = self.config.commit_delay_ms;
         let topics = self.topics.clone();
         let thread = std::thread::Builder::new()
             .name("millpond-runtime".into())

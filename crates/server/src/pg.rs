@@ -46,6 +46,67 @@ use crate::error::{Error, Result};
 const SERVER_VERSION: &str = concat!("15.0 (Millpond ", env!("CARGO_PKG_VERSION"), ")");
 /// How long a read waits for a view that exists but has not committed yet.
 pub(crate) const VIEW_READY_WAIT_MS: u64 = 30_000;
+
+/// A connection's session settings (`SET`). Shared by its queries.
+#[derive(Debug, Default)]
+pub(crate) struct Settings {
+    /// `statement_timeout` in ms; 0 (the default) means none. It bounds how
+    /// long a read waits for a view's first commit (else [`VIEW_READY_WAIT_MS`]).
+    statement_timeout_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Settings {
+    /// How long a read may wait for a view to commit.
+    pub(crate) fn wait_ms(&self) -> u64 {
+        match self.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => VIEW_READY_WAIT_MS,
+            ms => ms,
+        }
+    }
+}
+
+/// A `statement_timeout` value: a number of ms, or a string with a unit
+/// (`ms`, `s`, `min`, `h`), or `DEFAULT` (0: none).
+fn timeout_ms(value: &str) -> Option<u64> {
+    let value = value.trim().trim_matches('\'').trim();
+    if value.eq_ignore_ascii_case("default") {
+        return Some(0);
+    }
+    let split = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return None,
+    };
+    number.checked_mul(scale)
+}
+
+/// `SET name [=|TO] value`: `statement_timeout` is kept; other settings are
+/// accepted and change nothing.
+fn set(settings: &Settings, statement: &str) -> PgWireResult<Response> {
+    let rest = statement.trim().trim_end_matches(';');
+    let rest = rest.get(3..).unwrap_or_default().trim_start();
+    let rest = rest.strip_prefix("SESSION ").or_else(|| rest.strip_prefix("session ")).unwrap_or(rest);
+    let (name, value) = match rest.find(|c: char| c == '=' || c.is_whitespace()) {
+        Some(at) => (&rest[..at], rest[at..].trim_start()),
+        None => (rest, ""),
+    };
+    let value = value
+        .strip_prefix('=')
+        .map(str::trim_start)
+        .unwrap_or_else(|| value.strip_prefix("TO ").or_else(|| value.strip_prefix("to ")).unwrap_or(value));
+    if name.eq_ignore_ascii_case("statement_timeout") {
+        let ms = timeout_ms(value).ok_or_else(|| {
+            user_error("22023", format!("invalid value for parameter \"statement_timeout\": \"{}\"", value.trim()))
+        })?;
+        settings.statement_timeout_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(Response::Execution(Tag::new("SET")))
+}
 pub(crate) const VIEW_READY_POLL_MS: u64 = 10;
 /// Connections served at once unless configured.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 256;
@@ -243,16 +304,17 @@ impl SimpleQueryHandler for Queries {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let engine = self.engine.clone();
+        let settings = client.session_extensions().get_or_insert_with(Settings::default);
         let statements = split_statements(query);
         if let Some(request) = statements.iter().find_map(|s| crate::subscribe::parse_copy_subscribe(s)) {
             if statements.len() > 1 {
                 return Err(user_error("0A000", "send COPY (SUBSCRIBE ...) TO STDOUT as a query of its own".into()));
             }
             let request = request.map_err(|message| user_error("42601", message))?;
-            return Ok(vec![crate::subscribe::stream(client, engine, request).await?]);
+            return Ok(vec![crate::subscribe::stream(client, engine, request, settings.wait_ms()).await?]);
         }
         let query = query.to_owned();
-        tokio::task::spawn_blocking(move || answer(&engine, &query))
+        tokio::task::spawn_blocking(move || answer(&engine, &settings, &query))
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))?
     }
@@ -265,7 +327,7 @@ fn first_word(query: &str) -> String {
 
 /// Answers a simple query: its statements in order, runs of definition and
 /// DML statements as one batch each (applied whole or not at all).
-fn answer(engine: &Engine, query: &str) -> PgWireResult<Vec<Response>> {
+fn answer(engine: &Engine, settings: &Settings, query: &str) -> PgWireResult<Vec<Response>> {
     let mut responses = Vec::new();
     let mut batch: Vec<&str> = Vec::new();
     let flush = |batch: &mut Vec<&str>, responses: &mut Vec<Response>| -> PgWireResult<()> {
@@ -288,9 +350,9 @@ fn answer(engine: &Engine, query: &str) -> PgWireResult<Vec<Response>> {
                     "not supported: ROLLBACK (each statement takes effect when it runs)".into(),
                 ));
             }
-            "SET" => Response::Execution(Tag::new("SET")),
-            "SHOW" => show(engine, statement)?,
-            "SELECT" => select(engine, statement)?,
+            "SET" => set(settings, statement)?,
+            "SHOW" => show(engine, settings, statement)?,
+            "SELECT" => select(engine, statement, settings.wait_ms())?,
             _ => {
                 batch.push(statement);
                 continue;
@@ -342,7 +404,7 @@ fn split_statements(query: &str) -> Vec<&str> {
 
 /// `SHOW SOURCES|TABLES|VIEWS|MATERIALIZED VIEWS` (their names, sorted) and
 /// `SHOW parameter` (the startup parameters).
-fn show(engine: &Engine, statement: &str) -> PgWireResult<Response> {
+fn show(engine: &Engine, settings: &Settings, statement: &str) -> PgWireResult<Response> {
     let words: Vec<String> = statement.split_whitespace().skip(1).map(str::to_ascii_lowercase).collect();
     let kind = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["sources"] => Some("source"),
@@ -357,6 +419,10 @@ fn show(engine: &Engine, statement: &str) -> PgWireResult<Response> {
     let (column, values): (&str, Vec<String>) = match (kind, words.as_slice()) {
         (Some(kind), _) => {
             ("name", engine.objects().into_iter().filter(|(_, k)| *k == kind).map(|(name, _)| name).collect())
+        }
+        (None, [parameter]) if parameter == "statement_timeout" => {
+            let ms = settings.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed);
+            (parameter.as_str(), vec![format!("{ms}ms")])
         }
         (None, [parameter]) => match parameter_value(parameter) {
             Some(value) => (parameter.as_str(), vec![value]),
@@ -414,7 +480,7 @@ fn parameter_value(name: &str) -> Option<String> {
 }
 
 /// `SELECT * FROM view`: the view's rows as of its last committed epoch.
-fn select(engine: &Engine, query: &str) -> PgWireResult<Response> {
+fn select(engine: &Engine, query: &str, wait_ms: u64) -> PgWireResult<Response> {
     let words: Vec<&str> = query.trim().trim_end_matches(';').split_whitespace().collect();
     let [select, star, from, name] = words.as_slice() else {
         return Err(not_supported(query));
@@ -426,7 +492,7 @@ fn select(engine: &Engine, query: &str) -> PgWireResult<Response> {
     let Some(columns) = engine.view_columns(&name) else {
         return Err(user_error("42P01", format!("there is no materialized view \"{name}\"")));
     };
-    let snapshot = committed_rows(engine, &name)?;
+    let snapshot = committed_rows(engine, &name, wait_ms)?;
     let schema: Arc<Vec<FieldInfo>> = Arc::new(
         columns
             .iter()
@@ -448,9 +514,9 @@ fn select(engine: &Engine, query: &str) -> PgWireResult<Response> {
 
 /// The rows of view `name` as of its last committed epoch. A view in the
 /// catalog that the runtime has not committed yet (just created) is waited
-/// for, up to [`VIEW_READY_WAIT_MS`] (then 57014, as a statement timeout).
-fn committed_rows(engine: &Engine, name: &str) -> PgWireResult<millpond_dataflow::Snapshot> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(VIEW_READY_WAIT_MS);
+/// for, up to `wait_ms` (then 57014, as a statement timeout).
+fn committed_rows(engine: &Engine, name: &str, wait_ms: u64) -> PgWireResult<millpond_dataflow::Snapshot> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
         match millpond_dataflow::read_view(engine.data_dir(), name) {
             Ok(snapshot) => return Ok(snapshot),
@@ -460,7 +526,7 @@ fn committed_rows(engine: &Engine, name: &str) -> PgWireResult<millpond_dataflow
             Err(millpond_dataflow::Error::UnknownView(_)) => {
                 return Err(user_error(
                     "57014",
-                    format!("view \"{name}\" has not committed its first epoch within {VIEW_READY_WAIT_MS} ms"),
+                    format!("view \"{name}\" has not committed its first epoch within {wait_ms} ms"),
                 ));
             }
             Err(e) => return Err(user_error("XX000", format!("reading view \"{name}\": {e}"))),

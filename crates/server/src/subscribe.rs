@@ -25,7 +25,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
 
 use crate::engine::Engine;
-use crate::pg::{VIEW_READY_POLL_MS, VIEW_READY_WAIT_MS, text_of, user_error};
+use crate::pg::{VIEW_READY_POLL_MS, text_of, user_error};
 
 /// Events taken from the changelog per poll: a subscriber's memory bound.
 pub(crate) const EVENTS_PER_POLL_MAX: usize = 4096;
@@ -183,10 +183,10 @@ pub(crate) fn poll(subscription: &mut Subscription) -> Polled {
     Polled { events, end: None }
 }
 
-/// Opens the subscription, waiting up to [`VIEW_READY_WAIT_MS`] for a view
-/// just created to commit its first epoch.
-fn open(engine: &Engine, request: &SubscribeRequest) -> PgWireResult<Subscription> {
-    let deadline = Instant::now() + Duration::from_millis(VIEW_READY_WAIT_MS);
+/// Opens the subscription, waiting up to `wait_ms` (the statement timeout,
+/// or 30 s) for a view just created to commit its first epoch.
+fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) -> PgWireResult<Subscription> {
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
     loop {
         match Subscription::open(engine.data_dir(), &request.view, request.as_of, request.snapshot) {
             Ok(mut subscription) => {
@@ -196,13 +196,13 @@ fn open(engine: &Engine, request: &SubscribeRequest) -> PgWireResult<Subscriptio
             Err(millpond_dataflow::Error::UnknownView(_)) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(VIEW_READY_POLL_MS));
             }
-            Err(error) => return Err(subscription_error(error)),
+            Err(error) => return Err(subscription_error(error, wait_ms)),
         }
     }
 }
 
 /// The SQLSTATE of what ends or refuses a subscription.
-fn subscription_error(error: millpond_dataflow::Error) -> PgWireError {
+fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) -> PgWireError {
     match error {
         millpond_dataflow::Error::EpochUnavailable { .. } => user_error("22000", error.to_string()),
         millpond_dataflow::Error::ViewDropped { view, epoch, recreated } => user_error(
@@ -213,10 +213,9 @@ fn subscription_error(error: millpond_dataflow::Error) -> PgWireError {
                 if recreated { "new definition's snapshot" } else { "view once it exists" }
             ),
         ),
-        millpond_dataflow::Error::UnknownView(view) => user_error(
-            "57014",
-            format!("view \"{view}\" has not committed its first epoch within {VIEW_READY_WAIT_MS} ms"),
-        ),
+        millpond_dataflow::Error::UnknownView(view) => {
+            user_error("57014", format!("view \"{view}\" has not committed its first epoch within {wait_ms} ms"))
+        }
         other => user_error("XX000", other.to_string()),
     }
 }
@@ -252,7 +251,12 @@ fn line(event: &Event, columns: &[(String, millpond_sql::Type)], progress: bool)
 
 /// Streams the subscription to `client` until UP TO is reached, the view
 /// goes, or the client cancels (pgwire drops this future) or disconnects.
-pub(crate) async fn stream<C>(client: &mut C, engine: Arc<Engine>, request: SubscribeRequest) -> PgWireResult<Response>
+pub(crate) async fn stream<C>(
+    client: &mut C,
+    engine: Arc<Engine>,
+    request: SubscribeRequest,
+    wait_ms: u64,
+) -> PgWireResult<Response>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
     C::Error: std::fmt::Debug,
@@ -262,7 +266,7 @@ where
         return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
     };
     let (opener, wanted) = (engine.clone(), request.clone());
-    let mut subscription = tokio::task::spawn_blocking(move || open(&opener, &wanted))
+    let mut subscription = tokio::task::spawn_blocking(move || open(&opener, &wanted, wait_ms))
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
     let width = 2 + usize::from(request.progress) + columns.len();
@@ -300,7 +304,7 @@ where
         }
         if let Some(end) = polled.end {
             client.flush().await?;
-            return Err(subscription_error(end));
+            return Err(subscription_error(end, wait_ms));
         }
         if idle {
             tokio::time::sleep(Duration::from_millis(IDLE_POLL_MS)).await;

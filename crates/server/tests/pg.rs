@@ -143,3 +143,38 @@ async fn past_the_connection_cap_a_client_is_refused_and_garbage_harms_no_one_el
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_bounds_the_wait_for_a_views_first_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each commit waits 5 s: a view created now has no committed epoch for that long.
+    let config = EngineConfig { epoch_interval_ms: 50, commit_delay_ms: 5_000, ..EngineConfig::new(dir.path()) };
+    let engine = Engine::open(config).unwrap();
+    let endpoint = PgEndpoint::start(engine.clone(), PgConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let client = connect(endpoint.addr()).await.unwrap();
+    query(&client, "CREATE TABLE t (k BIGINT); CREATE MATERIALIZED VIEW v AS SELECT k FROM t").await.unwrap();
+    let text = |s: &str| Some(s.to_owned());
+    assert_eq!(query(&client, "SHOW statement_timeout").await.unwrap().1, [vec![text("0ms")]]);
+    query(&client, "SET statement_timeout = '250ms'").await.unwrap();
+    assert_eq!(query(&client, "SHOW statement_timeout").await.unwrap().1, [vec![text("250ms")]]);
+    let started = Instant::now();
+    let error = query(&client, "SELECT * FROM v").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "57014", "{error:?}");
+    let message = error.as_db_error().unwrap().message();
+    assert!(message.contains("within 250 ms"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(4), "the wait was bounded: {:?}", started.elapsed());
+    // Other forms of SET, and a bad value (22023, the setting unchanged).
+    query(&client, "SET SESSION statement_timeout TO 2000").await.unwrap();
+    assert_eq!(query(&client, "SHOW statement_timeout").await.unwrap().1, [vec![text("2000ms")]]);
+    let error = query(&client, "SET statement_timeout = 'soon'").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "22023", "{error:?}");
+    assert_eq!(query(&client, "SHOW statement_timeout").await.unwrap().1, [vec![text("2000ms")]]);
+    query(&client, "SET statement_timeout TO DEFAULT").await.unwrap();
+    assert_eq!(query(&client, "SHOW statement_timeout").await.unwrap().1, [vec![text("0ms")]]);
+    // The setting belongs to its connection.
+    query(&client, "SET statement_timeout = '1min'").await.unwrap();
+    let other = connect(endpoint.addr()).await.unwrap();
+    assert_eq!(query(&other, "SHOW statement_timeout").await.unwrap().1, [vec![text("0ms")]]);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
