@@ -276,10 +276,14 @@ impl Session {
         }
         records.extend(ends.iter().map(|(topic, end)| TableEnd::record(topic, *end)));
         self.topics.append(CATALOG_TOPIC, records)?;
-        // Committed: nothing after this point may fail the batch.
+        // Committed: nothing after this point may fail the batch. Only the
+        // ends just committed moved; a failure leaves every bound to retry.
+        let raised = ends
+            .iter()
+            .filter(|(topic, _)| self.topics.exists(topic))
+            .try_for_each(|(topic, end)| self.topics.set_cleanable_below(topic, 0, *end));
         self.committed.extend(ends);
-        self.bounds_behind = true;
-        let _deferred = self.raise_bounds();
+        self.bounds_behind |= raised.is_err();
         Ok(())
     }
 
