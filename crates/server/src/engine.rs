@@ -145,6 +145,11 @@ impl Engine {
         self.session().definition(name)
     }
 
+    /// Binds a one-off query against the catalog as it is now.
+    pub fn query(&self, sql: &str) -> Result<millpond_sql::Query> {
+        Ok(self.session().query(sql)?)
+    }
+
     /// The columns of materialized view `name` (None if there is none).
     pub fn view_columns(&self, name: &str) -> Option<Vec<(String, millpond_sql::Type)>> {
         let compiled = self.session().compile().ok()?;

@@ -352,7 +352,7 @@ fn answer(engine: &Engine, settings: &Settings, query: &str) -> PgWireResult<Vec
             }
             "SET" => set(settings, statement)?,
             "SHOW" => show(engine, settings, statement)?,
-            "SELECT" => select(engine, statement, settings.wait_ms())?,
+            "SELECT" | "VALUES" | "WITH" => select(engine, statement, settings.wait_ms())?,
             _ => {
                 batch.push(statement);
                 continue;
@@ -479,37 +479,44 @@ fn parameter_value(name: &str) -> Option<String> {
     )
 }
 
-/// `SELECT * FROM view`: the view's rows as of its last committed epoch.
+/// A one-off `SELECT` (or `VALUES`, `WITH`): answered by the interpreter
+/// over the views' last committed epochs and the tables' last committed
+/// batches (`millpond_sql::Query`), in text format.
 fn select(engine: &Engine, query: &str, wait_ms: u64) -> PgWireResult<Response> {
-    let words: Vec<&str> = query.trim().trim_end_matches(';').split_whitespace().collect();
-    let [select, star, from, name] = words.as_slice() else {
-        return Err(not_supported(query));
-    };
-    if !select.eq_ignore_ascii_case("select") || *star != "*" || !from.eq_ignore_ascii_case("from") {
-        return Err(not_supported(query));
+    let bound = engine.query(query).map_err(|e| statement_error(&e, query))?;
+    let mut snapshots = std::collections::BTreeMap::new();
+    for view in bound.views() {
+        snapshots.insert(view.to_owned(), committed_rows(engine, view, wait_ms)?);
     }
-    let name = name.to_ascii_lowercase();
-    let Some(columns) = engine.view_columns(&name) else {
-        return Err(user_error("42P01", format!("there is no materialized view \"{name}\"")));
-    };
-    let snapshot = committed_rows(engine, &name, wait_ms)?;
+    let answer = bound.run(&snapshots).map_err(|e| user_error("XX000", format!("answering the query: {e}")))?;
     let schema: Arc<Vec<FieldInfo>> = Arc::new(
-        columns
+        bound
+            .columns
             .iter()
             .map(|(column, ty)| FieldInfo::new(column.clone(), None, None, pg_type(ty), FieldFormat::Text))
             .collect(),
     );
-    let mut rows = Vec::new();
-    for (row, multiplicity) in &snapshot.rows {
-        for _ in 0..(*multiplicity).max(0) {
-            let mut encoder = DataRowEncoder::new(schema.clone());
-            for (column, _) in &columns {
-                encoder.encode_field(&text_of(&row[column.as_str()]))?;
-            }
-            rows.push(Ok(encoder.take_row()));
+    let mut rows = Vec::with_capacity(answer.len());
+    for row in &answer {
+        let mut encoder = DataRowEncoder::new(schema.clone());
+        for value in row {
+            encoder.encode_field(&pg_text(value))?;
         }
+        rows.push(Ok(encoder.take_row()));
     }
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
+}
+
+/// A value in Postgres's text format (None: NULL).
+pub(crate) fn pg_text(value: &millpond_sql::Value) -> Option<String> {
+    use millpond_sql::Value as V;
+    match value {
+        V::Null => None,
+        V::Bool(b) => Some(if *b { "t" } else { "f" }.to_owned()),
+        V::Double(d) if d.0.is_nan() => Some("NaN".to_owned()),
+        V::Double(d) if d.0.is_infinite() => Some(if d.0 > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()),
+        other => Some(other.to_string()),
+    }
 }
 
 /// The rows of view `name` as of its last committed epoch. A view in the
@@ -582,10 +589,7 @@ pub(crate) fn user_error(code: &str, message: String) -> PgWireError {
 
 fn not_supported(query: &str) -> PgWireError {
     let head: String = query.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
-    user_error(
-        "0A000",
-        format!("not supported yet over the wire: \"{head} ...\" (SELECT * FROM a materialized view is)"),
-    )
+    user_error("0A000", format!("not supported over the wire: \"{head} ...\" (docs/server.md lists what is)"))
 }
 
 /// A statement's error with its SQLSTATE, and the position for SQL errors.

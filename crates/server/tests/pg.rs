@@ -82,7 +82,7 @@ async fn statements_and_view_reads_over_the_wire() {
     assert!(db.position().is_some(), "a syntax error names its position: {db:?}");
     let error = query(&client, "SELECT * FROM nothing").await.unwrap_err();
     assert_eq!(sqlstate(&error), "42P01");
-    let error = query(&client, "SELECT name FROM items WHERE id = 1").await.unwrap_err();
+    let error = query(&client, "SELECT * FROM items FOR UPDATE").await.unwrap_err();
     assert_eq!(sqlstate(&error), "0A000", "refused, never answered wrongly");
     // What the catalog holds, and the parameters.
     assert_eq!(query(&client, "SHOW TABLES").await.unwrap().1, [vec![text("item")]]);
@@ -103,6 +103,68 @@ async fn statements_and_view_reads_over_the_wire() {
     let error = query(&client, "ROLLBACK").await.unwrap_err();
     assert_eq!(sqlstate(&error), "0A000");
     assert_eq!(query(&client, "SELECT * FROM items").await.unwrap().1.len(), 2);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_off_selects_answer_over_committed_contents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 8);
+    let client = connect(endpoint.addr()).await.unwrap();
+    query(
+        &client,
+        "CREATE TABLE item (id BIGINT PRIMARY KEY, name TEXT, kind TEXT, price DECIMAL(10, 2));\n\
+         CREATE TABLE kind (name TEXT PRIMARY KEY, label TEXT);\n\
+         INSERT INTO item VALUES (1, 'apple', 'fruit', 2.5), (2, 'pear', 'fruit', NULL), (3, 'leek', 'veg', 1.25), \
+           (4, 'kale', 'veg', 4), (5, 'salt', NULL, 0.5);\n\
+         INSERT INTO kind VALUES ('fruit', 'Fruit'), ('veg', 'Vegetable');\n\
+         CREATE MATERIALIZED VIEW by_kind AS SELECT kind, COUNT(*) AS n, SUM(price) AS total FROM item GROUP BY kind;",
+    )
+    .await
+    .unwrap();
+    let text = |s: &str| Some(s.to_owned());
+    let rows = |values: &[&[Option<&str>]]| -> Vec<Vec<Option<String>>> {
+        values.iter().map(|row| row.iter().map(|v| v.map(str::to_owned)).collect()).collect()
+    };
+    // Over a table: the last committed batch. Ordered, paged, joined, aggregated.
+    let (_, got) = query(&client, "SELECT name FROM item WHERE price > 1 ORDER BY price DESC").await.unwrap();
+    assert_eq!(got, rows(&[&[Some("kale")], &[Some("apple")], &[Some("leek")]]), "ORDER BY without LIMIT");
+    let (_, got) = query(&client, "SELECT id FROM item ORDER BY id LIMIT 2 OFFSET 1").await.unwrap();
+    assert_eq!(got, rows(&[&[Some("2")], &[Some("3")]]));
+    let (_, got) = query(&client, "SELECT id FROM item ORDER BY id OFFSET 3").await.unwrap();
+    assert_eq!(got, rows(&[&[Some("4")], &[Some("5")]]));
+    let (_, got) = query(
+        &client,
+        "SELECT k.label, COUNT(*) AS n, MAX(i.price) FROM item i JOIN kind k ON i.kind = k.name \
+         GROUP BY k.label ORDER BY k.label",
+    )
+    .await
+    .unwrap();
+    assert_eq!(got, rows(&[&[Some("Fruit"), Some("2"), Some("2.5")], &[Some("Vegetable"), Some("2"), Some("4")]]));
+    let (_, got) =
+        query(&client, "SELECT i.name, k.label FROM item i LEFT JOIN kind k ON i.kind = k.name WHERE i.id = 5")
+            .await
+            .unwrap();
+    assert_eq!(got, rows(&[&[Some("salt"), None]]), "an outer join pads with NULL");
+    let (_, got) = query(&client, "SELECT COUNT(*), SUM(price) FROM item WHERE id > 100").await.unwrap();
+    assert_eq!(got, rows(&[&[Some("0"), None]]), "a global aggregate has a row over nothing");
+    let (_, got) = query(&client, "SELECT 1 AS a, 2 AS a").await.unwrap();
+    assert_eq!(got, rows(&[&[Some("1"), Some("2")]]), "a one-off answer may repeat a column name");
+    let error = query(&client, "VALUES (1, 'x'), (2, 'y')").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "0A000", "what a view cannot say is refused: {error:?}");
+    // Over a materialized view: its last committed epoch (waited for when new).
+    let (_, got) = query(&client, "SELECT kind, n, total FROM by_kind WHERE n > 1 ORDER BY kind").await.unwrap();
+    assert_eq!(got, rows(&[&[Some("fruit"), Some("2"), Some("2.5")], &[Some("veg"), Some("2"), Some("5.25")]]));
+    // A write is visible to the next one-off read of the table at once.
+    query(&client, "DELETE FROM item WHERE kind = 'veg'").await.unwrap();
+    let (_, got) = query(&client, "SELECT COUNT(*) FROM item").await.unwrap();
+    assert_eq!(got, [vec![text("3")]]);
+    // Errors: unknown column, unknown relation, what is not supported.
+    assert_eq!(sqlstate(&query(&client, "SELECT nope FROM item").await.unwrap_err()), "42703");
+    assert_eq!(sqlstate(&query(&client, "SELECT * FROM nothing").await.unwrap_err()), "42P01");
+    let error = query(&client, "SELECT * FROM item WHERE id IN (SELECT id FROM item)").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "0A000", "{error:?}");
     drop(endpoint);
     engine.shutdown().unwrap();
 }

@@ -70,6 +70,15 @@ pub(crate) struct Binder<'a> {
     /// The view whose definition is bound, if any: naming it in its own
     /// query is an error there.
     pub(crate) defining: Option<String>,
+    /// Binding a one-off query (a SELECT answered once, not a view):
+    /// materialized views are read as their committed snapshots
+    /// (`Input::View`), and the outermost query may ORDER BY without LIMIT
+    /// and have an OFFSET.
+    pub(crate) one_off: bool,
+    /// The outermost query's OFFSET (one-off queries only): rows the answer skips.
+    pub(crate) offset: usize,
+    /// Set by the caller of a one-off query; taken by its outermost query.
+    pub(crate) outermost: bool,
 }
 
 /// An identifier as SQL compares it: unquoted names are case-insensitive.
@@ -225,6 +234,9 @@ impl<'a> Binder<'a> {
             nesting: 0,
             dependencies: BTreeSet::new(),
             defining: None,
+            one_off: false,
+            offset: 0,
+            outermost: false,
         }
     }
 
@@ -315,11 +327,21 @@ impl<'a> Binder<'a> {
         if query.fetch.is_some() || !query.locks.is_empty() || query.for_clause.is_some() {
             return Err(self.unsupported(query.span(), "FETCH, FOR and locking clauses"));
         }
+        // A one-off query's outermost ORDER BY and OFFSET order and page its answer.
+        let paged = std::mem::take(&mut self.outermost) && self.one_off;
         let bound = self.bind_set_expr(&query.body)?;
         let limit = match &query.limit_clause {
             None => None,
             Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) => {
-                if let Some(offset) = offset {
+                if let Some(offset) = offset
+                    && paged
+                {
+                    let (value, _) = self.bind_expr(&offset.value, &mut Context::Rows(&Scope::default()))?;
+                    match literal_int(&value) {
+                        Some(k) if k >= 0 => self.offset = k as usize,
+                        _ => return Err(self.error(offset.value.span(), "OFFSET takes a non-negative integer")),
+                    }
+                } else if let Some(offset) = offset {
                     return Err(self.unsupported(
                         offset.value.span(),
                         "OFFSET: a view keeps the first rows of an order (ORDER BY ... LIMIT k), not a page of them",
@@ -348,16 +370,22 @@ impl<'a> Binder<'a> {
                 ast::OrderByKind::All(_) => return Err(self.unsupported(query.span(), "ORDER BY ALL")),
             },
         };
+        let limit = match limit {
+            // The rows an OFFSET skips are among those the top-k keeps.
+            Some((k, span)) if paged => Some((k.saturating_add(self.offset), span)),
+            other => other,
+        };
         match (order.is_empty(), limit) {
             (true, None) => {}
-            (false, None) => {
+            (false, None) if !paged => {
                 return Err(self.error(
                     order[0].expr.span(),
                     "not supported: ORDER BY without LIMIT: a view is an unordered set of rows; order them when \
                      you read the view, or add LIMIT k to keep the first k rows (a top-k)",
                 ));
             }
-            (_, Some((k, _))) => {
+            (_, limit) => {
+                let k = limit.map(|(k, _)| k);
                 let scope = bound.scope.clone();
                 let (input, keys) = self.bind_order(&query.body, &order, bound)?;
                 let input_width = input.scope.columns.len();
@@ -365,7 +393,7 @@ impl<'a> Binder<'a> {
                     input: Box::new(input.rel),
                     partition: Vec::new(),
                     order: keys,
-                    limit: Some(k),
+                    limit: k,
                     row_number: false,
                     input_width,
                     location: self.location(query.span()),
@@ -1060,7 +1088,7 @@ impl<'a> Binder<'a> {
                     scope: scope_of(&cols),
                 })
             }
-            ObjectKind::View { query, nesting, .. } => {
+            ObjectKind::View { query, nesting, materialized } => {
                 if self.view_depth >= VIEW_DEPTH_MAX {
                     return Err(
                         self.error(ident.span, format!("views nest more than {VIEW_DEPTH_MAX} deep at \"{name}\""))
@@ -1100,6 +1128,12 @@ impl<'a> Binder<'a> {
                 let mut scope = bound.scope;
                 for column in &mut scope.columns {
                     column.table = Some(name.clone());
+                }
+                if *materialized && self.one_off {
+                    // A one-off query reads what the view has committed.
+                    let columns = scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
+                    let input = Input::View { view: name.clone() };
+                    return Ok(Bound { rel: Rel::Get { object: name.clone(), input, columns }, scope });
                 }
                 Ok(Bound { rel: bound.rel, scope })
             }

@@ -189,6 +189,10 @@ pub(crate) enum Input {
     Source { topic: String },
     /// A keyed topic read as a table (upsert envelope; also every CREATE TABLE).
     Upsert { topic: String },
+    /// A materialized view's committed contents. One-off queries only: a
+    /// view definition inlines the views it reads (so each view's state is
+    /// its own), and rendering never meets this.
+    View { view: String },
 }
 
 #[derive(Clone, Debug, PartialEq)]

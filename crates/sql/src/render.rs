@@ -249,6 +249,7 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
 fn input_topic(input: &Input) -> &str {
     match input {
         Input::Source { topic } | Input::Upsert { topic } => topic,
+        Input::View { view } => unreachable!("a view definition inlines view \"{view}\" (plan::Input::View)"),
     }
 }
 
@@ -271,7 +272,7 @@ pub(crate) fn width(rel: &Rel) -> usize {
 /// group's aggregates: one value held inline — the common case, with no
 /// allocation and a cheap comparison — or several.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-enum Tuple {
+pub(crate) enum Tuple {
     One(Value),
     /// Boxed, not a `Vec`: with no capacity field it fits beside `One`'s
     /// tag, and a tuple is as small as a value (24 bytes).
@@ -294,7 +295,7 @@ impl std::hash::Hash for Tuple {
 }
 
 impl Tuple {
-    fn eval(exprs: &[Expr], row: &[Value]) -> Tuple {
+    pub(crate) fn eval(exprs: &[Expr], row: &[Value]) -> Tuple {
         match exprs {
             [expr] => Tuple::One(eval(expr, row)),
             exprs => Tuple::Many(exprs.iter().map(|e| eval(e, row)).collect()),
@@ -307,13 +308,13 @@ impl Tuple {
             Tuple::One(_) => &NULL,
         }
     }
-    fn has_null(&self) -> bool {
+    pub(crate) fn has_null(&self) -> bool {
         match self {
             Tuple::One(value) => value.is_null(),
             Tuple::Many(values) => values.iter().any(Value::is_null),
         }
     }
-    fn into_row(self) -> Row {
+    pub(crate) fn into_row(self) -> Row {
         match self {
             Tuple::One(value) => vec![value],
             Tuple::Many(values) => values.into_vec(),
@@ -358,6 +359,7 @@ impl<'s> Renderer<'s, '_> {
                 };
                 self.job.source_of(object, &reader, topic, decode)
             }
+            Input::View { .. } => unreachable!("a view definition reads no view's snapshot (plan::Input::View)"),
             Input::Upsert { .. } => {
                 let decode_value = move |value: &[u8]| decode_row(value, &columns, &wanted);
                 self.job
@@ -474,19 +476,7 @@ impl<'s> Renderer<'s, '_> {
                 self.join(*kind, l, r, left_keys.clone(), right_keys.clone(), *left_width, *right_width)
             }
             Rel::Aggregate { input, group, aggregates } => {
-                // Each distinct argument is evaluated once (SUM(x) and MAX(x) share x; COUNT(*) has none).
-                let mut args: Vec<Expr> = Vec::new();
-                let arg_index: Vec<Option<usize>> = aggregates
-                    .iter()
-                    .map(|a| {
-                        (a.func != AggregateFunction::CountRows).then(|| {
-                            args.iter().position(|e| *e == a.arg).unwrap_or_else(|| {
-                                args.push(a.arg.clone());
-                                args.len() - 1
-                            })
-                        })
-                    })
-                    .collect();
+                let (aggregate, args) = SqlAggregates::new(aggregates, append_only(input));
                 let group = group.clone();
                 let key_and_args = move |row: &[Value]| (Tuple::eval(&group, row), Tuple::eval(&args, row));
                 let keyed = match self.fusible(input) {
@@ -494,7 +484,6 @@ impl<'s> Renderer<'s, '_> {
                     None => self.render(input).map(move |row| key_and_args(&row)),
                 };
                 let name = self.operator_name();
-                let aggregate = SqlAggregates { calls: aggregates.clone(), arg_index, append_only: append_only(input) };
                 let result = keyed.aggregate(&name, aggregate).map(|(key, values): (Tuple, Row)| {
                     let mut row = key.into_row();
                     row.extend(values);
@@ -538,21 +527,7 @@ impl<'s> Renderer<'s, '_> {
             }
             Rel::Window { input, time_column, slide_micros, size_micros } => {
                 let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
-                self.render(input).flat_map(move |row: Row| {
-                    let starts: Vec<i64> = match row[column] {
-                        Value::Timestamp(t) => {
-                            let last = t.div_euclid(slide) * slide;
-                            (0..size / slide).map(|i| last - i * slide).rev().collect()
-                        }
-                        _ => Vec::new(),
-                    };
-                    starts.into_iter().map(move |start| {
-                        let mut out = row.clone();
-                        out.push(Value::Timestamp(start));
-                        out.push(Value::Timestamp(start.saturating_add(size)));
-                        out
-                    })
-                })
+                self.render(input).flat_map(move |row: Row| windowed(row, column, slide, size))
             }
             Rel::Unit => self.unit(),
         }
@@ -623,9 +598,34 @@ impl<'s> Renderer<'s, '_> {
     }
 }
 
+/// `row` once per window of `size` (starting every `slide`) that contains
+/// its time column, with window_start and window_end appended; a NULL time
+/// is in no window.
+pub(crate) fn windowed(row: Row, column: usize, slide: i64, size: i64) -> impl Iterator<Item = Row> {
+    let starts: Vec<i64> = match row[column] {
+        Value::Timestamp(t) => {
+            let last = t.div_euclid(slide) * slide;
+            (0..size / slide).map(|i| last - i * slide).rev().collect()
+        }
+        _ => Vec::new(),
+    };
+    starts.into_iter().map(move |start| {
+        let mut out = row.clone();
+        out.push(Value::Timestamp(start));
+        out.push(Value::Timestamp(start.saturating_add(size)));
+        out
+    })
+}
+
 /// The first `limit` rows by `order` (ties broken by the whole row), with
 /// their rank appended when `row_number`.
-fn top_k(rows: &[(Row, Diff)], order: &[SortKey], limit: usize, row_number: bool, out: &mut Vec<(Row, Diff)>) {
+pub(crate) fn top_k(
+    rows: &[(Row, Diff)],
+    order: &[SortKey],
+    limit: usize,
+    row_number: bool,
+    out: &mut Vec<(Row, Diff)>,
+) {
     let mut sorted: Vec<(Vec<Value>, &Row, Diff)> = rows
         .iter()
         .filter(|(_, count)| *count > 0)
@@ -684,7 +684,7 @@ fn top_k(rows: &[(Row, Diff)], order: &[SortKey], limit: usize, row_number: bool
 }
 
 /// What a global aggregate shows over no rows: COUNT 0, the rest NULL.
-fn default_row(aggregates: &[AggregateCall]) -> Row {
+pub(crate) fn default_row(aggregates: &[AggregateCall]) -> Row {
     aggregates
         .iter()
         .map(|a| match a.func {
@@ -695,13 +695,34 @@ fn default_row(aggregates: &[AggregateCall]) -> Row {
 }
 
 /// SQL's aggregates over a group, folded under insertions and retractions.
-struct SqlAggregates {
+pub(crate) struct SqlAggregates {
     calls: Vec<AggregateCall>,
     /// Per call, which argument of the input tuple it reads (none for COUNT(*)).
     arg_index: Vec<Option<usize>>,
     /// The input only ever inserts ([`append_only`]): MIN and MAX keep the
     /// extreme only, not the multiset a retraction would need.
     append_only: bool,
+}
+
+impl SqlAggregates {
+    /// The aggregates of `calls`, and the argument expressions they read:
+    /// each distinct argument is evaluated once (SUM(x) and MAX(x) share x;
+    /// COUNT(*) has none).
+    pub(crate) fn new(calls: &[AggregateCall], append_only: bool) -> (SqlAggregates, Vec<Expr>) {
+        let mut args: Vec<Expr> = Vec::new();
+        let arg_index: Vec<Option<usize>> = calls
+            .iter()
+            .map(|a| {
+                (a.func != AggregateFunction::CountRows).then(|| {
+                    args.iter().position(|e| *e == a.arg).unwrap_or_else(|| {
+                        args.push(a.arg.clone());
+                        args.len() - 1
+                    })
+                })
+            })
+            .collect();
+        (SqlAggregates { calls: calls.to_vec(), arg_index, append_only }, args)
+    }
 }
 
 /// Fixed-point scale of DOUBLE sums: exact under retraction (a float sum
@@ -711,7 +732,7 @@ const FLOAT_SCALE: f64 = 4_294_967_296.0;
 /// One aggregate's state. Invariant: a function of the multiset of values
 /// folded in, so retracting a value undoes adding it exactly.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-enum Accumulator {
+pub(crate) enum Accumulator {
     #[default]
     Empty,
     Count(i64),
@@ -871,7 +892,7 @@ impl Aggregate<Tuple> for SqlAggregates {
 /// filters, projections, windows, unions and inner joins of such (tables
 /// and upsert sources update; aggregates, DISTINCT, top-k and outer joins
 /// retract what they emitted).
-fn append_only(rel: &Rel) -> bool {
+pub(crate) fn append_only(rel: &Rel) -> bool {
     match rel {
         Rel::Get { input, .. } => matches!(input, Input::Source { .. }),
         Rel::Unit => true,

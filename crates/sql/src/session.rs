@@ -48,10 +48,12 @@ use crate::value::{Row, Type, Value, cast};
 mod catalog_log;
 mod ddl;
 mod dml;
+mod query;
 
 use catalog_log::*;
 use ddl::*;
 use dml::*;
+pub use query::Query;
 
 /// What a statement did, as a command tag ("CREATE SOURCE bid", "INSERT 3").
 #[derive(Clone, Debug, PartialEq, Eq)]

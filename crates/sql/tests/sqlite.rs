@@ -45,6 +45,21 @@ fn our_rows(dir: &Path, name: &str, columns: &[(String, Type)]) -> Result<Rows, 
     Ok(rows)
 }
 
+/// `query` answered once by the interpreter, over the views' committed snapshots.
+fn one_off_rows(session: &Session, dir: &Path, query: &str) -> Result<Rows, String> {
+    let query = session.query(query).map_err(|e| format!("refused: {e}"))?;
+    let mut snapshots = BTreeMap::new();
+    for view in query.views() {
+        let snapshot = millpond_dataflow::read_view(dir, view).map_err(|e| format!("read_view {view}: {e}"))?;
+        snapshots.insert(view.to_owned(), snapshot);
+    }
+    let rows = query.run(&snapshots).map_err(|e| format!("failed: {e}"))?;
+    Ok(rows
+        .iter()
+        .map(|row| row.iter().zip(&query.columns).map(|(value, (_, ty))| our_cell(&value.to_json(), *ty)).collect())
+        .collect())
+}
+
 fn append(dir: &Path, phase: &Phase) -> TestResult {
     let topics = Topics::open(dir)?;
     topics.ensure("utopic", TopicSpec { partitions: 1, compacted: true, compaction_bounded: false })?;
@@ -211,6 +226,9 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
             }
         }
         let mut broken = Vec::new();
+        // Each view's query also runs as a one-off query (the interpreter,
+        // over the committed snapshots): it must give SQLite's rows too.
+        let session = Session::open(dir)?;
         for (name, i) in &live {
             let entry = &entries[*i];
             let failure = |message: String| {
@@ -250,7 +268,16 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
             if let Some(difference) = compare(&ours, &theirs) {
                 failures.push(failure(difference));
             }
+            match one_off_rows(&session, dir, &entry.query) {
+                Ok(once) => {
+                    if let Some(difference) = compare(&once, &theirs) {
+                        failures.push(failure(format!("as a one-off query:\n{difference}")));
+                    }
+                }
+                Err(e) => failures.push(failure(format!("as a one-off query: {e}"))),
+            }
         }
+        drop(session);
         // Reported once: not compared again.
         for name in broken {
             live.remove(&name);

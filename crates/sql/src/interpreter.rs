@@ -1,0 +1,155 @@
+//! The interpreter: a plan (`Rel`) evaluated once, from scratch, over the
+//! contents of its inputs — the answer of a one-off `SELECT`, and an oracle
+//! for the rendered dataflow (the same plan must give the same rows).
+//!
+//! Invariants:
+//! - Each operator computes what its rendered counterpart maintains, with
+//!   the same helpers (`eval`, `Tuple`, `SqlAggregates`, `top_k`,
+//!   `windowed`), so a one-off query and a view of the same SQL agree.
+//! - Rows carry positive multiplicities; an operator never emits a row with
+//!   a count of zero or less.
+//! - A top-k and the projections and filters over it keep their order: the
+//!   answer of an ordered query comes out in that order.
+
+use std::collections::{BTreeMap, HashMap};
+
+use millpond_dataflow::{Aggregate, Diff};
+
+use crate::error::Result;
+use crate::eval::{eval, holds};
+use crate::plan::{Input, JoinKind, Rel};
+use crate::render::{SqlAggregates, Tuple, append_only, default_row, top_k, windowed};
+use crate::value::{Row, Type, Value};
+
+/// Rows with their multiplicities (each at least 1).
+pub(crate) type Rows = Vec<(Row, i64)>;
+
+/// Where a plan's leaves come from: the rows of a source, table or view
+/// (read as `input`, with `columns`).
+pub(crate) trait Inputs {
+    fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows>;
+}
+
+/// The rows `rel` holds over `inputs`.
+pub(crate) fn evaluate(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
+    Ok(match rel {
+        Rel::Get { input, columns, .. } => inputs.rows(input, columns)?,
+        Rel::Unit => vec![(Row::new(), 1)],
+        Rel::Project { input, exprs } => evaluate(input, inputs)?
+            .into_iter()
+            .map(|(row, count)| (exprs.iter().map(|e| eval(e, &row)).collect(), count))
+            .collect(),
+        Rel::Filter { input, predicate } => {
+            let mut rows = evaluate(input, inputs)?;
+            rows.retain(|(row, _)| holds(predicate, row));
+            rows
+        }
+        Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
+            let left = evaluate(left, inputs)?;
+            let right = evaluate(right, inputs)?;
+            join(*kind, left, right, (left_keys, right_keys), (*left_width, *right_width))
+        }
+        Rel::Aggregate { input, group, aggregates } => {
+            let (aggregate, args) = SqlAggregates::new(aggregates, append_only(input));
+            let mut groups: BTreeMap<Tuple, (i64, Vec<_>)> = BTreeMap::new();
+            for (row, count) in evaluate(input, inputs)? {
+                let (key, values) = (Tuple::eval(group, &row), Tuple::eval(&args, &row));
+                let (total, state) = groups.entry(key).or_default();
+                *total += count;
+                aggregate.update(state, &values, count as Diff);
+            }
+            if group.is_empty() && groups.is_empty() {
+                // SQL's global aggregate has a row even over no input.
+                return Ok(vec![(default_row(aggregates), 1)]);
+            }
+            groups
+                .into_iter()
+                .map(|(key, (total, state))| {
+                    let mut row = key.into_row();
+                    row.extend(aggregate.output(total, &state));
+                    (row, 1)
+                })
+                .collect()
+        }
+        Rel::Distinct { input } => {
+            let rows: BTreeMap<Row, i64> = evaluate(input, inputs)?.into_iter().collect();
+            rows.into_keys().map(|row| (row, 1)).collect()
+        }
+        Rel::UnionAll { inputs: parts } => {
+            let mut rows = Rows::new();
+            for part in parts {
+                rows.extend(evaluate(part, inputs)?);
+            }
+            rows
+        }
+        Rel::TopK { input, partition, order, limit, row_number, .. } => {
+            let mut partitions: BTreeMap<Tuple, Vec<(Row, Diff)>> = BTreeMap::new();
+            for (row, count) in evaluate(input, inputs)? {
+                partitions.entry(Tuple::eval(partition, &row)).or_default().push((row, count as Diff));
+            }
+            let mut out = Vec::new();
+            for rows in partitions.values() {
+                top_k(rows, order, limit.unwrap_or(usize::MAX), *row_number, &mut out);
+            }
+            out.into_iter().map(|(row, count)| (row, count as i64)).collect()
+        }
+        Rel::Window { input, time_column, slide_micros, size_micros } => evaluate(input, inputs)?
+            .into_iter()
+            .flat_map(|(row, count)| {
+                windowed(row, *time_column, *slide_micros, *size_micros).map(move |row| (row, count))
+            })
+            .collect(),
+    })
+}
+
+/// An equi-join of `left` and `right` on their keys: SQL's NULL never
+/// equals anything, so a row whose key has a NULL matches nothing (and
+/// survives an outer join unmatched).
+fn join(
+    kind: JoinKind,
+    left: Rows,
+    right: Rows,
+    (left_keys, right_keys): (&[crate::plan::Expr], &[crate::plan::Expr]),
+    (left_width, right_width): (usize, usize),
+) -> Rows {
+    let mut by_key: HashMap<Tuple, Vec<usize>> = HashMap::new();
+    for (index, (row, _)) in right.iter().enumerate() {
+        let key = Tuple::eval(right_keys, row);
+        if !key.has_null() {
+            by_key.entry(key).or_default().push(index);
+        }
+    }
+    let mut matched = vec![false; right.len()];
+    let mut out = Rows::new();
+    for (row, count) in left {
+        let key = Tuple::eval(left_keys, &row);
+        let matches = if key.has_null() { None } else { by_key.get(&key) };
+        match matches {
+            Some(indexes) => {
+                for &index in indexes {
+                    matched[index] = true;
+                    let (other, other_count) = &right[index];
+                    let mut joined = row.clone();
+                    joined.extend(other.iter().cloned());
+                    out.push((joined, count * other_count));
+                }
+            }
+            None if kind != JoinKind::Inner => {
+                let mut padded = row;
+                padded.extend(std::iter::repeat_n(Value::Null, right_width));
+                out.push((padded, count));
+            }
+            None => {}
+        }
+    }
+    if kind == JoinKind::Full {
+        for ((row, count), matched) in right.into_iter().zip(matched) {
+            if !matched {
+                let mut padded: Row = std::iter::repeat_n(Value::Null, left_width).collect();
+                padded.extend(row);
+                out.push((padded, count));
+            }
+        }
+    }
+    out
+}

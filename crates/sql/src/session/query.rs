@@ -1,0 +1,187 @@
+//! One-off queries: a `SELECT` bound against the catalog as it is now and
+//! answered once by the interpreter, over the committed contents of what it
+//! reads.
+//!
+//! Invariants:
+//! - A materialized view is read as of its last committed epoch (the
+//!   snapshot its caller passes in); a table as of its last committed batch
+//!   (rows past its committed end belong to no batch); a source as its
+//!   topic holds it now, with the records its decoder rejects left out, as
+//!   the runtime leaves them out (they are dead letters).
+//! - A non-materialized view is inlined, as in a view definition.
+//! - What the binder refuses is refused with its error (never answered
+//!   differently): the same SQL means the same rows as in a view, plus the
+//!   outermost ORDER BY (the answer's order), OFFSET and duplicate column names.
+
+use std::collections::BTreeMap;
+
+use millpond_dataflow::{Snapshot, Topics};
+use sqlparser::ast;
+
+use super::Session;
+use crate::bind::Binder;
+use crate::decode::decode_row;
+use crate::error::{Error, Result};
+use crate::interpreter::{Inputs, Rows, evaluate};
+use crate::parse::{Stmt, parse};
+use crate::plan::{Input, Rel};
+use crate::value::{Row, Type};
+
+/// A bound one-off query, ready to run over snapshots of the views it reads.
+#[derive(Clone, Debug)]
+pub struct Query {
+    /// The answer's columns (names may repeat).
+    pub columns: Vec<(String, Type)>,
+    rel: Rel,
+    /// Rows of the ordered answer skipped (OFFSET).
+    offset: usize,
+    /// The materialized views read, with their columns.
+    views: BTreeMap<String, Vec<(String, Type)>>,
+    /// The committed end of each table topic, when bound.
+    committed: BTreeMap<String, u64>,
+    topics: Topics,
+}
+
+impl Session {
+    /// Binds `sql`, one `SELECT` (or `VALUES`, `WITH ...`), as a one-off query.
+    pub fn query(&self, sql: &str) -> Result<Query> {
+        let mut statements = parse(sql, None)?;
+        if statements.len() != 1 {
+            return Err(Error::Sql {
+                location: crate::error::Location { file: None, line: 1, column: 1 },
+                message: format!("a query is one statement, not {}", statements.len()),
+            });
+        }
+        let parsed = statements.remove(0);
+        let Stmt::Sql(statement) = &parsed.stmt else {
+            return Err(Error::sql(parsed.location, "not a query: CREATE SOURCE changes the catalog"));
+        };
+        let ast::Statement::Query(query) = statement.as_ref() else {
+            return Err(Error::sql(parsed.location, "not supported: this statement as a query"));
+        };
+        let mut binder = Binder::new(&self.catalog, None, parsed.location.clone());
+        binder.one_off = true;
+        binder.outermost = true;
+        binder.nesting = parsed.nesting;
+        let bound = binder.bind_query(query)?;
+        let mut views = BTreeMap::new();
+        collect_views(&bound.rel, &mut views);
+        Ok(Query {
+            columns: bound.scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(),
+            rel: bound.rel,
+            offset: binder.offset,
+            views,
+            committed: self.committed.clone(),
+            topics: self.topics.clone(),
+        })
+    }
+}
+
+fn collect_views(rel: &Rel, out: &mut BTreeMap<String, Vec<(String, Type)>>) {
+    match rel {
+        Rel::Get { input: Input::View { view }, columns, .. } => {
+            out.insert(view.clone(), columns.clone());
+        }
+        Rel::Get { .. } | Rel::Unit => {}
+        Rel::Project { input, .. }
+        | Rel::Filter { input, .. }
+        | Rel::Aggregate { input, .. }
+        | Rel::Distinct { input }
+        | Rel::TopK { input, .. }
+        | Rel::Window { input, .. } => collect_views(input, out),
+        Rel::Join { left, right, .. } => {
+            collect_views(left, out);
+            collect_views(right, out);
+        }
+        Rel::UnionAll { inputs } => inputs.iter().for_each(|i| collect_views(i, out)),
+    }
+}
+
+impl Query {
+    /// The materialized views the query reads (their snapshots go to [`Query::run`]).
+    pub fn views(&self) -> impl Iterator<Item = &str> {
+        self.views.keys().map(String::as_str)
+    }
+
+    /// The answer, in order when the query orders it: each row as many
+    /// times as it is held. `snapshots` has one per view of [`Query::views`].
+    pub fn run(&self, snapshots: &BTreeMap<String, Snapshot>) -> Result<Vec<Row>> {
+        let inputs = Contents { query: self, snapshots };
+        let rows = evaluate(&self.rel, &inputs)?;
+        let mut out = Vec::new();
+        let mut skip = self.offset;
+        for (row, count) in rows {
+            debug_assert!(count > 0, "the interpreter emits positive counts only");
+            let count = count as usize;
+            let taken = count.saturating_sub(skip);
+            skip = skip.saturating_sub(count);
+            out.extend(std::iter::repeat_n(row, taken));
+        }
+        Ok(out)
+    }
+}
+
+/// The committed contents of a query's inputs.
+struct Contents<'q> {
+    query: &'q Query,
+    snapshots: &'q BTreeMap<String, Snapshot>,
+}
+
+impl Inputs for Contents<'_> {
+    fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
+        let wanted = vec![true; columns.len()];
+        match input {
+            Input::View { view } => {
+                let snapshot = self.snapshots.get(view).ok_or_else(|| Error::Catalog {
+                    offset: 0,
+                    message: format!("no snapshot of view \"{view}\" was read for the query"),
+                })?;
+                let mut rows = Rows::new();
+                for (json, count) in snapshot.rows.iter().filter(|(_, count)| *count > 0) {
+                    let bytes = serde_json::to_vec(json).expect("a JSON value serializes");
+                    let row = decode_row(&bytes, columns, &wanted).map_err(|e| Error::Catalog {
+                        offset: snapshot.epoch,
+                        message: format!(
+                            "view \"{view}\" holds a row that does not read at epoch {}: {e}",
+                            snapshot.epoch
+                        ),
+                    })?;
+                    rows.push((row, *count));
+                }
+                Ok(rows)
+            }
+            Input::Source { topic } => {
+                let mut rows = Rows::new();
+                if self.query.topics.exists(topic) {
+                    for record in self.query.topics.read_all(topic)? {
+                        // A record the source rejects is a dead letter: no row.
+                        if let Some(Ok(row)) = record.value.map(|v| decode_row(&v, columns, &wanted)) {
+                            rows.push((row, 1));
+                        }
+                    }
+                }
+                Ok(rows)
+            }
+            Input::Upsert { topic } => {
+                let committed = self.query.committed.get(topic).copied().unwrap_or(u64::MAX);
+                let mut latest: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
+                if self.query.topics.exists(topic) {
+                    for record in self.query.topics.read_all(topic)?.into_iter().filter(|r| r.offset < committed) {
+                        let Some(key) = record.key else { continue };
+                        match record.value.map(|v| decode_row(&v, columns, &wanted)) {
+                            None => {
+                                latest.remove(&key);
+                            }
+                            Some(Ok(row)) => {
+                                latest.insert(key, row);
+                            }
+                            // Rejected (a dead letter): the key keeps its row.
+                            Some(Err(_)) => {}
+                        }
+                    }
+                }
+                Ok(latest.into_values().map(|row| (row, 1)).collect())
+            }
+        }
+    }
+}
