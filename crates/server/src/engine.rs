@@ -145,6 +145,11 @@ impl Engine {
         self.session().definition(name)
     }
 
+    /// Describes one statement with `$n` placeholders (the extended protocol).
+    pub fn describe(&self, sql: &str) -> Result<millpond_sql::Description> {
+        Ok(self.session().describe(sql)?)
+    }
+
     /// Binds a one-off query against the catalog as it is now.
     pub fn query(&self, sql: &str) -> Result<millpond_sql::Query> {
         Ok(self.session().query(sql)?)

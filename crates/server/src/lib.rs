@@ -4,7 +4,9 @@
 //! clients, so statements, views and readers run side by side.
 //!
 //! Module map: `engine` (the data directory, its session and its runtime
-//! run), `pg` (the Postgres wire endpoint), `subscribe` (`COPY (SUBSCRIBE
+//! run), `pg` (the Postgres wire endpoint, simple protocol), `extended` (its
+//! extended protocol: Parse, Bind, Describe, Execute), `cell` (values in
+//! the wire formats, parameters as literals), `subscribe` (`COPY (SUBSCRIBE
 //! ...) TO STDOUT` streamed over it), `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
@@ -12,8 +14,10 @@
 
 #![forbid(unsafe_code)]
 
+mod cell;
 mod engine;
 mod error;
+mod extended;
 mod pg;
 mod subscribe;
 

@@ -27,6 +27,7 @@ use pgwire::api::auth::{
     save_startup_parameters_to_metadata,
 };
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::portal::Format;
 use pgwire::api::query::SimpleQueryHandler;
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::store::PortalStore;
@@ -39,6 +40,7 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 
+use crate::cell;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 
@@ -151,6 +153,7 @@ impl PgEndpoint {
         let (shutdown, stopped) = tokio::sync::oneshot::channel();
         let connections = Arc::new(ConnectionManager::new());
         let handlers = Arc::new(Handlers {
+            extended: Arc::new(crate::extended::Extended::new(engine.clone())),
             queries: Arc::new(Queries { engine }),
             startup: Arc::new(Startup::new(connections.clone())),
             cancel: Arc::new(DefaultCancelHandler::new(connections)),
@@ -227,6 +230,7 @@ fn error_response(severity: &str, code: &str, message: &str) -> Vec<u8> {
 
 struct Handlers {
     queries: Arc<Queries>,
+    extended: Arc<crate::extended::Extended>,
     startup: Arc<Startup>,
     /// A CancelRequest (psql's Ctrl-C) stops the query running on its connection.
     cancel: Arc<DefaultCancelHandler>,
@@ -235,6 +239,9 @@ struct Handlers {
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
         self.queries.clone()
+    }
+    fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {
+        self.extended.clone()
     }
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         self.startup.clone()
@@ -314,20 +321,25 @@ impl SimpleQueryHandler for Queries {
             return Ok(vec![crate::subscribe::stream(client, engine, request, settings.wait_ms()).await?]);
         }
         let query = query.to_owned();
-        tokio::task::spawn_blocking(move || answer(&engine, &settings, &query))
+        tokio::task::spawn_blocking(move || answer(&engine, &settings, &query, &Format::UnifiedText))
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))?
     }
 }
 
 /// The first word of a statement, upper-cased.
-fn first_word(query: &str) -> String {
+pub(crate) fn first_word(query: &str) -> String {
     query.split_whitespace().next().unwrap_or_default().trim_end_matches(';').to_ascii_uppercase()
 }
 
 /// Answers a simple query: its statements in order, runs of definition and
 /// DML statements as one batch each (applied whole or not at all).
-fn answer(engine: &Engine, settings: &Settings, query: &str) -> PgWireResult<Vec<Response>> {
+pub(crate) fn answer(
+    engine: &Engine,
+    settings: &Settings,
+    query: &str,
+    format: &Format,
+) -> PgWireResult<Vec<Response>> {
     let mut responses = Vec::new();
     let mut batch: Vec<&str> = Vec::new();
     let flush = |batch: &mut Vec<&str>, responses: &mut Vec<Response>| -> PgWireResult<()> {
@@ -352,7 +364,7 @@ fn answer(engine: &Engine, settings: &Settings, query: &str) -> PgWireResult<Vec
             }
             "SET" => set(settings, statement)?,
             "SHOW" => show(engine, settings, statement)?,
-            "SELECT" | "VALUES" | "WITH" => select(engine, statement, settings.wait_ms())?,
+            "SELECT" | "VALUES" | "WITH" => select(engine, statement, settings.wait_ms(), format)?,
             _ => {
                 batch.push(statement);
                 continue;
@@ -367,7 +379,7 @@ fn answer(engine: &Engine, settings: &Settings, query: &str) -> PgWireResult<Vec
 
 /// The `;`-separated statements of a query, without empty ones; a `;`
 /// inside quotes or a comment separates nothing.
-fn split_statements(query: &str) -> Vec<&str> {
+pub(crate) fn split_statements(query: &str) -> Vec<&str> {
     let bytes = query.as_bytes();
     let (mut statements, mut start, mut i) = (Vec::new(), 0, 0);
     while i < bytes.len() {
@@ -404,7 +416,7 @@ fn split_statements(query: &str) -> Vec<&str> {
 
 /// `SHOW SOURCES|TABLES|VIEWS|MATERIALIZED VIEWS` (their names, sorted) and
 /// `SHOW parameter` (the startup parameters).
-fn show(engine: &Engine, settings: &Settings, statement: &str) -> PgWireResult<Response> {
+pub(crate) fn show(engine: &Engine, settings: &Settings, statement: &str) -> PgWireResult<Response> {
     let words: Vec<String> = statement.split_whitespace().skip(1).map(str::to_ascii_lowercase).collect();
     let kind = match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["sources"] => Some("source"),
@@ -482,41 +494,26 @@ fn parameter_value(name: &str) -> Option<String> {
 /// A one-off `SELECT` (or `VALUES`, `WITH`): answered by the interpreter
 /// over the views' last committed epochs and the tables' last committed
 /// batches (`millpond_sql::Query`), in text format.
-fn select(engine: &Engine, query: &str, wait_ms: u64) -> PgWireResult<Response> {
+fn select(engine: &Engine, query: &str, wait_ms: u64, format: &Format) -> PgWireResult<Response> {
     let bound = engine.query(query).map_err(|e| statement_error(&e, query))?;
     let mut snapshots = std::collections::BTreeMap::new();
     for view in bound.views() {
         snapshots.insert(view.to_owned(), committed_rows(engine, view, wait_ms)?);
     }
     let answer = bound.run(&snapshots).map_err(|e| user_error("XX000", format!("answering the query: {e}")))?;
-    let schema: Arc<Vec<FieldInfo>> = Arc::new(
-        bound
-            .columns
-            .iter()
-            .map(|(column, ty)| FieldInfo::new(column.clone(), None, None, pg_type(ty), FieldFormat::Text))
-            .collect(),
-    );
-    let mut rows = Vec::with_capacity(answer.len());
-    for row in &answer {
-        let mut encoder = DataRowEncoder::new(schema.clone());
-        for value in row {
-            encoder.encode_field(&pg_text(value))?;
-        }
-        rows.push(Ok(encoder.take_row()));
-    }
+    let schema = Arc::new(fields(&bound.columns, Some(format)));
+    let rows: Vec<_> = answer.iter().map(|row| Ok(cell::data_row(row, |i| format.is_binary(i)))).collect();
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
 }
 
-/// A value in Postgres's text format (None: NULL).
-pub(crate) fn pg_text(value: &millpond_sql::Value) -> Option<String> {
-    use millpond_sql::Value as V;
-    match value {
-        V::Null => None,
-        V::Bool(b) => Some(if *b { "t" } else { "f" }.to_owned()),
-        V::Double(d) if d.0.is_nan() => Some("NaN".to_owned()),
-        V::Double(d) if d.0.is_infinite() => Some(if d.0 > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()),
-        other => Some(other.to_string()),
-    }
+/// The row description of `columns`, each in its format (text when none is asked).
+pub(crate) fn fields(columns: &[(String, millpond_sql::Type)], format: Option<&Format>) -> Vec<FieldInfo> {
+    let format_of = |i| format.map_or(FieldFormat::Text, |f| f.format_for(i));
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, ty))| FieldInfo::new(name.clone(), None, None, cell::pg_type(ty), format_of(i)))
+        .collect()
 }
 
 /// The rows of view `name` as of its last committed epoch. A view in the
@@ -551,21 +548,6 @@ pub(crate) fn text_of(value: &serde_json::Value) -> Option<String> {
     }
 }
 
-fn pg_type(ty: &millpond_sql::Type) -> Type {
-    use millpond_sql::Type as T;
-    match ty {
-        T::Bool => Type::BOOL,
-        T::Int => Type::INT8,
-        T::Double => Type::FLOAT8,
-        T::Decimal { .. } => Type::NUMERIC,
-        // A column of NULL literals only: Postgres calls it text too.
-        T::Text | T::Null => Type::TEXT,
-        T::Timestamp => Type::TIMESTAMP,
-        T::Date => Type::DATE,
-        T::Interval => Type::INTERVAL,
-    }
-}
-
 /// Our outcome tag as Postgres's command tag: `INSERT 2` is `INSERT 0 2`,
 /// `CREATE TABLE t` is `CREATE TABLE`.
 fn command_tag(tag: &str) -> Tag {
@@ -593,7 +575,7 @@ fn not_supported(query: &str) -> PgWireError {
 }
 
 /// A statement's error with its SQLSTATE, and the position for SQL errors.
-fn statement_error(error: &Error, query: &str) -> PgWireError {
+pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
     let Error::Sql(millpond_sql::Error::Sql { location, message }) = error else {
         return user_error("XX000", error.to_string());
     };

@@ -79,6 +79,23 @@ pub(crate) struct Binder<'a> {
     pub(crate) offset: usize,
     /// Set by the caller of a one-off query; taken by its outermost query.
     pub(crate) outermost: bool,
+    /// Describing a statement of the extended protocol: its `$n`
+    /// placeholders bind as NULLs, and each gets the type of what it is
+    /// compared with, combined with or cast to (`None`: placeholders are
+    /// refused, as a statement without parameters has none).
+    pub(crate) parameters: Option<std::cell::RefCell<Vec<Option<Type>>>>,
+}
+
+/// The 1-based index of a `$n` placeholder.
+pub(crate) fn placeholder_index(expr: &ast::Expr) -> Option<usize> {
+    match expr {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse().ok().filter(|n| *n >= 1),
+            _ => None,
+        },
+        ast::Expr::Nested(inner) => placeholder_index(inner),
+        _ => None,
+    }
 }
 
 /// An identifier as SQL compares it: unquoted names are case-insensitive.
@@ -237,6 +254,7 @@ impl<'a> Binder<'a> {
             one_off: false,
             offset: 0,
             outermost: false,
+            parameters: None,
         }
     }
 
@@ -337,7 +355,8 @@ impl<'a> Binder<'a> {
                     && paged
                 {
                     let (value, _) = self.bind_expr(&offset.value, &mut Context::Rows(&Scope::default()))?;
-                    match literal_int(&value) {
+                    self.note_parameter(&offset.value, Type::Int);
+                    match literal_int(&value).or(self.described(&offset.value, 0)) {
                         Some(k) if k >= 0 => self.offset = k as usize,
                         _ => return Err(self.error(offset.value.span(), "OFFSET takes a non-negative integer")),
                     }
@@ -354,7 +373,8 @@ impl<'a> Binder<'a> {
                     None => None,
                     Some(limit) => {
                         let (value, _) = self.bind_expr(limit, &mut Context::Rows(&Scope::default()))?;
-                        match literal_int(&value) {
+                        self.note_parameter(limit, Type::Int);
+                        match literal_int(&value).or(self.described(limit, i64::MAX)) {
                             Some(k) if k >= 0 => Some((k as usize, limit.span())),
                             _ => return Err(self.error(limit.span(), "LIMIT takes a non-negative integer")),
                         }
@@ -1296,6 +1316,8 @@ impl<'a> Binder<'a> {
             E::BinaryOp { left, op, right } => {
                 let l = self.bind_expr(left, context)?;
                 let r = self.bind_expr(right, context)?;
+                self.note_parameter(left, r.1);
+                self.note_parameter(right, l.1);
                 self.bind_binary(op, l, r, span)
             }
             E::IsNull(inner) => Ok((Expr::IsNull(Box::new(self.bind_expr(inner, context)?.0)), Type::Bool)),
@@ -1319,8 +1341,13 @@ impl<'a> Binder<'a> {
             }
             E::Between { expr: inner, negated, low, high } => {
                 let x = self.bind_expr(inner, context)?;
+                let low_ast = low;
                 let low = self.bind_expr(low, context)?;
+                let high_ast = high;
                 let high = self.bind_expr(high, context)?;
+                self.note_parameter(low_ast, x.1);
+                self.note_parameter(high_ast, x.1);
+                self.note_parameter(inner, low.1);
                 let op = ast::BinaryOperator::GtEq;
                 let (ge, _) = self.bind_binary(&op, x.clone(), low, span)?;
                 let (le, _) = self.bind_binary(&ast::BinaryOperator::LtEq, x, high, span)?;
@@ -1332,6 +1359,7 @@ impl<'a> Binder<'a> {
                 let mut items = Vec::new();
                 for item in list {
                     let (mut item_expr, item_ty) = self.bind_expr(item, context)?;
+                    self.note_parameter(item, ty);
                     match (ty, item_ty) {
                         (a, b) if a == b || b == Type::Null => {}
                         (a, Type::Text) if matches!(item_expr, Expr::Literal(_)) => {
@@ -1417,6 +1445,7 @@ impl<'a> Binder<'a> {
                     return Err(self.unsupported(span, format!("the type {target}")));
                 };
                 let (e, from) = self.bind_expr(inner, context)?;
+                self.note_parameter(inner, ty);
                 let allowed = from == ty
                     || from == Type::Null
                     || from == Type::Text
@@ -1532,6 +1561,24 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// When describing, a placeholder stands for `value` where a constant
+    /// is needed (the statement is bound again with the values when run).
+    fn described(&self, expr: &ast::Expr, value: i64) -> Option<i64> {
+        (self.parameters.is_some() && placeholder_index(expr).is_some()).then_some(value)
+    }
+
+    /// When describing, a placeholder `expr` takes type `ty` (its first known type wins).
+    pub(crate) fn note_parameter(&self, expr: &ast::Expr, ty: Type) {
+        let (Some(parameters), Some(index)) = (&self.parameters, placeholder_index(expr)) else { return };
+        let mut parameters = parameters.borrow_mut();
+        if parameters.len() < index {
+            parameters.resize(index, None);
+        }
+        if ty != Type::Null && parameters[index - 1].is_none() {
+            parameters[index - 1] = Some(ty);
+        }
+    }
+
     fn bind_literal(&self, value: &ast::Value, span: sqlparser::tokenizer::Span) -> Result<(Expr, Type)> {
         Ok(match value {
             ast::Value::Number(text, _) => {
@@ -1557,6 +1604,19 @@ impl<'a> Binder<'a> {
             }
             ast::Value::Boolean(b) => (Expr::Literal(Value::Bool(*b)), Type::Bool),
             ast::Value::Null => (Expr::Literal(Value::Null), Type::Null),
+            ast::Value::Placeholder(p) => {
+                let index = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).filter(|n| *n >= 1);
+                match (&self.parameters, index) {
+                    (Some(parameters), Some(index)) => {
+                        let mut parameters = parameters.borrow_mut();
+                        if parameters.len() < index {
+                            parameters.resize(index, None);
+                        }
+                        (Expr::Literal(Value::Null), Type::Null)
+                    }
+                    _ => return Err(self.error(span, format!("there is no parameter {p}"))),
+                }
+            }
             other => return Err(self.unsupported(span, format!("the literal {other}"))),
         })
     }

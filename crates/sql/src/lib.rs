@@ -60,7 +60,7 @@ pub use error::{Error, Location, Result};
 #[cfg(feature = "runtime")]
 pub use render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC, ViewRow};
 #[cfg(feature = "runtime")]
-pub use session::{Outcome, Query, Session};
+pub use session::{Description, Outcome, Query, Session};
 pub use value::{Dec, OrderedF64, Row, Type, Value};
 
 /// Parses `sql` (statements separated by `;`) without executing anything:

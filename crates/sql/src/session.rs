@@ -47,11 +47,13 @@ use crate::value::{Row, Type, Value, cast};
 
 mod catalog_log;
 mod ddl;
+mod describe;
 mod dml;
 mod query;
 
 use catalog_log::*;
 use ddl::*;
+pub use describe::Description;
 use dml::*;
 pub use query::Query;
 
