@@ -228,43 +228,39 @@ pub(crate) fn substitute(sql: &str, literals: &[String]) -> Result<String, Param
     let (mut out, mut i) = (String::with_capacity(sql.len()), 0);
     while i < bytes.len() {
         let start = i;
-        match bytes[i] {
-            quote @ (b'\'' | b'"') => {
+        if let Some(end) = skip_quoted(bytes, i) {
+            i = end;
+        } else if bytes[i] == b'$' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
                 i += 1;
-                while i < bytes.len() && bytes[i] != quote {
-                    i += 1;
-                }
-                i = (i + 1).min(bytes.len());
             }
-            b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
-                    i += 1;
-                }
-                i = (i + 2).min(bytes.len());
-            }
-            b'$' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => {
-                i += 1;
-                while i < bytes.len() && bytes[i].is_ascii_digit() {
-                    i += 1;
-                }
-                let index: usize = sql[start + 1..i].parse().unwrap_or(0);
-                let literal = index.checked_sub(1).and_then(|n| literals.get(n)).ok_or_else(|| {
-                    ("42P02", format!("there is no parameter ${index} ({} were bound)", literals.len()))
-                })?;
-                out.push_str(literal);
-                continue;
-            }
-            _ => i += sql[i..].chars().next().map_or(1, char::len_utf8),
+            let index: usize = sql[start + 1..i].parse().unwrap_or(0);
+            let literal = index
+                .checked_sub(1)
+                .and_then(|n| literals.get(n))
+                .ok_or_else(|| ("42P02", format!("there is no parameter ${index} ({} were bound)", literals.len())))?;
+            out.push_str(literal);
+            continue;
+        } else {
+            i += sql[i..].chars().next().map_or(1, char::len_utf8);
         }
         out.push_str(&sql[start..i]);
     }
     Ok(out)
+}
+
+/// When a quoted string or identifier or a comment starts at `bytes[i]`:
+/// the index just past it (or the end, when it is not closed).
+pub(crate) fn skip_quoted(bytes: &[u8], i: usize) -> Option<usize> {
+    let end = |at: Option<usize>| Some(at.unwrap_or(bytes.len()));
+    let rest = &bytes[i..];
+    match rest {
+        [quote @ (b'\'' | b'"'), tail @ ..] => end(tail.iter().position(|b| b == quote).map(|p| i + p + 2)),
+        [b'-', b'-', ..] => end(rest.iter().position(|b| *b == b'\n').map(|p| i + p)),
+        [b'/', b'*', tail @ ..] => end(tail.windows(2).position(|w| w == b"*/").map(|p| i + p + 4)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -383,30 +383,13 @@ pub(crate) fn split_statements(query: &str) -> Vec<&str> {
     let bytes = query.as_bytes();
     let (mut statements, mut start, mut i) = (Vec::new(), 0, 0);
     while i < bytes.len() {
-        match bytes[i] {
-            quote @ (b'\'' | b'"') => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != quote {
-                    i += 1;
-                }
-            }
-            b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b';' => {
-                statements.push(&query[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+        if let Some(end) = cell::skip_quoted(bytes, i) {
+            i = end;
+            continue;
+        }
+        if bytes[i] == b';' {
+            statements.push(&query[start..i]);
+            start = i + 1;
         }
         i += 1;
     }
