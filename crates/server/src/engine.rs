@@ -28,6 +28,13 @@ use millpond_sql::{CompiledCatalog, CompiledSource, Outcome, Session};
 
 use crate::error::{Error, Result};
 
+/// Table topics (`table.NAME`): what read-your-writes tracks.
+const TABLE_TOPIC_PREFIX: &str = "table.";
+
+/// Per table topic written, its end offset after the write: a read that
+/// must see the write waits until its views' readers are past it.
+pub type Writes = std::collections::BTreeMap<String, u64>;
+
 /// How the engine runs its views.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -124,6 +131,51 @@ impl Engine {
         let outcomes = session.execute(sql, None, false)?;
         self.sync_runner(&session, false)?;
         Ok(outcomes)
+    }
+
+    /// [`Engine::execute`], and what a read must wait for to see the batch's
+    /// writes: each table topic the batch wrote, with its end offset after it.
+    pub fn execute_tracked(&self, sql: &str) -> Result<(Vec<Outcome>, Writes)> {
+        let mut session = self.session();
+        let before = self.table_ends()?;
+        let outcomes = session.execute(sql, None, false)?;
+        let after = self.table_ends()?;
+        self.sync_runner(&session, false)?;
+        let written = after.into_iter().filter(|(topic, end)| before.get(topic) != Some(end)).collect();
+        Ok((outcomes, written))
+    }
+
+    /// The end offset of every table topic (one partition each).
+    fn table_ends(&self) -> Result<Writes> {
+        let mut ends = Writes::new();
+        for topic in self.topics.list().into_iter().filter(|t| t.starts_with(TABLE_TOPIC_PREFIX)) {
+            ends.insert(topic.clone(), self.topics.end_offset(&topic, 0)?);
+        }
+        Ok(ends)
+    }
+
+    /// Whether every view of `views` has committed an epoch whose readers of
+    /// each written topic are past the write (`written`): its committed
+    /// contents then reflect the write. A view that reads none of the
+    /// written topics is covered at once.
+    pub fn covers(&self, views: &[&str], written: &Writes) -> Result<bool> {
+        if written.is_empty() || views.is_empty() {
+            return Ok(true);
+        }
+        let Some(meta) = millpond_dataflow::CheckpointMeta::read_published(&self.config.data_dir)? else {
+            return Ok(false);
+        };
+        for view in views {
+            let prefix = format!("{view}.");
+            for (reader, topic) in meta.readers.iter().filter(|(reader, _)| reader.starts_with(&prefix)) {
+                let Some(end) = written.get(topic) else { continue };
+                let next = meta.sources.get(reader).and_then(|partitions| partitions.get(&0)).copied().unwrap_or(0);
+                if next < *end {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Executes a definition file as one batch, each of its DML statements

@@ -29,7 +29,9 @@ use pgwire::messages::PgWireBackendMessage;
 
 use crate::cell;
 use crate::engine::Engine;
-use crate::pg::{Settings, answer, fields, first_word, show, split_statements, statement_error, user_error};
+use crate::pg::{
+    Settings, answer, await_writes, fields, first_word, show, split_statements, statement_error, user_error,
+};
 
 /// A parsed statement: its text, its parameters' types, its answer's columns.
 #[derive(Clone, Debug)]
@@ -152,6 +154,10 @@ impl ExtendedQueryHandler for Extended {
         let settings = client.session_extensions().get_or_insert_with(Settings::default);
         if let Some(request) = crate::subscribe::parse_copy_subscribe(&sql) {
             let request = request.map_err(|message| user_error("42601", message))?;
+            let (waiter, waiting, view) = (engine.clone(), settings.clone(), request.view.clone());
+            tokio::task::spawn_blocking(move || await_writes(&waiter, &waiting, &[view.as_str()]))
+                .await
+                .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
             return crate::subscribe::stream(client, engine, request, settings.wait_ms()).await;
         }
         let format = portal.result_column_format.clone();

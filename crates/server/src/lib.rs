@@ -21,6 +21,6 @@ mod extended;
 mod pg;
 mod subscribe;
 
-pub use engine::{Engine, EngineConfig, RunState};
+pub use engine::{Engine, EngineConfig, RunState, Writes};
 pub use error::{Error, Result};
 pub use pg::{CONNECTIONS_MAX_DEFAULT, PgConfig, PgEndpoint};

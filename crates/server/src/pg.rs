@@ -55,9 +55,22 @@ pub(crate) struct Settings {
     /// `statement_timeout` in ms; 0 (the default) means none. It bounds how
     /// long a read waits for a view's first commit (else [`VIEW_READY_WAIT_MS`]).
     statement_timeout_ms: std::sync::atomic::AtomicU64,
+    /// `read_your_writes = off`: reads do not wait for this connection's writes.
+    read_your_writes_off: std::sync::atomic::AtomicBool,
+    /// What this connection wrote, for read-your-writes (`Engine::covers`).
+    written: std::sync::Mutex<crate::engine::Writes>,
 }
 
 impl Settings {
+    /// Notes a batch's writes: later reads wait until their views cover them.
+    fn wrote(&self, writes: crate::engine::Writes) {
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        for (topic, end) in writes {
+            let entry = written.entry(topic).or_default();
+            *entry = (*entry).max(end);
+        }
+    }
+
     /// How long a read may wait for a view to commit.
     pub(crate) fn wait_ms(&self) -> u64 {
         match self.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed) {
@@ -101,6 +114,19 @@ fn set(settings: &Settings, statement: &str) -> PgWireResult<Response> {
         .strip_prefix('=')
         .map(str::trim_start)
         .unwrap_or_else(|| value.strip_prefix("TO ").or_else(|| value.strip_prefix("to ")).unwrap_or(value));
+    if name.eq_ignore_ascii_case("read_your_writes") {
+        let off = match value.trim().trim_matches('\'').to_ascii_lowercase().as_str() {
+            "on" | "true" | "default" => false,
+            "off" | "false" => true,
+            other => {
+                return Err(user_error(
+                    "22023",
+                    format!("invalid value for parameter \"read_your_writes\": \"{other}\""),
+                ));
+            }
+        };
+        settings.read_your_writes_off.store(off, std::sync::atomic::Ordering::Relaxed);
+    }
     if name.eq_ignore_ascii_case("statement_timeout") {
         let ms = timeout_ms(value).ok_or_else(|| {
             user_error("22023", format!("invalid value for parameter \"statement_timeout\": \"{}\"", value.trim()))
@@ -318,6 +344,10 @@ impl SimpleQueryHandler for Queries {
                 return Err(user_error("0A000", "send COPY (SUBSCRIBE ...) TO STDOUT as a query of its own".into()));
             }
             let request = request.map_err(|message| user_error("42601", message))?;
+            let (waiter, waiting, view) = (engine.clone(), settings.clone(), request.view.clone());
+            tokio::task::spawn_blocking(move || await_writes(&waiter, &waiting, &[view.as_str()]))
+                .await
+                .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
             return Ok(vec![crate::subscribe::stream(client, engine, request, settings.wait_ms()).await?]);
         }
         let query = query.to_owned();
@@ -348,7 +378,8 @@ pub(crate) fn answer(
         }
         let sql = batch.join(";\n");
         batch.clear();
-        let outcomes = engine.execute(&sql).map_err(|e| statement_error(&e, &sql))?;
+        let (outcomes, writes) = engine.execute_tracked(&sql).map_err(|e| statement_error(&e, &sql))?;
+        settings.wrote(writes);
         responses.extend(outcomes.iter().map(|outcome| Response::Execution(command_tag(&outcome.tag))));
         Ok(())
     };
@@ -364,7 +395,7 @@ pub(crate) fn answer(
             }
             "SET" => set(settings, statement)?,
             "SHOW" => show(engine, settings, statement)?,
-            "SELECT" | "VALUES" | "WITH" => select(engine, statement, settings.wait_ms(), format)?,
+            "SELECT" | "VALUES" | "WITH" => select(engine, settings, statement, format)?,
             _ => {
                 batch.push(statement);
                 continue;
@@ -414,6 +445,10 @@ pub(crate) fn show(engine: &Engine, settings: &Settings, statement: &str) -> PgW
     let (column, values): (&str, Vec<String>) = match (kind, words.as_slice()) {
         (Some(kind), _) => {
             ("name", engine.objects().into_iter().filter(|(_, k)| *k == kind).map(|(name, _)| name).collect())
+        }
+        (None, [parameter]) if parameter == "read_your_writes" => {
+            let off = settings.read_your_writes_off.load(std::sync::atomic::Ordering::Relaxed);
+            (parameter.as_str(), vec![if off { "off" } else { "on" }.to_owned()])
         }
         (None, [parameter]) if parameter == "statement_timeout" => {
             let ms = settings.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed);
@@ -477,8 +512,10 @@ fn parameter_value(name: &str) -> Option<String> {
 /// A one-off `SELECT` (or `VALUES`, `WITH`): answered by the interpreter
 /// over the views' last committed epochs and the tables' last committed
 /// batches (`millpond_sql::Query`), in text format.
-fn select(engine: &Engine, query: &str, wait_ms: u64, format: &Format) -> PgWireResult<Response> {
+fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) -> PgWireResult<Response> {
+    let wait_ms = settings.wait_ms();
     let bound = engine.query(query).map_err(|e| statement_error(&e, query))?;
+    await_writes(engine, settings, &bound.views().collect::<Vec<_>>())?;
     let mut snapshots = std::collections::BTreeMap::new();
     for view in bound.views() {
         snapshots.insert(view.to_owned(), committed_rows(engine, view, wait_ms)?);
@@ -497,6 +534,37 @@ pub(crate) fn fields(columns: &[(String, millpond_sql::Type)], format: Option<&F
         .enumerate()
         .map(|(i, (name, ty))| FieldInfo::new(name.clone(), None, None, cell::pg_type(ty), format_of(i)))
         .collect()
+}
+
+/// Read-your-writes: waits until every view of `views` has committed an
+/// epoch that covers this connection's writes, up to the statement timeout
+/// (then 57014). `SET read_your_writes = off` reads without waiting.
+pub(crate) fn await_writes(engine: &Engine, settings: &Settings, views: &[&str]) -> PgWireResult<()> {
+    if settings.read_your_writes_off.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(());
+    }
+    let written = settings.written.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let wait_ms = settings.wait_ms();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
+    loop {
+        match engine.covers(views, &written) {
+            Ok(true) => return Ok(()),
+            Ok(false) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(VIEW_READY_POLL_MS));
+            }
+            Ok(false) => {
+                return Err(user_error(
+                    "57014",
+                    format!(
+                        "the views read ({}) have not caught up with this connection's writes within {wait_ms} ms \
+                         (SET read_your_writes = off reads without waiting)",
+                        views.join(", ")
+                    ),
+                ));
+            }
+            Err(e) => return Err(user_error("XX000", format!("reading the committed checkpoint: {e}"))),
+        }
+    }
 }
 
 /// The rows of view `name` as of its last committed epoch. A view in the

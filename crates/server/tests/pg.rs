@@ -240,3 +240,50 @@ async fn statement_timeout_bounds_the_wait_for_a_views_first_commit() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_a_write_on_one_connection_sees_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    // Commits take 300 ms: a read that did not wait would see the view before the write.
+    let config = EngineConfig { epoch_interval_ms: 50, commit_delay_ms: 300, ..EngineConfig::new(dir.path()) };
+    let engine = Engine::open(config).unwrap();
+    let endpoint = PgEndpoint::start(engine.clone(), PgConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let client = connect(endpoint.addr()).await.unwrap();
+    query(
+        &client,
+        "CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT); CREATE TABLE other (k BIGINT);\n\
+         CREATE MATERIALIZED VIEW total AS SELECT COUNT(*) AS n, SUM(v) AS s FROM t;\n\
+         CREATE MATERIALIZED VIEW others AS SELECT COUNT(*) AS n FROM other",
+    )
+    .await
+    .unwrap();
+    let text = |s: &str| Some(s.to_owned());
+    assert_eq!(query(&client, "SHOW read_your_writes").await.unwrap().1, [vec![text("on")]]);
+    for k in 1..=4 {
+        query(&client, &format!("INSERT INTO t VALUES ({k}, {})", k * 10)).await.unwrap();
+        let (_, rows) = query(&client, "SELECT n, s FROM total").await.unwrap();
+        let sum = (1..=k).map(|i| i * 10).sum::<i64>();
+        assert_eq!(rows, [vec![text(&k.to_string()), text(&sum.to_string())]], "the write {k} is seen");
+    }
+    query(&client, "UPDATE t SET v = 0 WHERE k = 1").await.unwrap();
+    let (_, rows) = query(&client, "SELECT s FROM total").await.unwrap();
+    assert_eq!(rows, [vec![text("90")]], "an UPDATE is seen");
+    // Another connection's reads do not wait for this one's writes; a
+    // view that reads none of the written tables is read at once.
+    query(&client, "INSERT INTO t VALUES (9, 9)").await.unwrap();
+    let started = Instant::now();
+    assert_eq!(query(&client, "SELECT n FROM others").await.unwrap().1, [vec![text("0")]]);
+    assert!(started.elapsed() < Duration::from_millis(250), "others read at once: {:?}", started.elapsed());
+    // The wait is bounded by statement_timeout (57014), and can be turned off.
+    query(&client, "SET statement_timeout = 1").await.unwrap();
+    query(&client, "INSERT INTO t VALUES (10, 10)").await.unwrap();
+    let error = query(&client, "SELECT n FROM total").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "57014", "{error:?}");
+    assert!(error.as_db_error().unwrap().message().contains("read_your_writes = off"), "{error:?}");
+    query(&client, "SET read_your_writes = off").await.unwrap();
+    assert_eq!(query(&client, "SHOW read_your_writes").await.unwrap().1, [vec![text("off")]]);
+    assert_eq!(query(&client, "SELECT n FROM total").await.unwrap().1.len(), 1, "read without waiting");
+    assert_eq!(sqlstate(&query(&client, "SET read_your_writes = maybe").await.unwrap_err()), "22023");
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
