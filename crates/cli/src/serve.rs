@@ -23,6 +23,10 @@ pub(crate) struct ServeArgs {
     /// Most Postgres connections at once (more are refused with SQLSTATE 53300).
     #[arg(long, default_value_t = millpond_server::CONNECTIONS_MAX_DEFAULT)]
     connections_max: usize,
+    /// Require SCRAM-SHA-256 authentication with this password (any user
+    /// name); unset, clients are trusted (the endpoint binds loopback by default).
+    #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
     /// Checkpoint interval of the views.
     #[arg(long, default_value_t = 1000)]
     epoch_ms: u64,
@@ -48,6 +52,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     }
     let mut pg = PgConfig::new(args.pg_listen);
     pg.connections_max = args.connections_max;
+    pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;
     let address = data_dir.join(SERVER_FILE);
     let record = serde_json::json!({ "pg": endpoint.addr().to_string(), "pid": std::process::id() });

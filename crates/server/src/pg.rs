@@ -22,9 +22,11 @@ use std::thread::JoinHandle;
 use async_trait::async_trait;
 use futures::Sink;
 use futures::stream;
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::sasl::scram::{ScramAuth, gen_salted_password};
 use pgwire::api::auth::{
-    DefaultServerParameterProvider, StartupHandler, finish_authentication, protocol_negotiation,
-    save_startup_parameters_to_metadata,
+    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler, finish_authentication,
+    protocol_negotiation, save_startup_parameters_to_metadata,
 };
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::portal::Format;
@@ -140,15 +142,28 @@ pub(crate) const VIEW_READY_POLL_MS: u64 = 10;
 pub const CONNECTIONS_MAX_DEFAULT: usize = 256;
 
 /// Where and how the endpoint listens.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PgConfig {
     pub listen: SocketAddr,
     pub connections_max: usize,
+    /// When set, clients authenticate with SCRAM-SHA-256 with this password
+    /// (any user name); a wrong one is refused with 28P01. Unset: trust.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConfig")
+            .field("listen", &self.listen)
+            .field("connections_max", &self.connections_max)
+            .field("password", &self.password.as_ref().map(|_| "<set>"))
+            .finish()
+    }
 }
 
 impl PgConfig {
     pub fn new(listen: SocketAddr) -> PgConfig {
-        PgConfig { listen, connections_max: CONNECTIONS_MAX_DEFAULT }
+        PgConfig { listen, connections_max: CONNECTIONS_MAX_DEFAULT, password: None }
     }
 }
 
@@ -181,7 +196,7 @@ impl PgEndpoint {
         let handlers = Arc::new(Handlers {
             extended: Arc::new(crate::extended::Extended::new(engine.clone())),
             queries: Arc::new(Queries { engine }),
-            startup: Arc::new(Startup::new(connections.clone())),
+            startup: Arc::new(Startup::new(connections.clone(), config.password.as_deref())),
             cancel: Arc::new(DefaultCancelHandler::new(connections)),
         });
         let thread = std::thread::Builder::new()
@@ -277,17 +292,53 @@ impl PgWireServerHandlers for Handlers {
     }
 }
 
-/// Startup without authentication (yet), sending the parameters drivers
-/// check: a Postgres 15 server_version, UTF8 encodings, ISO dates, integer
-/// datetimes, standard-conforming strings, UTC.
-struct Startup {
-    parameters: DefaultServerParameterProvider,
-    pids: RandomPidSecretKeyGenerator,
-    connections: Arc<ConnectionManager>,
+/// Startup: trust, or SCRAM-SHA-256 when a password is configured; either
+/// way the parameters drivers check are sent (a Postgres 15
+/// server_version, UTF8 encodings, ISO dates, integer datetimes,
+/// standard-conforming strings, UTC) and the connection is registered for
+/// cancel requests.
+enum Startup {
+    Trust {
+        parameters: DefaultServerParameterProvider,
+        pids: RandomPidSecretKeyGenerator,
+        connections: Arc<ConnectionManager>,
+    },
+    Scram(SASLAuthStartupHandler<DefaultServerParameterProvider>),
+}
+
+/// SCRAM's iteration count (Postgres's default).
+const SCRAM_ITERATIONS: usize = 4096;
+
+/// The one configured password, salted once per server start.
+#[derive(Debug)]
+struct PasswordSource {
+    salt: Vec<u8>,
+    salted_password: Vec<u8>,
+}
+
+// The trait spells `&LoginInfo` with its lifetime elided (late-bound): so must we.
+#[allow(elided_lifetimes_in_paths)]
+#[async_trait]
+impl AuthSource for PasswordSource {
+    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
+        Ok(Password::new(Some(self.salt.clone()), self.salted_password.clone()))
+    }
+}
+
+/// 16 bytes no one can predict: std's hasher keys are random per process.
+fn random_salt() -> Vec<u8> {
+    use std::hash::{BuildHasher, Hasher};
+    (0..2u64)
+        .flat_map(|i| {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u64(i ^ std::process::id() as u64);
+            hasher.finish().to_le_bytes()
+        })
+        .collect()
 }
 
 impl Startup {
-    fn new(connections: Arc<ConnectionManager>) -> Startup {
+    fn new(connections: Arc<ConnectionManager>, password: Option<&str>) -> Startup {
         let mut parameters = DefaultServerParameterProvider::default();
         parameters.server_version = SERVER_VERSION.to_owned();
         parameters.server_encoding = "UTF8".to_owned();
@@ -296,7 +347,16 @@ impl Startup {
         parameters.time_zone = "UTC".to_owned();
         parameters.integer_datetimes = true;
         parameters.standard_conforming_strings = true;
-        Startup { parameters, pids: RandomPidSecretKeyGenerator::default(), connections }
+        let Some(password) = password else {
+            return Startup::Trust { parameters, pids: RandomPidSecretKeyGenerator::default(), connections };
+        };
+        let salt = random_salt();
+        let salted_password = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+        let mut scram = ScramAuth::new(Arc::new(PasswordSource { salt, salted_password }));
+        scram.set_iterations(SCRAM_ITERATIONS);
+        Startup::Scram(
+            SASLAuthStartupHandler::new(Arc::new(parameters)).with_scram(scram).with_connection_manager(connections),
+        )
     }
 }
 
@@ -308,16 +368,20 @@ impl StartupHandler for Startup {
         C::Error: std::fmt::Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let (parameters, pids, connections) = match self {
+            Startup::Scram(handler) => return handler.on_startup(client, message).await,
+            Startup::Trust { parameters, pids, connections } => (parameters, pids, connections),
+        };
         if let PgWireFrontendMessage::Startup(ref startup) = message {
             protocol_negotiation(client, startup).await?;
             save_startup_parameters_to_metadata(client, startup);
-            let (pid, secret_key) = self.pids.generate(client);
+            let (pid, secret_key) = pids.generate(client);
             client.set_pid_and_secret_key(pid, secret_key.clone());
             // Registered, so that a CancelRequest with this key reaches its queries.
-            let (handle, guard) = self.connections.register(pid, secret_key);
+            let (handle, guard) = connections.register(pid, secret_key);
             client.session_extensions().insert::<Arc<ConnectionHandle>>(handle);
             client.session_extensions().insert(guard);
-            finish_authentication(client, &self.parameters).await?;
+            finish_authentication(client, parameters).await?;
         }
         Ok(())
     }

@@ -287,3 +287,43 @@ async fn a_read_after_a_write_on_one_connection_sees_the_write() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_password_clients_authenticate_with_scram() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.password = Some("s3cret pässword".into());
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    let addr = endpoint.addr();
+    let connect_with = |password: &'static str| async move {
+        let url = format!("host={} port={} user=anyone password='{password}'", addr.ip(), addr.port());
+        let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
+        tokio::spawn(connection);
+        Ok::<Client, tokio_postgres::Error>(client)
+    };
+    let client = connect_with("s3cret pässword").await.expect("the right password is accepted");
+    assert_eq!(query(&client, "SHOW server_encoding").await.unwrap().1.len(), 1);
+    let Err(error) = connect_with("wrong").await else { panic!("a wrong password is refused") };
+    assert_eq!(sqlstate(&error), "28P01", "{error:?}");
+    // No password at all: the driver cannot answer SCRAM's challenge.
+    assert!(connect(addr).await.is_err(), "a client without the password is refused");
+    // psql too: with PGPASSWORD right it runs, wrong it names the failure.
+    let psql = |password: &str| {
+        std::process::Command::new("psql")
+            .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-U", "me", "-c", "SHOW TABLES"])
+            .env("PGPASSWORD", password)
+            .env("PGCONNECT_TIMEOUT", "10")
+            .output()
+            .expect("psql runs (.ci/run installs postgresql-client)")
+    };
+    assert!(psql("s3cret pässword").status.success());
+    let refused = psql("nope");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).to_lowercase().contains("password authentication failed"),
+        "{refused:?}"
+    );
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
