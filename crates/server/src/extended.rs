@@ -161,6 +161,9 @@ impl ExtendedQueryHandler for Extended {
             return crate::subscribe::stream(client, engine, request, settings.wait_ms()).await;
         }
         let format = portal.result_column_format.clone();
+        if first_word(&sql) == "FETCH" {
+            return crate::cursor::fetch(&settings, &sql, &format).await;
+        }
         let mut responses = tokio::task::spawn_blocking(move || answer(&engine, &settings, &sql, &format))
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))??;

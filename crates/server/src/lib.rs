@@ -7,7 +7,8 @@
 //! run), `pg` (the Postgres wire endpoint, simple protocol), `extended` (its
 //! extended protocol: Parse, Bind, Describe, Execute), `cell` (values in
 //! the wire formats, parameters as literals), `subscribe` (`COPY (SUBSCRIBE
-//! ...) TO STDOUT` streamed over it), `error`.
+//! ...) TO STDOUT` and `SUBSCRIBE` streamed over it), `cursor` (DECLARE ...
+//! CURSOR FOR SUBSCRIBE, FETCH, CLOSE), `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
 //! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
@@ -15,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 mod cell;
+mod cursor;
 mod engine;
 mod error;
 mod extended;

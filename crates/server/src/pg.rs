@@ -61,9 +61,20 @@ pub(crate) struct Settings {
     read_your_writes_off: std::sync::atomic::AtomicBool,
     /// What this connection wrote, for read-your-writes (`Engine::covers`).
     written: std::sync::Mutex<crate::engine::Writes>,
+    /// Its cursors over SUBSCRIBE.
+    cursors: crate::cursor::Cursors,
 }
 
 impl Settings {
+    pub(crate) fn cursors(&self) -> &crate::cursor::Cursors {
+        &self.cursors
+    }
+
+    /// The statement timeout, if one is set.
+    pub(crate) fn statement_timeout_ms(&self) -> Option<u64> {
+        Some(self.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed)).filter(|ms| *ms > 0)
+    }
+
     /// Notes a batch's writes: later reads wait until their views cover them.
     fn wrote(&self, writes: crate::engine::Writes) {
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
@@ -84,7 +95,7 @@ impl Settings {
 
 /// A `statement_timeout` value: a number of ms, or a string with a unit
 /// (`ms`, `s`, `min`, `h`), or `DEFAULT` (0: none).
-fn timeout_ms(value: &str) -> Option<u64> {
+pub(crate) fn timeout_ms(value: &str) -> Option<u64> {
     let value = value.trim().trim_matches('\'').trim();
     if value.eq_ignore_ascii_case("default") {
         return Some(0);
@@ -414,6 +425,12 @@ impl SimpleQueryHandler for Queries {
                 .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
             return Ok(vec![crate::subscribe::stream(client, engine, request, settings.wait_ms()).await?]);
         }
+        if let [statement] = statements.as_slice()
+            && first_word(statement) == "FETCH"
+        {
+            // Alone, a FETCH waits as long as it is told (a cancel ends the wait).
+            return Ok(vec![crate::cursor::fetch(&settings, statement, &Format::UnifiedText).await?]);
+        }
         let query = query.to_owned();
         tokio::task::spawn_blocking(move || answer(&engine, &settings, &query, &Format::UnifiedText))
             .await
@@ -458,6 +475,17 @@ pub(crate) fn answer(
                 ));
             }
             "SET" => set(settings, statement)?,
+            "DECLARE" => match crate::subscribe::parse_declare(statement) {
+                Some(Ok((name, request))) => {
+                    await_writes(engine, settings, &[request.view.as_str()])?;
+                    crate::cursor::declare(engine, settings, name, request)?
+                }
+                Some(Err(message)) if message.starts_with("not supported") => return Err(user_error("0A000", message)),
+                Some(Err(message)) => return Err(user_error("42601", message)),
+                None => unreachable!("the statement starts with DECLARE"),
+            },
+            "FETCH" => crate::cursor::fetch_blocking(settings, statement, format)?,
+            "CLOSE" => crate::cursor::close(settings, statement)?,
             "SHOW" => show(engine, settings, statement)?,
             "SELECT" | "VALUES" | "WITH" => select(engine, settings, statement, format)?,
             _ => {

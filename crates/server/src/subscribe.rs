@@ -45,7 +45,7 @@ pub(crate) struct SubscribeRequest {
 }
 
 /// Splits SQL into words and the punctuation `(`, `)`, `,` and `=`.
-fn tokens(sql: &str) -> Vec<String> {
+pub(crate) fn tokens(sql: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     for c in sql.chars() {
@@ -71,14 +71,40 @@ fn tokens(sql: &str) -> Vec<String> {
 pub(crate) fn parse_copy_subscribe(statement: &str) -> Option<Result<SubscribeRequest, String>> {
     let tokens = tokens(statement);
     let upper: Vec<String> = tokens.iter().map(|t| t.to_ascii_uppercase()).collect();
-    if upper.len() < 3 || upper[0] != "COPY" || upper[1] != "(" || upper[2] != "SUBSCRIBE" {
-        return None;
+    if upper.len() >= 3 && upper[0] == "COPY" && upper[1] == "(" && upper[2] == "SUBSCRIBE" {
+        return Some(parse_tokens(&tokens, &upper, 3, &[")", "TO", "STDOUT"]));
     }
-    Some(parse_tokens(&tokens, &upper))
+    // A plain SUBSCRIBE is streamed the same way (psql shows COPY output).
+    if upper.first().map(String::as_str) == Some("SUBSCRIBE") {
+        return Some(parse_tokens(&tokens, &upper, 1, &[]));
+    }
+    None
 }
 
-fn parse_tokens(tokens: &[String], upper: &[String]) -> Result<SubscribeRequest, String> {
-    let mut at = 3;
+/// The `SUBSCRIBE ...` of `DECLARE c CURSOR FOR SUBSCRIBE ...`, from its
+/// SUBSCRIBE on: the cursor's name and request, or what is wrong.
+pub(crate) fn parse_declare(statement: &str) -> Option<Result<(String, SubscribeRequest), String>> {
+    let tokens = tokens(statement);
+    let upper: Vec<String> = tokens.iter().map(|t| t.to_ascii_uppercase()).collect();
+    if upper.first().map(String::as_str) != Some("DECLARE") {
+        return None;
+    }
+    let Some(name) = tokens.get(1).map(|n| n.trim_matches('"').to_ascii_lowercase()) else {
+        return Some(Err("DECLARE needs a cursor name".into()));
+    };
+    let Some(at) = upper.iter().position(|t| t == "SUBSCRIBE") else {
+        return Some(Err("not supported: a cursor over anything but SUBSCRIBE".into()));
+    };
+    let between: Vec<&str> = upper[2..at].iter().map(String::as_str).collect();
+    let plain = matches!(between.as_slice(), ["CURSOR", "FOR"] | ["CURSOR", "WITH" | "WITHOUT", "HOLD", "FOR"]);
+    if !plain {
+        return Some(Err(format!("expected DECLARE {name} CURSOR FOR SUBSCRIBE ..., found \"{}\"", between.join(" "))));
+    }
+    Some(parse_tokens(&tokens, &upper, at + 1, &[]).map(|request| (name, request)))
+}
+
+fn parse_tokens(tokens: &[String], upper: &[String], start: usize, tail: &[&str]) -> Result<SubscribeRequest, String> {
+    let mut at = start;
     let word = |at: usize| upper.get(at).map(String::as_str);
     if word(at) == Some("TO") {
         at += 1;
@@ -104,10 +130,11 @@ fn parse_tokens(tokens: &[String], upper: &[String]) -> Result<SubscribeRequest,
             _ => break,
         }
     }
-    let rest: Vec<&str> = upper[at..].iter().map(String::as_str).collect();
-    if rest != [")", "TO", "STDOUT"] {
+    let rest: Vec<&str> = upper[at.min(upper.len())..].iter().map(String::as_str).collect();
+    if rest != tail {
         return Err(format!(
-            "expected COPY (SUBSCRIBE view [AS OF e] [UP TO e] [WITH (SNAPSHOT = bool, PROGRESS)]) TO STDOUT, found \"{}\"",
+            "expected SUBSCRIBE view [AS OF e] [UP TO e] [WITH (SNAPSHOT = bool, PROGRESS)]{}, found \"{}\"",
+            if tail.is_empty() { String::new() } else { format!(" then {}", tail.join(" ")) },
             rest.join(" ")
         ));
     }
@@ -185,7 +212,7 @@ pub(crate) fn poll(subscription: &mut Subscription) -> Polled {
 
 /// Opens the subscription, waiting up to `wait_ms` (the statement timeout,
 /// or 30 s) for a view just created to commit its first epoch.
-fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) -> PgWireResult<Subscription> {
+pub(crate) fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) -> PgWireResult<Subscription> {
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     loop {
         match Subscription::open(engine.data_dir(), &request.view, request.as_of, request.snapshot) {
@@ -202,7 +229,7 @@ fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) -> PgWireResu
 }
 
 /// The SQLSTATE of what ends or refuses a subscription.
-fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) -> PgWireError {
+pub(crate) fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) -> PgWireError {
     match error {
         millpond_dataflow::Error::EpochUnavailable { .. } => user_error("22000", error.to_string()),
         millpond_dataflow::Error::ViewDropped { view, epoch, recreated } => user_error(
@@ -336,16 +363,31 @@ mod tests {
     #[test]
     fn a_bad_copy_subscribe_says_what_is_wrong() {
         for (sql, says) in [
-            ("COPY (SUBSCRIBE) TO STDOUT", "expected COPY"),
+            ("COPY (SUBSCRIBE) TO STDOUT", "expected SUBSCRIBE"),
             ("COPY (SUBSCRIBE v AS OF x) TO STDOUT", "AS OF takes an epoch"),
             ("COPY (SUBSCRIBE v WITH (COLOR)) TO STDOUT", "unknown SUBSCRIBE option COLOR"),
             ("COPY (SUBSCRIBE v WITH (SNAPSHOT = maybe)) TO STDOUT", "SNAPSHOT takes true or false"),
-            ("COPY (SUBSCRIBE v) TO '/tmp/file'", "expected COPY"),
+            ("COPY (SUBSCRIBE v) TO '/tmp/file'", "then ) TO STDOUT"),
+            ("SUBSCRIBE v TO STDOUT", "found \"TO STDOUT\""),
             ("COPY (SUBSCRIBE v AS OF 5 UP TO 5) TO STDOUT", "must be greater than AS OF"),
         ] {
             let error = parse(sql).unwrap_err();
             assert!(error.contains(says), "{sql}: {error}");
         }
+    }
+
+    #[test]
+    fn plain_subscribes_and_cursors_parse() {
+        let plain = SubscribeRequest { view: "v".into(), as_of: None, up_to: None, snapshot: true, progress: false };
+        assert_eq!(parse("SUBSCRIBE TO v"), Ok(plain.clone()));
+        assert_eq!(parse("subscribe v with (progress)"), Ok(SubscribeRequest { progress: true, ..plain.clone() }));
+        let declared = parse_declare("DECLARE c CURSOR FOR SUBSCRIBE v AS OF 4").unwrap().unwrap();
+        assert_eq!(declared, ("c".into(), SubscribeRequest { as_of: Some(4), ..plain.clone() }));
+        let held = parse_declare("declare \"C\" cursor with hold for subscribe to v").unwrap().unwrap();
+        assert_eq!(held, ("c".into(), plain));
+        assert!(parse_declare("DECLARE c CURSOR FOR SELECT 1").unwrap().unwrap_err().contains("not supported"));
+        assert!(parse_declare("DECLARE c SCROLL CURSOR FOR SUBSCRIBE v").unwrap().is_err());
+        assert!(parse_declare("SELECT 1").is_none());
     }
 
     #[test]

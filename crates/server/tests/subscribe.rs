@@ -1,8 +1,9 @@
 //! `COPY (SUBSCRIBE ...) TO STDOUT` with the real psql, as a user runs it:
 //! the snapshot, then each committed change as it commits, with progress
 //! rows; UP TO ends the stream; psql's Ctrl-C (a cancel request) stops it
-//! with 57014; errors carry their SQLSTATE. (tokio-postgres sends COPY over
-//! the extended protocol, which this endpoint does not speak yet.)
+//! with 57014; errors carry their SQLSTATE. With tokio-postgres: a plain
+//! `SUBSCRIBE` as COPY over the extended protocol, and cursors (`DECLARE
+//! ... CURSOR FOR SUBSCRIBE`, `FETCH ... WITH (timeout)`, `CLOSE`).
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -175,4 +176,72 @@ async fn up_to_ends_the_stream_and_as_of_resumes_without_a_snapshot() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success() && stderr.contains(code), "{sql}: {stderr}");
     }
+}
+
+/// Rows of a simple query, as text.
+async fn rows(client: &Client, sql: &str) -> Vec<Vec<Option<String>>> {
+    let mut out = Vec::new();
+    for message in client.simple_query(sql).await.unwrap() {
+        if let SimpleQueryMessage::Row(row) = message {
+            out.push((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_fetch_a_views_changes_in_order_and_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path());
+    let client = connect(endpoint.addr()).await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'one'), (2, 'two');\n\
+             CREATE MATERIALIZED VIEW v AS SELECT k, v FROM t",
+        )
+        .await
+        .unwrap();
+    // The snapshot first (read-your-writes: it has both rows), in one FETCH ALL.
+    client.batch_execute("DECLARE c CURSOR FOR SUBSCRIBE v WITH (PROGRESS)").await.unwrap();
+    let snapshot = rows(&client, "FETCH ALL c WITH (timeout = '10s')").await;
+    let changes: Vec<_> = snapshot.iter().filter(|r| r[1].as_deref() == Some("f")).collect();
+    assert_eq!(changes.len(), 2, "{snapshot:?}");
+    let as_of: u64 = changes[0][0].as_deref().unwrap().parse().unwrap();
+    assert!(changes.iter().all(|r| r[2].as_deref() == Some("1")), "{snapshot:?}");
+    // Nothing new: a short timeout answers no rows, promptly.
+    let started = Instant::now();
+    let none: Vec<_> = rows(&client, "FETCH ALL c WITH (timeout = '100ms')").await;
+    assert!(none.iter().all(|r| r[1].as_deref() == Some("t")), "only progress, if anything: {none:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A change: FETCH waits for it, then returns it once, after the snapshot's epoch.
+    client.batch_execute("UPDATE t SET v = 'uno' WHERE k = 1").await.unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 2 && Instant::now() < deadline {
+        for row in rows(&client, "FETCH 10 c WITH (timeout = '5s')").await {
+            if row[1].as_deref() == Some("f") {
+                seen.push((row[2].clone().unwrap(), row[3].clone().unwrap(), row[4].clone().unwrap()));
+                assert!(row[0].as_deref().unwrap().parse::<u64>().unwrap() > as_of);
+            }
+        }
+    }
+    seen.sort();
+    let expected = [("-1", "1", "one"), ("1", "1", "uno")].map(|(d, k, v)| (d.to_owned(), k.to_owned(), v.to_owned()));
+    assert_eq!(seen, expected);
+    // CLOSE ends it; a closed or unknown cursor is 34000.
+    client.batch_execute("CLOSE c").await.unwrap();
+    let error = client.simple_query("FETCH c").await.unwrap_err();
+    assert_eq!(error.code().unwrap().code(), "34000");
+    let error = client.simple_query("DECLARE d CURSOR FOR SUBSCRIBE nothing").await.unwrap_err();
+    assert_eq!(error.code().unwrap().code(), "42P01");
+    // A plain SUBSCRIBE streams as COPY (tokio-postgres sends it over the
+    // extended protocol); UP TO ends it.
+    let stream = client.copy_out(&format!("SUBSCRIBE v AS OF {as_of} UP TO {}", as_of + 1)).await.unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(stream).await.unwrap();
+    let text: String = chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort();
+    assert_eq!(lines, [format!("{as_of}\t1\t1\tone"), format!("{as_of}\t1\t2\ttwo")], "the snapshot as of {as_of}");
+    drop(endpoint);
+    engine.shutdown().unwrap();
 }
