@@ -353,6 +353,8 @@ pub(crate) struct Checkpoints {
     pub(crate) commit_delay: std::time::Duration,
     /// How long a committed epoch stays safe from compaction.
     pub(crate) compaction_lag: std::time::Duration,
+    /// Changelog positions compaction must not pass (durable subscriptions).
+    pub(crate) holds: crate::config::ChangelogHolds,
     /// Recent commits (time, epoch, sink ends), oldest first, trimmed to the
     /// newest one older than the lag.
     history: Mutex<std::collections::VecDeque<Commit>>,
@@ -400,6 +402,7 @@ impl Checkpoints {
         }
         Ok(Checkpoints {
             compaction_lag: std::time::Duration::from_secs(600),
+            holds: crate::config::ChangelogHolds::default(),
             history: Mutex::new(std::collections::VecDeque::new()),
             epoch_floor,
             committed_epoch: AtomicU64::new(meta.epoch),
@@ -721,8 +724,12 @@ impl Checkpoints {
             history.front().filter(|(at, ..)| at.elapsed() >= self.compaction_lag).cloned()
         };
         if let Some((_, compact_epoch, ends)) = &compactable {
-            let topics: Vec<String> = meta.views.values().cloned().collect();
-            for topic in topics {
+            let views: Vec<(String, String)> = meta.views.iter().map(|(v, t)| (v.clone(), t.clone())).collect();
+            for (view, topic) in views {
+                // A hold older than the bound keeps the bound where it was.
+                if crate::config::held_epoch(&self.holds, &view, epoch).is_some_and(|held| held < *compact_epoch) {
+                    continue;
+                }
                 if let Some(end) = ends.get(&topic) {
                     meta.compactable.insert(topic, (*compact_epoch, *end));
                 }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use crate::Epoch;
+
 /// Where operator state lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StateBackend {
@@ -38,6 +40,31 @@ pub struct RetentionGap {
     /// The reader's offset, and the log start offset it skipped to.
     pub from: u64,
     pub to: u64,
+}
+
+/// A position in a view's changelog that compaction must not pass: the
+/// changes after `epoch` stay readable while the view's committed epoch is
+/// at most `epochs_max` past it (then the hold lapses: a reader that far
+/// behind may have to start over).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangelogHold {
+    pub view: String,
+    pub epoch: Epoch,
+    pub epochs_max: u64,
+}
+
+/// Holds by their owner's name, shared between a server and its runs.
+pub type ChangelogHolds = Arc<std::sync::Mutex<std::collections::BTreeMap<String, ChangelogHold>>>;
+
+/// The epoch before which `view`'s changelog may be compacted, at
+/// committed epoch `committed`: the oldest hold on it that has not lapsed.
+pub(crate) fn held_epoch(holds: &ChangelogHolds, view: &str, committed: Epoch) -> Option<Epoch> {
+    let holds = holds.lock().unwrap_or_else(|e| e.into_inner());
+    holds
+        .values()
+        .filter(|h| h.view == view && committed.saturating_sub(h.epoch) <= h.epochs_max)
+        .map(|h| h.epoch)
+        .min()
 }
 
 /// How a runtime runs.
@@ -77,6 +104,9 @@ pub struct RuntimeConfig {
     pub drop_undeclared: bool,
     /// What a resuming reader does about records retention deleted unread.
     pub on_retention_gap: RetentionGapPolicy,
+    /// Positions in views' changelogs that compaction must keep readable
+    /// (a server's durable subscriptions), read at every commit.
+    pub changelog_holds: ChangelogHolds,
 }
 
 impl RuntimeConfig {
@@ -95,7 +125,13 @@ impl RuntimeConfig {
             changelog_compaction_lag_ms: 600_000,
             drop_undeclared: false,
             on_retention_gap: RetentionGapPolicy::Fail,
+            changelog_holds: ChangelogHolds::default(),
         }
+    }
+    /// Shares `holds` with this run (see [`ChangelogHold`]).
+    pub fn changelog_holds(mut self, holds: ChangelogHolds) -> Self {
+        self.changelog_holds = holds;
+        self
     }
     pub fn on_retention_gap(mut self, policy: RetentionGapPolicy) -> Self {
         self.on_retention_gap = policy;
@@ -141,5 +177,24 @@ impl RuntimeConfig {
     pub fn stop_when_caught_up(mut self, on: bool) -> Self {
         self.stop_when_caught_up = on;
         self
+    }
+}
+
+#[cfg(test)]
+mod hold_tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_live_hold_on_a_view_bounds_its_compaction() {
+        let holds = ChangelogHolds::default();
+        let hold = |view: &str, epoch, epochs_max| ChangelogHold { view: view.into(), epoch, epochs_max };
+        assert_eq!(held_epoch(&holds, "v", 100), None, "no hold: compaction as the lag says");
+        holds.lock().unwrap().insert("a".into(), hold("v", 40, 100));
+        holds.lock().unwrap().insert("b".into(), hold("v", 70, 100));
+        holds.lock().unwrap().insert("c".into(), hold("w", 10, 100));
+        assert_eq!(held_epoch(&holds, "v", 100), Some(40), "the oldest of v's holds");
+        assert_eq!(held_epoch(&holds, "v", 141), Some(70), "a's hold lapsed 101 epochs on");
+        assert_eq!(held_epoch(&holds, "v", 171), None, "every hold on v lapsed");
+        assert_eq!(held_epoch(&holds, "w", 50), Some(10), "holds are per view");
     }
 }

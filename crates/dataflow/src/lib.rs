@@ -61,6 +61,7 @@ pub type Diff = isize;
 pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};
+pub use config::{ChangelogHold, ChangelogHolds};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
 pub use naming::{changelog_topic, dead_letter_topic};

@@ -84,6 +84,7 @@ pub(crate) fn declare(
     if cursors.lock().len() >= CURSORS_MAX {
         return Err(user_error("53400", format!("a connection holds at most {CURSORS_MAX} cursors")));
     }
+    let request = crate::durable::resolve(engine, request)?;
     let Some(view) = engine.view_columns(&request.view) else {
         return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
     };

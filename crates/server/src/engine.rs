@@ -97,6 +97,8 @@ pub struct Engine {
     topics: Topics,
     session: Mutex<Session>,
     runner: Mutex<Runner>,
+    /// The durable subscriptions (their holds go to every run).
+    pub(crate) subscriptions: crate::subscription::Subscriptions,
 }
 
 impl Engine {
@@ -113,8 +115,14 @@ impl Engine {
         })?;
         let topics = Topics::open(&config.data_dir)?;
         let session = Session::open_on(topics.clone())?;
-        let engine =
-            Arc::new(Engine { config, topics, session: Mutex::new(session), runner: Mutex::new(Runner::default()) });
+        let subscriptions = crate::subscription::Subscriptions::load(&topics)?;
+        let engine = Arc::new(Engine {
+            config,
+            topics,
+            session: Mutex::new(session),
+            runner: Mutex::new(Runner::default()),
+            subscriptions,
+        });
         engine.sync_runner(&engine.session(), true)?;
         Ok(engine)
     }
@@ -152,6 +160,11 @@ impl Engine {
             ends.insert(topic.clone(), self.topics.end_offset(&topic, 0)?);
         }
         Ok(ends)
+    }
+
+    /// The last committed checkpoint, as readers see it (None before the first).
+    pub fn committed(&self) -> Result<Option<millpond_dataflow::CheckpointMeta>> {
+        Ok(millpond_dataflow::CheckpointMeta::read_published(&self.config.data_dir)?)
     }
 
     /// Whether every view of `views` has committed an epoch whose readers of
@@ -274,7 +287,8 @@ impl Engine {
             .workers(self.config.workers)
             .epoch_interval_ms(self.config.epoch_interval_ms)
             .state(self.config.state)
-            .stop(stop_flag.clone());
+            .stop(stop_flag.clone())
+            .changelog_holds(self.subscriptions.holds.clone());
         config.commit_delay_ms = self.config.commit_delay_ms;
         let topics = self.topics.clone();
         let thread = std::thread::Builder::new()

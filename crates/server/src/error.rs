@@ -15,6 +15,9 @@ pub enum Error {
     Run(String),
     #[error("invalid server configuration: {0}")]
     Config(String),
+    /// A stored record that does not read.
+    #[error("{what} at offset {offset}: {message}")]
+    Corrupt { what: &'static str, offset: u64, message: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -8,7 +8,9 @@
 //! extended protocol: Parse, Bind, Describe, Execute), `cell` (values in
 //! the wire formats, parameters as literals), `subscribe` (`COPY (SUBSCRIBE
 //! ...) TO STDOUT` and `SUBSCRIBE` streamed over it), `cursor` (DECLARE ...
-//! CURSOR FOR SUBSCRIBE, FETCH, CLOSE), `error`.
+//! CURSOR FOR SUBSCRIBE, FETCH, CLOSE), `subscription` (durable
+//! subscriptions: their store and changelog holds), `durable` (their
+//! statements over the wire), `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
 //! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
@@ -17,12 +19,17 @@
 
 mod cell;
 mod cursor;
+mod durable;
 mod engine;
 mod error;
 mod extended;
 mod pg;
 mod subscribe;
+mod subscription;
 
 pub use engine::{Engine, EngineConfig, RunState, Writes};
 pub use error::{Error, Result};
 pub use pg::{CONNECTIONS_MAX_DEFAULT, PgConfig, PgEndpoint};
+pub use subscription::{
+    Durable, MAX_RETAINED_EPOCHS_DEFAULT, SUBSCRIPTIONS_MAX, SUBSCRIPTIONS_TOPIC, SubscriptionStatus,
+};

@@ -465,6 +465,11 @@ pub(crate) fn answer(
         Ok(())
     };
     for statement in split_statements(query) {
+        if crate::durable::is_subscription_statement(statement) {
+            flush(&mut batch, &mut responses)?;
+            responses.push(crate::durable::execute(engine, settings, statement)?);
+            continue;
+        }
         let response = match first_word(statement).as_str() {
             "BEGIN" | "START" => Response::TransactionStart(Tag::new("BEGIN")),
             "COMMIT" | "END" => Response::TransactionEnd(Tag::new("COMMIT")),
@@ -533,6 +538,9 @@ pub(crate) fn show(engine: &Engine, settings: &Settings, statement: &str) -> PgW
     };
     if words.first().map(String::as_str) == Some("create") {
         return show_create(engine, statement, &words[1..]);
+    }
+    if words == ["subscriptions"] {
+        return crate::durable::execute(engine, settings, statement);
     }
     let (column, values): (&str, Vec<String>) = match (kind, words.as_slice()) {
         (Some(kind), _) => {

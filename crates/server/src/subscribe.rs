@@ -42,6 +42,9 @@ pub(crate) struct SubscribeRequest {
     pub(crate) up_to: Option<Epoch>,
     pub(crate) snapshot: bool,
     pub(crate) progress: bool,
+    /// `SUBSCRIBE TO SUBSCRIPTION name`: the view and position are the
+    /// durable subscription's (`durable::resolve` fills them in).
+    pub(crate) subscription: Option<String>,
 }
 
 /// Splits SQL into words and the punctuation `(`, `)`, `,` and `=`.
@@ -109,10 +112,16 @@ fn parse_tokens(tokens: &[String], upper: &[String], start: usize, tail: &[&str]
     if word(at) == Some("TO") {
         at += 1;
     }
+    let mut subscription = None;
+    if word(at) == Some("SUBSCRIPTION") && tokens.get(at + 1).is_some_and(|t| t != ")") {
+        subscription = tokens.get(at + 1).map(|n| n.trim_matches('"').to_ascii_lowercase());
+        at += 1;
+    }
     let view = tokens.get(at).ok_or("SUBSCRIBE needs a view name")?;
-    let view = view.trim_matches('"').to_ascii_lowercase();
+    let view = if subscription.is_some() { String::new() } else { view.trim_matches('"').to_ascii_lowercase() };
     at += 1;
-    let mut request = SubscribeRequest { view, as_of: None, up_to: None, snapshot: true, progress: false };
+    let mut request =
+        SubscribeRequest { view, as_of: None, up_to: None, snapshot: true, progress: false, subscription };
     let epoch = |at: usize, what: &str| -> Result<Epoch, String> {
         tokens.get(at).and_then(|t| t.parse().ok()).ok_or_else(|| format!("{what} takes an epoch number"))
     };
@@ -137,6 +146,9 @@ fn parse_tokens(tokens: &[String], upper: &[String], start: usize, tail: &[&str]
             if tail.is_empty() { String::new() } else { format!(" then {}", tail.join(" ")) },
             rest.join(" ")
         ));
+    }
+    if request.subscription.is_some() && (request.as_of.is_some() || !request.snapshot) {
+        return Err("a subscription reads from its own position: no AS OF or SNAPSHOT with SUBSCRIPTION".into());
     }
     if let (Some(as_of), Some(up_to)) = (request.as_of, request.up_to)
         && up_to <= as_of
@@ -289,6 +301,7 @@ where
     C::Error: std::fmt::Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
+    let request = crate::durable::resolve(&engine, request)?;
     let Some(columns) = engine.view_columns(&request.view) else {
         return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
     };
@@ -349,7 +362,14 @@ mod tests {
 
     #[test]
     fn the_copy_subscribe_forms_parse() {
-        let plain = SubscribeRequest { view: "v".into(), as_of: None, up_to: None, snapshot: true, progress: false };
+        let plain = SubscribeRequest {
+            view: "v".into(),
+            as_of: None,
+            up_to: None,
+            snapshot: true,
+            progress: false,
+            subscription: None,
+        };
         assert_eq!(parse("COPY (SUBSCRIBE v) TO STDOUT"), Ok(plain.clone()));
         assert_eq!(parse("copy (subscribe to V) to stdout;"), Ok(plain.clone()));
         assert_eq!(
@@ -378,7 +398,14 @@ mod tests {
 
     #[test]
     fn plain_subscribes_and_cursors_parse() {
-        let plain = SubscribeRequest { view: "v".into(), as_of: None, up_to: None, snapshot: true, progress: false };
+        let plain = SubscribeRequest {
+            view: "v".into(),
+            as_of: None,
+            up_to: None,
+            snapshot: true,
+            progress: false,
+            subscription: None,
+        };
         assert_eq!(parse("SUBSCRIBE TO v"), Ok(plain.clone()));
         assert_eq!(parse("subscribe v with (progress)"), Ok(SubscribeRequest { progress: true, ..plain.clone() }));
         let declared = parse_declare("DECLARE c CURSOR FOR SUBSCRIBE v AS OF 4").unwrap().unwrap();
@@ -388,6 +415,10 @@ mod tests {
         assert!(parse_declare("DECLARE c CURSOR FOR SELECT 1").unwrap().unwrap_err().contains("not supported"));
         assert!(parse_declare("DECLARE c SCROLL CURSOR FOR SUBSCRIBE v").unwrap().is_err());
         assert!(parse_declare("SELECT 1").is_none());
+        let durable = parse("SUBSCRIBE TO SUBSCRIPTION s WITH (PROGRESS)").unwrap();
+        assert_eq!((durable.subscription.as_deref(), durable.progress), (Some("s"), true));
+        assert!(parse("SUBSCRIBE TO SUBSCRIPTION s AS OF 3").unwrap_err().contains("own position"));
+        assert_eq!(parse("SUBSCRIBE subscription").unwrap().view, "subscription", "a view may be named so");
     }
 
     #[test]
