@@ -338,10 +338,21 @@ impl Subscription {
 
     /// Reads whatever has been committed since the last call; queues events.
     pub fn poll(&mut self) -> Result<()> {
+        if self.dropped.is_some() {
+            return Err(self.dropped.take().expect("checked"));
+        }
+        match CheckpointMeta::read_published(&self.data_dir)? {
+            Some(meta) => self.poll_at(&meta),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Subscription::poll`] against `meta`, a published checkpoint its
+    /// caller read (a server reads it once for every subscriber).
+    pub fn poll_at(&mut self, meta: &CheckpointMeta) -> Result<()> {
         if let Some(error) = self.dropped.take() {
             return Err(error);
         }
-        let Some(meta) = CheckpointMeta::read_published(&self.data_dir)? else { return Ok(()) };
         let since = meta.changelogs.get(&self.view).map(|d| d.since);
         if meta.views.get(&self.view) != Some(&self.topic) || since != Some(self.since) {
             // The job dropped the view (RuntimeConfig::drop_undeclared; its
@@ -397,6 +408,11 @@ impl Subscription {
         }
         self.finish_through(epoch);
         self.dropped = Some(Error::ViewDropped { view: self.view.clone(), epoch, recreated });
+    }
+
+    /// The next event already read, if any (reads nothing).
+    pub fn next_queued(&mut self) -> Option<Event> {
+        self.queue.pop_front()
     }
 
     /// The next event, waiting for one (polling) for at most `timeout`.

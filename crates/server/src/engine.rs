@@ -99,6 +99,8 @@ pub struct Engine {
     runner: Mutex<Runner>,
     /// The durable subscriptions (their holds go to every run).
     pub(crate) subscriptions: crate::subscription::Subscriptions,
+    /// The published checkpoint, read once for every subscriber.
+    pub(crate) commits: crate::commits::Commits,
 }
 
 impl Engine {
@@ -116,7 +118,13 @@ impl Engine {
         let topics = Topics::open(&config.data_dir)?;
         let session = Session::open_on(topics.clone())?;
         let subscriptions = crate::subscription::Subscriptions::load(&topics)?;
+        let commits = crate::commits::Commits::watch(&config.data_dir).map_err(|source| Error::Io {
+            action: "watching the checkpoint of",
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
         let engine = Arc::new(Engine {
+            commits,
             config,
             topics,
             session: Mutex::new(session),

@@ -103,13 +103,15 @@ fn describe(engine: &Engine, settings: &Settings, sql: String) -> PgWireResult<P
 }
 
 pub(crate) struct Extended {
-    pub(crate) engine: Arc<Engine>,
-    pub(crate) parser: Arc<Parser>,
+    engine: Arc<Engine>,
+    parser: Arc<Parser>,
+    gauges: Arc<crate::pg::Gauges>,
+    stall_ms: u64,
 }
 
 impl Extended {
-    pub(crate) fn new(engine: Arc<Engine>) -> Extended {
-        Extended { parser: Arc::new(Parser { engine: engine.clone() }), engine }
+    pub(crate) fn new(engine: Arc<Engine>, gauges: Arc<crate::pg::Gauges>, stall_ms: u64) -> Extended {
+        Extended { parser: Arc::new(Parser { engine: engine.clone() }), engine, gauges, stall_ms }
     }
 }
 
@@ -158,7 +160,8 @@ impl ExtendedQueryHandler for Extended {
             tokio::task::spawn_blocking(move || await_writes(&waiter, &waiting, &[view.as_str()]))
                 .await
                 .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
-            return crate::subscribe::stream(client, engine, request, settings.wait_ms()).await;
+            let _subscriber = crate::pg::Counted::new(&self.gauges.subscribers);
+            return crate::subscribe::stream(client, engine, request, settings.wait_ms(), self.stall_ms).await;
         }
         let format = portal.result_column_format.clone();
         if first_word(&sql) == "FETCH" {

@@ -4,7 +4,8 @@
 //! clients, so statements, views and readers run side by side.
 //!
 //! Module map: `engine` (the data directory, its session and its runtime
-//! run), `pg` (the Postgres wire endpoint, simple protocol), `extended` (its
+//! run), `commits` (the published checkpoint, read once for every
+//! subscriber), `pg` (the Postgres wire endpoint, simple protocol), `extended` (its
 //! extended protocol: Parse, Bind, Describe, Execute), `cell` (values in
 //! the wire formats, parameters as literals), `subscribe` (`COPY (SUBSCRIBE
 //! ...) TO STDOUT` and `SUBSCRIBE` streamed over it), `cursor` (DECLARE ...
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod cell;
+mod commits;
 mod cursor;
 mod durable;
 mod engine;
@@ -29,7 +31,8 @@ mod subscription;
 
 pub use engine::{Engine, EngineConfig, RunState, Writes};
 pub use error::{Error, Result};
-pub use pg::{CONNECTIONS_MAX_DEFAULT, PgConfig, PgEndpoint};
+pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint};
+pub use subscribe::SUBSCRIBER_STALL_MS_DEFAULT;
 pub use subscription::{
     Durable, MAX_RETAINED_EPOCHS_DEFAULT, SUBSCRIPTIONS_MAX, SUBSCRIPTIONS_TOPIC, SubscriptionStatus,
 };

@@ -160,6 +160,34 @@ pub struct PgConfig {
     /// When set, clients authenticate with SCRAM-SHA-256 with this password
     /// (any user name); a wrong one is refused with 28P01. Unset: trust.
     pub password: Option<String>,
+    /// How long a subscriber's client may read nothing while its buffer is
+    /// full before the subscriber is dropped (53200).
+    pub subscriber_stall_ms: u64,
+}
+
+/// What an endpoint counts, for its metrics and tests.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Connections being served.
+    pub connections: std::sync::atomic::AtomicUsize,
+    /// Streams of SUBSCRIBE (COPY) being served.
+    pub subscribers: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts one on `gauge` while alive.
+pub(crate) struct Counted<'g>(&'g std::sync::atomic::AtomicUsize);
+
+impl<'g> Counted<'g> {
+    pub(crate) fn new(gauge: &'g std::sync::atomic::AtomicUsize) -> Counted<'g> {
+        gauge.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Counted(gauge)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for PgConfig {
@@ -168,13 +196,19 @@ impl std::fmt::Debug for PgConfig {
             .field("listen", &self.listen)
             .field("connections_max", &self.connections_max)
             .field("password", &self.password.as_ref().map(|_| "<set>"))
+            .field("subscriber_stall_ms", &self.subscriber_stall_ms)
             .finish()
     }
 }
 
 impl PgConfig {
     pub fn new(listen: SocketAddr) -> PgConfig {
-        PgConfig { listen, connections_max: CONNECTIONS_MAX_DEFAULT, password: None }
+        PgConfig {
+            listen,
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            password: None,
+            subscriber_stall_ms: crate::subscribe::SUBSCRIBER_STALL_MS_DEFAULT,
+        }
     }
 }
 
@@ -182,6 +216,7 @@ impl PgConfig {
 #[derive(Debug)]
 pub struct PgEndpoint {
     addr: SocketAddr,
+    gauges: Arc<Gauges>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -204,22 +239,33 @@ impl PgEndpoint {
             .map_err(io("starting the I/O threads of"))?;
         let (shutdown, stopped) = tokio::sync::oneshot::channel();
         let connections = Arc::new(ConnectionManager::new());
+        let gauges = Arc::new(Gauges::default());
         let handlers = Arc::new(Handlers {
-            extended: Arc::new(crate::extended::Extended::new(engine.clone())),
-            queries: Arc::new(Queries { engine }),
+            extended: Arc::new(crate::extended::Extended::new(
+                engine.clone(),
+                gauges.clone(),
+                config.subscriber_stall_ms,
+            )),
+            queries: Arc::new(Queries { engine, gauges: gauges.clone(), stall_ms: config.subscriber_stall_ms }),
             startup: Arc::new(Startup::new(connections.clone(), config.password.as_deref())),
             cancel: Arc::new(DefaultCancelHandler::new(connections)),
         });
+        let counted = gauges.clone();
         let thread = std::thread::Builder::new()
             .name("millpond-pg-accept".into())
-            .spawn(move || runtime.block_on(accept_loop(listener, handlers, config.connections_max, stopped)))
+            .spawn(move || runtime.block_on(accept_loop(listener, handlers, config.connections_max, counted, stopped)))
             .map_err(io("spawning the accept thread of"))?;
-        Ok(PgEndpoint { addr, shutdown: Some(shutdown), thread: Some(thread) })
+        Ok(PgEndpoint { addr, gauges, shutdown: Some(shutdown), thread: Some(thread) })
     }
 
     /// The address it listens on (the port chosen, if 0 was asked for).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// What it serves now: connections and subscribers.
+    pub fn gauges(&self) -> &Gauges {
+        &self.gauges
     }
 }
 
@@ -238,6 +284,7 @@ async fn accept_loop(
     listener: std::net::TcpListener,
     handlers: Arc<Handlers>,
     connections_max: usize,
+    gauges: Arc<Gauges>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
@@ -256,8 +303,9 @@ async fn accept_loop(
             });
             continue;
         };
-        let handlers = handlers.clone();
+        let (handlers, gauges) = (handlers.clone(), gauges.clone());
         tokio::spawn(async move {
+            let _served = Counted::new(&gauges.connections);
             // A client's protocol error ends its connection only.
             let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
             drop(slot);
@@ -400,6 +448,8 @@ impl StartupHandler for Startup {
 
 struct Queries {
     engine: Arc<Engine>,
+    gauges: Arc<Gauges>,
+    stall_ms: u64,
 }
 
 #[async_trait]
@@ -423,7 +473,9 @@ impl SimpleQueryHandler for Queries {
             tokio::task::spawn_blocking(move || await_writes(&waiter, &waiting, &[view.as_str()]))
                 .await
                 .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
-            return Ok(vec![crate::subscribe::stream(client, engine, request, settings.wait_ms()).await?]);
+            let _subscriber = Counted::new(&self.gauges.subscribers);
+            let streamed = crate::subscribe::stream(client, engine, request, settings.wait_ms(), self.stall_ms).await?;
+            return Ok(vec![streamed]);
         }
         if let [statement] = statements.as_slice()
             && first_word(statement) == "FETCH"

@@ -30,8 +30,13 @@ use crate::pg::{VIEW_READY_POLL_MS, text_of, user_error};
 /// Events taken from the changelog per poll: a subscriber's memory bound.
 pub(crate) const EVENTS_PER_POLL_MAX: usize = 4096;
 
-/// How long a subscriber waits between polls when nothing was committed.
+/// How long a cursor's FETCH waits between polls when nothing was committed.
 pub(crate) const IDLE_POLL_MS: u64 = 20;
+/// How often an idle stream with PROGRESS repeats its last progress row.
+pub(crate) const HEARTBEAT_MS: u64 = 1_000;
+/// How long a subscriber's client may leave its buffer full (read nothing)
+/// before the subscriber is dropped with 53200, unless configured.
+pub const SUBSCRIBER_STALL_MS_DEFAULT: u64 = 30_000;
 
 /// A parsed `COPY (SUBSCRIBE ...) TO STDOUT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -222,6 +227,25 @@ pub(crate) fn poll(subscription: &mut Subscription) -> Polled {
     Polled { events, end: None }
 }
 
+/// Takes what is queued, then reads what `commit` says is committed (at
+/// most [`EVENTS_PER_POLL_MAX`] events): one subscriber's share of a commit.
+pub(crate) fn poll_at(subscription: &mut Subscription, commit: &crate::commits::Commit) -> Polled {
+    let mut events = Vec::new();
+    let mut read = false;
+    while events.len() < EVENTS_PER_POLL_MAX {
+        if let Some(event) = subscription.next_queued() {
+            events.push(event);
+            continue;
+        }
+        let Some(meta) = commit.as_deref().filter(|_| !read) else { break };
+        read = true;
+        if let Err(end) = subscription.poll_at(meta) {
+            return Polled { events, end: Some(end) };
+        }
+    }
+    Polled { events, end: None }
+}
+
 /// Opens the subscription, waiting up to `wait_ms` (the statement timeout,
 /// or 30 s) for a view just created to commit its first epoch.
 pub(crate) fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) -> PgWireResult<Subscription> {
@@ -295,6 +319,7 @@ pub(crate) async fn stream<C>(
     engine: Arc<Engine>,
     request: SubscribeRequest,
     wait_ms: u64,
+    stall_ms: u64,
 ) -> PgWireResult<Response>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -313,43 +338,81 @@ where
     let header = CopyOutResponse::new(0, width as i16, vec![0; width]);
     client.send(PgWireBackendMessage::CopyOutResponse(header)).await?;
     let mut rows = 0u64;
+    let mut commits = engine.commits.subscribe();
+    let mut last_progress: Option<Epoch> = None;
     loop {
+        let commit = commits.borrow_and_update().clone();
         let (back, polled) = tokio::task::spawn_blocking(move || {
-            let polled = poll(&mut subscription);
+            let polled = poll_at(&mut subscription, &commit);
             (subscription, polled)
         })
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
         subscription = back;
         let idle = polled.events.is_empty();
-        for event in &polled.events {
-            let epoch = match event {
-                Event::Change { epoch, .. } | Event::Progress { epoch, .. } => *epoch,
-            };
-            if matches!(event, Event::Change { .. }) && request.up_to.is_some_and(|up_to| epoch >= up_to) {
-                continue; // past UP TO: the progress mark below ends the stream
-            }
-            if let Some(text) = line(event, &columns, request.progress) {
-                client.feed(PgWireBackendMessage::CopyData(CopyData::new(text.into_bytes().into()))).await?;
-                rows += 1;
-            }
-            if let Event::Progress { .. } = event {
-                // The epoch is complete: out now, not when a buffer fills.
-                client.flush().await?;
-                if request.up_to.is_some_and(|up_to| epoch + 1 >= up_to) {
-                    client.send(PgWireBackendMessage::CopyDone(CopyDone::new())).await?;
-                    return Ok(Response::Execution(Tag::new("COPY").with_rows(rows as usize)));
+        let sent = tokio::time::timeout(Duration::from_millis(stall_ms), async {
+            for event in &polled.events {
+                let epoch = match event {
+                    Event::Change { epoch, .. } | Event::Progress { epoch, .. } => *epoch,
+                };
+                if matches!(event, Event::Change { .. }) && request.up_to.is_some_and(|up_to| epoch >= up_to) {
+                    continue; // past UP TO: the progress mark below ends the stream
+                }
+                if let Some(text) = line(event, &columns, request.progress) {
+                    client.feed(PgWireBackendMessage::CopyData(CopyData::new(text.into_bytes().into()))).await?;
+                    rows += 1;
+                }
+                if let Event::Progress { .. } = event {
+                    last_progress = Some(epoch);
+                    // The epoch is complete: out now, not when a buffer fills.
+                    client.flush().await?;
+                    if request.up_to.is_some_and(|up_to| epoch + 1 >= up_to) {
+                        client.send(PgWireBackendMessage::CopyDone(CopyDone::new())).await?;
+                        return Ok(Some(Response::Execution(Tag::new("COPY").with_rows(rows as usize))));
+                    }
                 }
             }
+            Ok::<_, PgWireError>(None)
+        })
+        .await;
+        match sent {
+            Ok(Ok(Some(done))) => return Ok(done),
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => return Err(error),
+            Err(_) => return Err(stalled(stall_ms, last_progress)),
         }
         if let Some(end) = polled.end {
             client.flush().await?;
             return Err(subscription_error(end, wait_ms));
         }
         if idle {
-            tokio::time::sleep(Duration::from_millis(IDLE_POLL_MS)).await;
+            // Wait for the next commit; with PROGRESS, an idle stream says
+            // so every heartbeat (a dead client is noticed when it fails).
+            let heartbeat = Duration::from_millis(HEARTBEAT_MS);
+            if tokio::time::timeout(heartbeat, commits.changed()).await.is_err()
+                && request.progress
+                && let Some(epoch) = last_progress
+            {
+                let text = line(&Event::Progress { epoch, progress: true }, &columns, true).expect("a progress line");
+                let beat = client.send(PgWireBackendMessage::CopyData(CopyData::new(text.into_bytes().into())));
+                match tokio::time::timeout(Duration::from_millis(stall_ms), beat).await {
+                    Ok(result) => result?,
+                    Err(_) => return Err(stalled(stall_ms, last_progress)),
+                }
+            }
         }
     }
+}
+
+/// The error of a subscriber whose client stopped reading.
+fn stalled(stall_ms: u64, last_progress: Option<Epoch>) -> PgWireError {
+    let resume = last_progress.map(|e| format!(" (resume with AS OF {e} WITH (SNAPSHOT = false))")).unwrap_or_default();
+    user_error(
+        "53200",
+        format!(
+            "the subscriber fell behind: its client read nothing for {stall_ms} ms while its buffer was full{resume}"
+        ),
+    )
 }
 
 #[cfg(test)]

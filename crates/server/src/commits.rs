@@ -1,0 +1,76 @@
+//! Commits: the runtime's published checkpoint, read once for the whole
+//! server and handed to every subscriber, so that N subscribers cost one
+//! read of `checkpoint.json` per commit, not N per poll.
+//!
+//! Invariants: the published value only moves forward (a checkpoint
+//! whose epoch is lower than the one published is never handed out); the
+//! file is parsed only when its modification time or length changed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use millpond_dataflow::{CHECKPOINT_FILE, CheckpointMeta};
+use tokio::sync::watch;
+
+/// How often the checkpoint file is looked at (a `stat`; parsed on change).
+pub(crate) const COMMIT_POLL_MS: u64 = 5;
+
+/// The latest published checkpoint (None before the first).
+pub(crate) type Commit = Option<Arc<CheckpointMeta>>;
+
+/// Watches a data directory's checkpoint on its own thread; stops when dropped.
+#[derive(Debug)]
+pub(crate) struct Commits {
+    receiver: watch::Receiver<Commit>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Commits {
+    pub(crate) fn watch(data_dir: &Path) -> std::io::Result<Commits> {
+        let initial = CheckpointMeta::read_published(data_dir).ok().flatten().map(Arc::new);
+        let (sender, receiver) = watch::channel(initial);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (path, stopping) = (data_dir.join(CHECKPOINT_FILE), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("millpond-commits".into())
+            .spawn(move || follow(&path, &sender, &stopping))?;
+        Ok(Commits { receiver, stop, thread: Some(thread) })
+    }
+
+    /// A receiver that sees every later commit (and the current one).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Commit> {
+        self.receiver.clone()
+    }
+}
+
+impl Drop for Commits {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool) {
+    let mut seen: Option<(SystemTime, u64)> = None;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(COMMIT_POLL_MS));
+        let Ok(stat) = std::fs::metadata(path) else { continue };
+        let stamp = (stat.modified().unwrap_or(SystemTime::UNIX_EPOCH), stat.len());
+        if seen == Some(stamp) {
+            continue;
+        }
+        let Some(dir) = path.parent() else { return };
+        let Ok(Some(meta)) = CheckpointMeta::read_published(dir) else { continue };
+        seen = Some(stamp);
+        let newer = sender.borrow().as_ref().is_none_or(|current| meta.epoch >= current.epoch);
+        if newer {
+            sender.send_replace(Some(Arc::new(meta)));
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Fan-out: 1000 concurrent subscribers on one view, each a changelog
+//! reader of its own (no dataflow per subscriber), all getting every
+//! change, while one deliberately stalled subscriber of another view (its
+//! client never reads) is dropped with 53200 once its buffer stays full,
+//! and nobody else notices.
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
+use tokio_postgres::NoTls;
+
+const SUBSCRIBERS: usize = 1000;
+const CHANGES: usize = 200;
+
+/// The test process's resident memory, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// A client that asks for a stream and then reads nothing, ever.
+fn stalled_subscriber(addr: SocketAddr, sql: &str) -> std::net::TcpStream {
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196_608i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0millpond\0\0");
+    let mut message = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+    message.extend_from_slice(&startup);
+    message.push(b'Q');
+    message.extend_from_slice(&((sql.len() + 5) as i32).to_be_bytes());
+    message.extend_from_slice(sql.as_bytes());
+    message.push(0);
+    socket.write_all(&message).unwrap();
+    socket
+}
+
+async fn wait_for(what: &str, deadline_s: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(deadline_s);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_subscribers_get_every_change_and_a_stalled_one_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.connections_max = SUBSCRIBERS + 16;
+    config.subscriber_stall_ms = 2_000;
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    let addr = endpoint.addr();
+    let url = format!("host={} port={} user=millpond", addr.ip(), addr.port());
+    let (admin, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    admin
+        .batch_execute(
+            "CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT); CREATE TABLE big (k BIGINT PRIMARY KEY, pad TEXT);\n\
+             CREATE MATERIALIZED VIEW v AS SELECT k, v FROM t; CREATE MATERIALIZED VIEW bigv AS SELECT k, pad FROM big",
+        )
+        .await
+        .unwrap();
+    admin.simple_query("SELECT * FROM v").await.unwrap(); // both views have committed
+
+    let before_kib = rss_kib();
+    let mut subscribers = Vec::new();
+    for _ in 0..SUBSCRIBERS {
+        let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        subscribers.push(tokio::spawn(async move {
+            let mut stream = Box::pin(client.copy_out("SUBSCRIBE v WITH (SNAPSHOT = false)").await.unwrap());
+            let mut lines = 0;
+            while lines < CHANGES {
+                let chunk = stream.next().await.expect("the stream goes on").expect("no error");
+                lines += chunk.iter().filter(|b| **b == b'\n').count();
+            }
+            lines
+        }));
+    }
+    let gauges = endpoint.gauges();
+    wait_for("every subscriber to start", 120, || gauges.subscribers.load(Ordering::Relaxed) == SUBSCRIBERS).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let per_subscriber_kib = rss_kib().saturating_sub(before_kib) as f64 / SUBSCRIBERS as f64;
+    eprintln!("idle subscribers: {per_subscriber_kib:.1} KiB each (test process RSS, server and client side)");
+
+    // The stalled subscriber; its view's changes (16 MiB) overflow its socket.
+    let _stalled = stalled_subscriber(addr, "COPY (SUBSCRIBE bigv) TO STDOUT");
+    wait_for("the stalled subscriber to start", 60, || gauges.subscribers.load(Ordering::Relaxed) == SUBSCRIBERS + 1)
+        .await;
+    let pad = "x".repeat(400);
+    for batch in 0..40 {
+        let rows: Vec<String> = (0..1000).map(|i| format!("({}, '{pad}')", batch * 1000 + i)).collect();
+        admin.batch_execute(&format!("INSERT INTO big VALUES {}", rows.join(", "))).await.unwrap();
+    }
+    wait_for("the stalled subscriber to be dropped", 120, || gauges.subscribers.load(Ordering::Relaxed) == SUBSCRIBERS)
+        .await;
+
+    // Everyone else gets every change of v.
+    let started = Instant::now();
+    for k in 0..CHANGES {
+        admin.batch_execute(&format!("INSERT INTO t VALUES ({k}, {k})")).await.unwrap();
+    }
+    for subscriber in subscribers {
+        let lines = tokio::time::timeout(Duration::from_secs(120), subscriber).await.expect("in time").unwrap();
+        assert_eq!(lines, CHANGES);
+    }
+    eprintln!("{SUBSCRIBERS} subscribers got {CHANGES} changes each in {:?}", started.elapsed());
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
