@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
+use millpond_server::{Engine, EngineConfig, MetricsEndpoint, PgConfig, PgEndpoint};
 
 /// The file a running server writes its address into, in the data directory.
 pub(crate) const SERVER_FILE: &str = "server.json";
@@ -20,6 +20,9 @@ pub(crate) struct ServeArgs {
     /// Address of the Postgres wire endpoint (loopback unless told).
     #[arg(long, default_value = "127.0.0.1:6875")]
     pg_listen: SocketAddr,
+    /// Address of a Prometheus text endpoint (`GET /metrics`); off unless given.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Most Postgres connections at once (more are refused with SQLSTATE 53300).
     #[arg(long, default_value_t = millpond_server::CONNECTIONS_MAX_DEFAULT)]
     connections_max: usize,
@@ -54,8 +57,18 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     pg.connections_max = args.connections_max;
     pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;
+    let metrics = match args.metrics_listen {
+        Some(listen) => Some(MetricsEndpoint::start(engine.clone(), endpoint.gauges().clone(), listen)?),
+        None => None,
+    };
+    if let Some(metrics) = &metrics {
+        eprintln!("metrics on http://{}/metrics", metrics.addr());
+    }
     let address = data_dir.join(SERVER_FILE);
-    let record = serde_json::json!({ "pg": endpoint.addr().to_string(), "pid": std::process::id() });
+    let mut record = serde_json::json!({ "pg": endpoint.addr().to_string(), "pid": std::process::id() });
+    if let Some(metrics) = &metrics {
+        record["metrics"] = metrics.addr().to_string().into();
+    }
     std::fs::write(&address, record.to_string()).with_context(|| format!("writing {}", address.display()))?;
     eprintln!(
         "serving {} on postgres://{} (psql -h {} -p {})",
@@ -67,6 +80,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    drop(metrics);
     drop(endpoint);
     let _ = std::fs::remove_file(&address);
     engine.shutdown()?;

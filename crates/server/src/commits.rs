@@ -7,16 +7,23 @@
 //! file is parsed only when its modification time or length changed.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use millpond_dataflow::{CHECKPOINT_FILE, CheckpointMeta};
 use tokio::sync::watch;
 
 /// How often the checkpoint file is looked at (a `stat`; parsed on change).
 pub(crate) const COMMIT_POLL_MS: u64 = 5;
+
+/// When the last commit was seen, and how long after the one before.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Timing {
+    pub(crate) last: Option<Instant>,
+    pub(crate) interval: Option<Duration>,
+}
 
 /// The latest published checkpoint (None before the first).
 pub(crate) type Commit = Option<Arc<CheckpointMeta>>;
@@ -25,6 +32,8 @@ pub(crate) type Commit = Option<Arc<CheckpointMeta>>;
 #[derive(Debug)]
 pub(crate) struct Commits {
     receiver: watch::Receiver<Commit>,
+    /// When the last commit was seen, and the interval before it.
+    timing: Arc<Mutex<Timing>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -34,16 +43,21 @@ impl Commits {
         let initial = CheckpointMeta::read_published(data_dir).ok().flatten().map(Arc::new);
         let (sender, receiver) = watch::channel(initial);
         let stop = Arc::new(AtomicBool::new(false));
-        let (path, stopping) = (data_dir.join(CHECKPOINT_FILE), stop.clone());
+        let timing = Arc::new(Mutex::new(Timing::default()));
+        let (path, stopping, timed) = (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone());
         let thread = std::thread::Builder::new()
             .name("millpond-commits".into())
-            .spawn(move || follow(&path, &sender, &stopping))?;
-        Ok(Commits { receiver, stop, thread: Some(thread) })
+            .spawn(move || follow(&path, &sender, &stopping, &timed))?;
+        Ok(Commits { receiver, timing, stop, thread: Some(thread) })
     }
 
     /// A receiver that sees every later commit (and the current one).
     pub(crate) fn subscribe(&self) -> watch::Receiver<Commit> {
         self.receiver.clone()
+    }
+
+    pub(crate) fn timing(&self) -> Timing {
+        *self.timing.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -56,7 +70,7 @@ impl Drop for Commits {
     }
 }
 
-fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool) {
+fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool, timing: &Mutex<Timing>) {
     let mut seen: Option<(SystemTime, u64)> = None;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(COMMIT_POLL_MS));
@@ -68,8 +82,14 @@ fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool) {
         let Some(dir) = path.parent() else { return };
         let Ok(Some(meta)) = CheckpointMeta::read_published(dir) else { continue };
         seen = Some(stamp);
-        let newer = sender.borrow().as_ref().is_none_or(|current| meta.epoch >= current.epoch);
-        if newer {
+        let current = sender.borrow().as_ref().map(|current| current.epoch);
+        if current.is_none_or(|epoch| meta.epoch >= epoch) {
+            if current.is_none_or(|epoch| meta.epoch > epoch) {
+                let mut timing = timing.lock().unwrap_or_else(|e| e.into_inner());
+                let now = Instant::now();
+                timing.interval = timing.last.map(|last| now - last);
+                timing.last = Some(now);
+            }
             sender.send_replace(Some(Arc::new(meta)));
         }
     }

@@ -28,6 +28,13 @@ use millpond_sql::{CompiledCatalog, CompiledSource, Outcome, Session};
 
 use crate::error::{Error, Result};
 
+/// What a view's readers have done, as of the last commit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewStat {
+    pub read_records: u64,
+    pub lag_records: u64,
+}
+
 /// Table topics (`table.NAME`): what read-your-writes tracks.
 const TABLE_TOPIC_PREFIX: &str = "table.";
 
@@ -173,6 +180,32 @@ impl Engine {
     /// The last committed checkpoint, as readers see it (None before the first).
     pub fn committed(&self) -> Result<Option<millpond_dataflow::CheckpointMeta>> {
         Ok(millpond_dataflow::CheckpointMeta::read_published(&self.config.data_dir)?)
+    }
+
+    /// Per view of `meta`: how many records its readers have read (their
+    /// committed next offsets, summed) and how many are left before their
+    /// topics' high watermarks.
+    pub fn view_stats(&self, meta: &millpond_dataflow::CheckpointMeta) -> std::collections::BTreeMap<String, ViewStat> {
+        let mut stats = std::collections::BTreeMap::new();
+        for view in meta.views.keys() {
+            let mut stat = ViewStat::default();
+            let prefix = format!("{view}.");
+            for (reader, topic) in meta.readers.iter().filter(|(reader, _)| reader.starts_with(&prefix)) {
+                for (partition, next) in meta.sources.get(reader).into_iter().flatten() {
+                    let end = self.topics.end_offset(topic, *partition).unwrap_or(*next);
+                    stat.read_records += next;
+                    stat.lag_records += end.saturating_sub(*next);
+                }
+            }
+            stats.insert(view.clone(), stat);
+        }
+        stats
+    }
+
+    /// Time since the last commit was seen, and the interval before it.
+    pub fn commit_timing(&self) -> (std::time::Duration, Option<std::time::Duration>) {
+        let timing = self.commits.timing();
+        (timing.last.map_or(std::time::Duration::ZERO, |last| last.elapsed()), timing.interval)
     }
 
     /// Whether every view of `views` has committed an epoch whose readers of

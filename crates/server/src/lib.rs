@@ -11,7 +11,8 @@
 //! ...) TO STDOUT` and `SUBSCRIBE` streamed over it), `cursor` (DECLARE ...
 //! CURSOR FOR SUBSCRIBE, FETCH, CLOSE), `subscription` (durable
 //! subscriptions: their store and changelog holds), `durable` (their
-//! statements over the wire), `error`.
+//! statements over the wire), `metrics` (the Prometheus text endpoint),
+//! `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
 //! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
@@ -25,12 +26,14 @@ mod durable;
 mod engine;
 mod error;
 mod extended;
+mod metrics;
 mod pg;
 mod subscribe;
 mod subscription;
 
-pub use engine::{Engine, EngineConfig, RunState, Writes};
+pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
+pub use metrics::{MetricsEndpoint, REQUEST_BYTES_MAX};
 pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint};
 pub use subscribe::SUBSCRIBER_STALL_MS_DEFAULT;
 pub use subscription::{

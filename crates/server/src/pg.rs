@@ -264,7 +264,7 @@ impl PgEndpoint {
     }
 
     /// What it serves now: connections and subscribers.
-    pub fn gauges(&self) -> &Gauges {
+    pub fn gauges(&self) -> &Arc<Gauges> {
         &self.gauges
     }
 }

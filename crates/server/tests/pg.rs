@@ -327,3 +327,52 @@ async fn with_a_password_clients_authenticate_with_scram() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_endpoint_exports_views_and_connections_in_prometheus_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 8);
+    let metrics = millpond_server::MetricsEndpoint::start(
+        engine.clone(),
+        endpoint.gauges().clone(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let client = connect(endpoint.addr()).await.unwrap();
+    query(
+        &client,
+        "CREATE TABLE t (k BIGINT); INSERT INTO t VALUES (1), (2), (3); CREATE MATERIALIZED VIEW v AS SELECT k FROM t",
+    )
+    .await
+    .unwrap();
+    let scrape = |path: &'static str| {
+        let addr = metrics.addr();
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+            socket.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+            let mut response = String::new();
+            socket.read_to_string(&mut response).await.unwrap();
+            response
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        let response = scrape("/metrics").await;
+        if response.contains("millpond_view_records_read_total{view=\"v\"} 3") {
+            break response;
+        }
+        assert!(Instant::now() < deadline, "the view's reads never showed: {response}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(body.starts_with("HTTP/1.0 200 OK\r\n"), "{body}");
+    assert!(body.contains("millpond_pg_connections 1\n"), "{body}");
+    assert!(body.contains("millpond_pg_subscribers 0\n"), "{body}");
+    assert!(body.contains("millpond_view_lag_records{view=\"v\"} 0\n"), "{body}");
+    assert!(body.contains("# TYPE millpond_view_records_read_total counter"), "{body}");
+    assert!(body.contains("millpond_view_committed_epoch{view=\"v\"} "), "{body}");
+    assert!(body.contains("millpond_checkpoint_age_seconds "), "{body}");
+    assert!(scrape("/other").await.starts_with("HTTP/1.0 404"));
+    drop(metrics);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
