@@ -15,6 +15,7 @@ mod generate;
 mod job;
 mod produce;
 mod progress;
+mod remote;
 mod serve;
 mod signals;
 mod sql;
@@ -116,10 +117,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             recover(&cli.data_dir)?;
             sql::run_file(&cli.data_dir, &args)
         }
-        Command::Sql(args) => {
-            recover(&cli.data_dir)?;
-            sql::run_statement(&cli.data_dir, &args)
-        }
+        Command::Sql(args) => match remote::server_for(&cli.data_dir, args.server) {
+            // The server owns the directory (and recovers it): go through it.
+            Some(server) => remote::run_sql(server, &args.statement, args.password.as_deref()),
+            None => {
+                recover(&cli.data_dir)?;
+                sql::run_statement(&cli.data_dir, &args)
+            }
+        },
         Command::Serve(args) => {
             recover(&cli.data_dir)?;
             serve::run(&cli.data_dir, &args)

@@ -25,8 +25,16 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct SqlArgs {
-    /// One or more statements (CREATE, DROP, INSERT, UPDATE, DELETE).
-    statement: String,
+    /// One or more statements (CREATE, DROP, INSERT, UPDATE, DELETE; through
+    /// a running server also SELECT, SHOW, subscriptions).
+    pub(crate) statement: String,
+    /// Send the statements to the server at this address (Postgres wire);
+    /// by default to the one that owns the data directory, if it runs.
+    #[arg(long)]
+    pub(crate) server: Option<std::net::SocketAddr>,
+    /// The server's password (SCRAM-SHA-256), when it has one.
+    #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
+    pub(crate) password: Option<String>,
 }
 
 /// Executes `sql` in a session, rendering an SQL error against the text.
@@ -61,6 +69,7 @@ pub(crate) fn run_file(data_dir: &Path, args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runs the statements on the data directory itself (no server owns it).
 pub(crate) fn run_statement(data_dir: &Path, args: &SqlArgs) -> Result<()> {
     execute(data_dir, &args.statement, None, false)?;
     Ok(())
