@@ -324,3 +324,54 @@ fn run_and_sql_report_what_recovery_cut() {
     assert!(stderr.contains("warning: recovery cut"), "run says what recovery cut: {stderr}");
     assert_eq!(json_lines(&ok(dir, &["view", "read", "n"], "")), [serde_json::json!({"n": 2})]);
 }
+
+/// Kills the demo if the test fails before it stops it.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_live_demo_serves_the_nexmark_views_while_it_feeds_them() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["demo", "--pg-listen", "127.0.0.1:0", "--rate", "1000", "--epoch-ms", "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut demo = Running(child);
+    let mut lines = BufReader::new(demo.0.stdout.take().unwrap()).lines();
+    // The first line names the address; a later one the psql line to watch.
+    let first = lines.next().unwrap().unwrap();
+    let address = first.split("postgres://").nth(1).and_then(|a| a.split(':').nth(1)).unwrap();
+    let port: String = address.chars().take_while(char::is_ascii_digit).collect();
+    let printed: Vec<String> = (0..3).map(|_| lines.next().unwrap().unwrap()).collect();
+    assert!(printed.iter().any(|l| l.contains("COPY (SUBSCRIBE nexmark_q5")), "{printed:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let output = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "demo", "-X", "-A", "-t"])
+            .args(["-c", "SELECT COUNT(*) FROM nexmark_q4"])
+            .output()
+            .expect("psql runs");
+        let count: u64 = String::from_utf8_lossy(&output.stdout).trim().parse().unwrap_or(0);
+        if count > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "nexmark_q4 never filled: {output:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // SIGTERM: a clean stop that says how far the stream got.
+    assert!(Command::new("kill").args(["-TERM", &demo.0.id().to_string()]).status().unwrap().success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(demo.0.wait().unwrap().success());
+    assert!(rest.iter().any(|l| l.starts_with("stopped after ")), "{rest:?}");
+}

@@ -256,6 +256,30 @@ impl Engine {
         Ok(self.session().describe(sql)?)
     }
 
+    /// Appends `records` to `topic` (routed by key to its partitions;
+    /// synced; a missing topic is created with 4 partitions): what a feeder
+    /// of the server's own topics (the live demo) writes through.
+    pub fn append(&self, topic: &str, records: Vec<millpond_dataflow::TopicRecord>) -> Result<()> {
+        if !self.topics.exists(topic) {
+            let spec = millpond_dataflow::TopicSpec { partitions: 4, compacted: false, compaction_bounded: false };
+            self.topics.ensure(topic, spec)?;
+        }
+        Ok(self.topics.append(topic, records)?)
+    }
+
+    /// The records `topic` has held, over all its partitions (its end
+    /// offsets summed; 0 if there is no such topic).
+    pub fn records_in(&self, topic: &str) -> Result<u64> {
+        if !self.topics.exists(topic) {
+            return Ok(0);
+        }
+        let mut total = 0;
+        for partition in 0..self.topics.partitions(topic)? {
+            total += self.topics.end_offset(topic, partition)?;
+        }
+        Ok(total)
+    }
+
     /// Binds a one-off query against the catalog as it is now.
     pub fn query(&self, sql: &str) -> Result<millpond_sql::Query> {
         Ok(self.session().query(sql)?)
