@@ -782,7 +782,9 @@ pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
     let Error::Sql(millpond_sql::Error::Sql { location, message }) = error else {
         return user_error("XX000", error.to_string());
     };
-    let code = if message.starts_with("not supported") {
+    let code = if message.starts_with("there is no parameter") {
+        "42P02"
+    } else if message.starts_with("not supported") {
         "0A000"
     } else if message.starts_with("unknown source, table or view") || message.starts_with("there is no") {
         "42P01"

@@ -87,6 +87,10 @@ async fn tokio_postgres_prepares_binds_and_reads_binary_rows() {
     // Errors: SQLSTATEs at Parse and at Execute; the connection goes on.
     let error = client.prepare("SELECT nope FROM item WHERE id = $1").await.unwrap_err();
     assert_eq!(sqlstate(&error), "42703");
+    let error = client.prepare("SELECT id FROM item WHERE id = $4000000000").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "42P02", "a placeholder past 65535 is refused, not allocated for");
+    let error = client.simple_query("SELECT $1").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "42P02", "a simple query has no parameters");
     let error = client.prepare("SELECT 1; SELECT 2").await.unwrap_err();
     assert_eq!(sqlstate(&error), "42601");
     let error = client.query("SELECT id FROM item WHERE name = $1", &[&5i64]).await.unwrap_err();

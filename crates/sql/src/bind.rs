@@ -86,16 +86,25 @@ pub(crate) struct Binder<'a> {
     pub(crate) parameters: Option<std::cell::RefCell<Vec<Option<Type>>>>,
 }
 
+/// Placeholders a statement may have (`$1` to `$65535`: the Bind message
+/// counts its parameters in 16 bits).
+pub(crate) const PARAMETERS_MAX: usize = u16::MAX as usize;
+
 /// The 1-based index of a `$n` placeholder.
 pub(crate) fn placeholder_index(expr: &ast::Expr) -> Option<usize> {
     match expr {
         ast::Expr::Value(v) => match &v.value {
-            ast::Value::Placeholder(p) => p.strip_prefix('$')?.parse().ok().filter(|n| *n >= 1),
+            ast::Value::Placeholder(p) => parameter_number(p),
             _ => None,
         },
         ast::Expr::Nested(inner) => placeholder_index(inner),
         _ => None,
     }
+}
+
+/// `$n` as `n`, if it is a placeholder number in 1..=[`PARAMETERS_MAX`].
+fn parameter_number(placeholder: &str) -> Option<usize> {
+    placeholder.strip_prefix('$')?.parse().ok().filter(|n| (1..=PARAMETERS_MAX).contains(n))
 }
 
 /// An identifier as SQL compares it: unquoted names are case-insensitive.
@@ -1605,7 +1614,7 @@ impl<'a> Binder<'a> {
             ast::Value::Boolean(b) => (Expr::Literal(Value::Bool(*b)), Type::Bool),
             ast::Value::Null => (Expr::Literal(Value::Null), Type::Null),
             ast::Value::Placeholder(p) => {
-                let index = p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).filter(|n| *n >= 1);
+                let index = parameter_number(p);
                 match (&self.parameters, index) {
                     (Some(parameters), Some(index)) => {
                         let mut parameters = parameters.borrow_mut();
