@@ -20,11 +20,15 @@ pub enum Error {
     #[error("no view named '{0}' has been committed in this data directory")]
     UnknownView(String),
     #[error(
-        "view '{view}' was dropped{again} at epoch {epoch}; a subscriber's rows were retracted. \
-         Subscribe again for the current contents",
-        again = if *recreated { " and created again" } else { "" }
+        "view '{view}' was dropped{again} at epoch {epoch}; {what}. Subscribe again for the current contents",
+        again = if *recreated { " and created again" } else { "" },
+        what = if *retracted {
+            "a subscriber's rows were retracted"
+        } else {
+            "the rows a subscriber holds are no longer the view's (this reader keeps no rows to retract)"
+        }
     )]
-    ViewDropped { view: String, epoch: u64, recreated: bool },
+    ViewDropped { view: String, epoch: u64, recreated: bool, retracted: bool },
     #[error("view '{view}': epoch {epoch} is not available: {reason}")]
     EpochUnavailable { view: String, epoch: u64, reason: String },
     #[error("view '{view}': the changelog is inconsistent at offset {offset}: {reason}")]

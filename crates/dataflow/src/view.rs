@@ -108,8 +108,12 @@ pub struct Subscription {
     reader: PartitionReader,
     /// The snapshot epoch.
     as_of: Epoch,
-    /// Multiplicity per row (JSON bytes) as of what has been read.
+    /// Multiplicity per row (JSON bytes) as of what has been read; empty
+    /// once [`Subscription::forget_rows`] is called.
     counts: BTreeMap<Vec<u8>, i64>,
+    /// Whether `counts` is kept (the default): it checks each change
+    /// against the row it continues and lets a dropped view be retracted.
+    track_rows: bool,
     /// The epoch of the last record read, and the last progress yielded.
     last_epoch: Epoch,
     last_progress: Epoch,
@@ -170,6 +174,7 @@ impl Subscription {
             reader,
             as_of,
             counts: BTreeMap::new(),
+            track_rows: true,
             last_epoch: 0,
             last_progress: as_of,
             read_epoch: 0,
@@ -244,6 +249,17 @@ impl Subscription {
         Ok(subscription)
     }
 
+    /// Stops keeping every row's multiplicity, so the reader's memory no
+    /// longer grows with the view (a server's subscribers). What it gives
+    /// up: the check of each change against the row it continues (the
+    /// compaction bound still refuses a reader that fell behind it), and
+    /// the retractions of a dropped view (the next poll fails with
+    /// `ViewDropped { retracted: false }`, and the reader must re-snapshot).
+    pub fn forget_rows(&mut self) {
+        self.track_rows = false;
+        self.counts = BTreeMap::new();
+    }
+
     /// The epoch of the snapshot.
     pub fn as_of(&self) -> Epoch {
         self.as_of
@@ -298,6 +314,11 @@ impl Subscription {
             self.last_epoch = epoch;
         }
         let key = record.record.key.clone().unwrap_or_default();
+        if !self.track_rows {
+            let row = parse_row(&self.view, record.offset, &key)?;
+            self.queue.push_back(Event::Change { epoch, diff, row });
+            return Ok(());
+        }
         let count = record_count(record);
         let held = self.counts.get(&key).copied().unwrap_or(0);
         let Some(before) = count.checked_sub(diff) else {
@@ -407,7 +428,8 @@ impl Subscription {
             self.queue.push_back(Event::Change { epoch, diff: -count, row });
         }
         self.finish_through(epoch);
-        self.dropped = Some(Error::ViewDropped { view: self.view.clone(), epoch, recreated });
+        let retracted = self.track_rows;
+        self.dropped = Some(Error::ViewDropped { view: self.view.clone(), epoch, recreated, retracted });
     }
 
     /// The next event already read, if any (reads nothing).

@@ -11,8 +11,10 @@
 //! Invariants: rows of one epoch are flushed together, after every row of
 //! the epochs before it; a subscriber holds one changelog reader and a
 //! bounded batch of events at a time ([`EVENTS_PER_POLL_MAX`]), never a
-//! dataflow; a dropped view's rows are retracted before the error that
-//! ends the stream; an AS OF no longer retained is SQLSTATE 22000.
+//! dataflow, and holds no rows (`Subscription::forget_rows`: its memory
+//! does not grow with the view), so a dropped view ends the stream with
+//! 42P01 telling the client its rows are void (no retractions); an AS OF
+//! no longer retained is SQLSTATE 22000.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -254,6 +256,8 @@ pub(crate) fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) ->
         match Subscription::open(engine.data_dir(), &request.view, request.as_of, request.snapshot) {
             Ok(mut subscription) => {
                 subscription.poll_interval = Duration::from_millis(IDLE_POLL_MS);
+                // A subscriber's memory must not grow with the view (fan-out).
+                subscription.forget_rows();
                 return Ok(subscription);
             }
             Err(millpond_dataflow::Error::UnknownView(_)) if Instant::now() < deadline => {
@@ -268,11 +272,12 @@ pub(crate) fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) ->
 pub(crate) fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) -> PgWireError {
     match error {
         millpond_dataflow::Error::EpochUnavailable { .. } => user_error("22000", error.to_string()),
-        millpond_dataflow::Error::ViewDropped { view, epoch, recreated } => user_error(
+        millpond_dataflow::Error::ViewDropped { view, epoch, recreated, retracted } => user_error(
             "42P01",
             format!(
-                "view \"{view}\" was {} at epoch {epoch}: its rows were retracted; subscribe again for the {}",
+                "view \"{view}\" was {} at epoch {epoch}: {}; subscribe again for the {}",
                 if recreated { "replaced" } else { "dropped" },
+                if retracted { "its rows were retracted" } else { "the rows you hold from it are void" },
                 if recreated { "new definition's snapshot" } else { "view once it exists" }
             ),
         ),

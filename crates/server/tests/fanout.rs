@@ -14,6 +14,8 @@ use tokio_postgres::NoTls;
 
 const SUBSCRIBERS: usize = 1000;
 const CHANGES: usize = 200;
+/// Rows the view holds before anyone subscribes.
+const VIEW_ROWS: usize = 20_000;
 
 /// The test process's resident memory, in KiB.
 fn rss_kib() -> u64 {
@@ -65,7 +67,13 @@ async fn a_thousand_subscribers_get_every_change_and_a_stalled_one_is_dropped() 
         )
         .await
         .unwrap();
-    admin.simple_query("SELECT * FROM v").await.unwrap(); // both views have committed
+    // A view with rows already: a subscriber's memory must not grow with them.
+    let rows: Vec<String> = (0..VIEW_ROWS).map(|i| format!("({}, {i})", 1_000_000 + i)).collect();
+    admin.batch_execute(&format!("INSERT INTO t VALUES {}", rows.join(", "))).await.unwrap();
+    let counted = admin.simple_query("SELECT COUNT(*) FROM v").await.unwrap(); // committed, with the rows
+    assert!(
+        matches!(&counted[1], tokio_postgres::SimpleQueryMessage::Row(r) if r.get(0) == Some(VIEW_ROWS.to_string().as_str()))
+    );
 
     let before_kib = rss_kib();
     let mut subscribers = Vec::new();
@@ -86,7 +94,9 @@ async fn a_thousand_subscribers_get_every_change_and_a_stalled_one_is_dropped() 
     wait_for("every subscriber to start", 120, || gauges.subscribers.load(Ordering::Relaxed) == SUBSCRIBERS).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let per_subscriber_kib = rss_kib().saturating_sub(before_kib) as f64 / SUBSCRIBERS as f64;
-    eprintln!("idle subscribers: {per_subscriber_kib:.1} KiB each (test process RSS, server and client side)");
+    eprintln!(
+        "idle subscribers of a {VIEW_ROWS}-row view: {per_subscriber_kib:.1} KiB each (test process RSS, server and client side)"
+    );
 
     // The stalled subscriber; its view's changes (16 MiB) overflow its socket.
     let _stalled = stalled_subscriber(addr, "COPY (SUBSCRIBE bigv) TO STDOUT");

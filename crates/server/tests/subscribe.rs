@@ -245,3 +245,32 @@ async fn cursors_fetch_a_views_changes_in_order_and_once() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_a_dropped_view_ends_telling_the_client_to_re_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path());
+    let client = connect(endpoint.addr()).await;
+    client
+        .batch_execute("CREATE TABLE t (k BIGINT PRIMARY KEY); INSERT INTO t VALUES (1), (2); CREATE MATERIALIZED VIEW v AS SELECT k FROM t")
+        .await
+        .unwrap();
+    let stream = client.copy_out("SUBSCRIBE v WITH (PROGRESS)").await.unwrap();
+    let other = connect(endpoint.addr()).await;
+    other.batch_execute("DROP MATERIALIZED VIEW v").await.unwrap();
+    let mut stream = Box::pin(stream);
+    let mut text = String::new();
+    let error = loop {
+        match futures::StreamExt::next(&mut stream).await {
+            Some(Ok(chunk)) => text.push_str(&String::from_utf8_lossy(&chunk)),
+            Some(Err(error)) => break error,
+            None => panic!("the stream ended without an error: {text}"),
+        }
+    };
+    assert!(text.lines().filter(|l| l.split('\t').nth(1) == Some("f")).count() == 2, "the snapshot first: {text}");
+    let db = error.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "42P01");
+    assert!(db.message().contains("void") && db.message().contains("subscribe again"), "{}", db.message());
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
