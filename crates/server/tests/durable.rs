@@ -3,27 +3,12 @@
 //! acknowledged epoch (nothing missed, nothing twice), surviving the
 //! server's restart; SHOW SUBSCRIPTIONS; errors with their SQLSTATE.
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
-fn serve(dir: &std::path::Path) -> (Arc<Engine>, PgEndpoint) {
-    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir) }).unwrap();
-    let endpoint = PgEndpoint::start(engine.clone(), PgConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
-    (engine, endpoint)
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    let (client, connection) =
-        tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    client
-}
+mod common;
+use common::{connect, serve};
 
 async fn rows(client: &Client, sql: &str) -> Result<Vec<Vec<Option<String>>>, tokio_postgres::Error> {
     let mut out = Vec::new();

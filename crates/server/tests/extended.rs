@@ -2,28 +2,12 @@
 //! results, inferred parameter types, Describe of statements) and psycopg 3
 //! (Python, text formats, its own parameter types), against a running
 //! engine whose views run meanwhile.
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, NoTls};
 
-fn serve(dir: &std::path::Path) -> (Arc<Engine>, PgEndpoint) {
-    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir) }).unwrap();
-    let endpoint = PgEndpoint::start(engine.clone(), PgConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
-    (engine, endpoint)
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    let (client, connection) =
-        tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    client
-}
+mod common;
+use common::{connect, serve};
 
 fn sqlstate(error: &tokio_postgres::Error) -> String {
     error.code().map(|c| c.code().to_owned()).unwrap_or_else(|| format!("no SQLSTATE: {error}"))

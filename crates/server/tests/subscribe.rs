@@ -7,27 +7,13 @@
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+use tokio_postgres::{Client, SimpleQueryMessage};
 
-fn serve(dir: &std::path::Path) -> (Arc<Engine>, PgEndpoint) {
-    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir) }).unwrap();
-    let endpoint = PgEndpoint::start(engine.clone(), PgConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
-    (engine, endpoint)
-}
-
-async fn connect(addr: SocketAddr) -> Client {
-    let (client, connection) =
-        tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls)
-            .await
-            .unwrap();
-    tokio::spawn(connection);
-    client
-}
+mod common;
+use common::{connect, serve};
 
 /// psql, its stdout line-buffered (`stdbuf`: into a pipe, psql's stdio
 /// would hold COPY rows until 4 KiB or the end; into a terminal it shows
