@@ -428,16 +428,21 @@ mod tests {
         parse_copy_subscribe(sql).expect("a COPY (SUBSCRIBE ...)")
     }
 
-    #[test]
-    fn the_copy_subscribe_forms_parse() {
-        let plain = SubscribeRequest {
+    /// `SUBSCRIBE v` with every option at its default.
+    fn plain_request() -> SubscribeRequest {
+        SubscribeRequest {
             view: "v".into(),
             as_of: None,
             up_to: None,
             snapshot: true,
             progress: false,
             subscription: None,
-        };
+        }
+    }
+
+    #[test]
+    fn the_copy_subscribe_forms_parse() {
+        let plain = plain_request();
         assert_eq!(parse("COPY (SUBSCRIBE v) TO STDOUT"), Ok(plain.clone()));
         assert_eq!(parse("copy (subscribe to V) to stdout;"), Ok(plain.clone()));
         assert_eq!(
@@ -466,14 +471,7 @@ mod tests {
 
     #[test]
     fn plain_subscribes_and_cursors_parse() {
-        let plain = SubscribeRequest {
-            view: "v".into(),
-            as_of: None,
-            up_to: None,
-            snapshot: true,
-            progress: false,
-            subscription: None,
-        };
+        let plain = plain_request();
         assert_eq!(parse("SUBSCRIBE TO v"), Ok(plain.clone()));
         assert_eq!(parse("subscribe v with (progress)"), Ok(SubscribeRequest { progress: true, ..plain.clone() }));
         let declared = parse_declare("DECLARE c CURSOR FOR SUBSCRIBE v AS OF 4").unwrap().unwrap();
