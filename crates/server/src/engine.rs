@@ -108,7 +108,13 @@ pub struct Engine {
     pub(crate) subscriptions: crate::subscription::Subscriptions,
     /// The published checkpoint, read once for every subscriber.
     pub(crate) commits: crate::commits::Commits,
+    /// Subscriptions being opened at once (each folds its view's changelog).
+    pub(crate) opens: Arc<tokio::sync::Semaphore>,
 }
+
+/// Subscriptions opened at once: each open folds the view's changelog to
+/// its snapshot epoch, so more at once only raises the memory peak.
+pub(crate) const SUBSCRIPTION_OPENS_MAX: usize = 2;
 
 impl Engine {
     /// Opens the data directory (holding its lock), loads the catalog and
@@ -132,6 +138,7 @@ impl Engine {
         })?;
         let engine = Arc::new(Engine {
             commits,
+            opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),
             config,
             topics,
             session: Mutex::new(session),

@@ -336,9 +336,13 @@ where
         return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
     };
     let (opener, wanted) = (engine.clone(), request.clone());
+    // Each open folds the changelog up to its snapshot: a few at a time, so
+    // that a thousand subscribers arriving together do not fold at once.
+    let permit = engine.opens.clone().acquire_owned().await.map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     let mut subscription = tokio::task::spawn_blocking(move || open(&opener, &wanted, wait_ms))
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
+    drop(permit);
     let width = 2 + usize::from(request.progress) + columns.len();
     let header = CopyOutResponse::new(0, width as i16, vec![0; width]);
     client.send(PgWireBackendMessage::CopyOutResponse(header)).await?;
