@@ -10,7 +10,8 @@
 //! Invariants: a cursor belongs to its connection and lives until CLOSE or
 //! the connection's end; rows come in the changelog's order, each once;
 //! a cursor holds one changelog reader and at most one poll of events
-//! beyond what it has answered ([`crate::subscribe::EVENTS_PER_POLL_MAX`]).
+//! beyond what it has answered ([`crate::subscribe::EVENTS_PER_POLL_MAX`]),
+//! read against the server's one checkpoint watch (`commits`), as streams are.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -24,7 +25,7 @@ use pgwire::error::PgWireResult;
 
 use crate::engine::Engine;
 use crate::pg::{Settings, fields, timeout_ms, user_error};
-use crate::subscribe::{IDLE_POLL_MS, SubscribeRequest, poll, subscription_error, tokens};
+use crate::subscribe::{IDLE_POLL_MS, SubscribeRequest, poll_at, subscription_error, tokens};
 
 /// Cursors a connection may hold at once.
 pub(crate) const CURSORS_MAX: usize = 64;
@@ -158,11 +159,11 @@ pub(crate) fn parse_fetch(statement: &str) -> Result<FetchRequest, String> {
 
 impl Cursor {
     /// Moves what is committed into `pending` (one poll), as rows.
-    fn read(&mut self) {
+    fn read(&mut self, commit: &crate::commits::Commit) {
         if self.finished || self.pending.len() >= crate::subscribe::EVENTS_PER_POLL_MAX {
             return;
         }
-        let polled = poll(&mut self.subscription);
+        let polled = poll_at(&mut self.subscription, commit);
         let up_to = self.request.up_to;
         for event in polled.events {
             match event {
@@ -205,14 +206,14 @@ type Taken = (Vec<(String, Type)>, Vec<Vec<Value>>, bool);
 
 /// One attempt: up to `count` rows now (reading once if none is pending),
 /// and whether the cursor can give no more.
-fn take(settings: &Settings, fetch: &FetchRequest) -> PgWireResult<Taken> {
+fn take(engine: &Engine, settings: &Settings, fetch: &FetchRequest) -> PgWireResult<Taken> {
     let cursors = settings.cursors();
     let mut open = cursors.lock();
     let cursor = open
         .get_mut(&fetch.cursor)
         .ok_or_else(|| user_error("34000", format!("cursor \"{}\" does not exist", fetch.cursor)))?;
     if cursor.pending.is_empty() {
-        cursor.read();
+        cursor.read(&engine.commits.subscribe().borrow());
     }
     let n = fetch.count.unwrap_or(usize::MAX).min(cursor.pending.len());
     let rows: Vec<Vec<Value>> = cursor.pending.drain(..n).collect();
@@ -227,12 +228,17 @@ fn take(settings: &Settings, fetch: &FetchRequest) -> PgWireResult<Taken> {
 }
 
 /// Runs a FETCH, waiting (with `sleep`) for a first row as its timeout says.
-pub(crate) async fn fetch(settings: &Settings, statement: &str, format: &Format) -> PgWireResult<Response> {
+pub(crate) async fn fetch(
+    engine: &Engine,
+    settings: &Settings,
+    statement: &str,
+    format: &Format,
+) -> PgWireResult<Response> {
     let request = parse_fetch(statement).map_err(|message| user_error("42601", message))?;
     let wait_ms = request.timeout_ms.or_else(|| settings.statement_timeout_ms());
     let deadline = wait_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
     loop {
-        let (columns, rows, done) = take(settings, &request)?;
+        let (columns, rows, done) = take(engine, settings, &request)?;
         let expired = deadline.is_some_and(|d| Instant::now() >= d);
         if !rows.is_empty() || done || expired || request.count == Some(0) {
             return Ok(answer(&columns, rows, format));
@@ -243,12 +249,17 @@ pub(crate) async fn fetch(settings: &Settings, statement: &str, format: &Format)
 
 /// [`fetch`] from a blocking context (a FETCH among other statements):
 /// waiting at most the statement timeout (30 s when none).
-pub(crate) fn fetch_blocking(settings: &Settings, statement: &str, format: &Format) -> PgWireResult<Response> {
+pub(crate) fn fetch_blocking(
+    engine: &Engine,
+    settings: &Settings,
+    statement: &str,
+    format: &Format,
+) -> PgWireResult<Response> {
     let request = parse_fetch(statement).map_err(|message| user_error("42601", message))?;
     let wait_ms = request.timeout_ms.unwrap_or_else(|| settings.wait_ms());
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     loop {
-        let (columns, rows, done) = take(settings, &request)?;
+        let (columns, rows, done) = take(engine, settings, &request)?;
         if !rows.is_empty() || done || Instant::now() >= deadline || request.count == Some(0) {
             return Ok(answer(&columns, rows, format));
         }

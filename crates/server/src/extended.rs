@@ -165,7 +165,7 @@ impl ExtendedQueryHandler for Extended {
         }
         let format = portal.result_column_format.clone();
         if first_word(&sql) == "FETCH" {
-            return crate::cursor::fetch(&settings, &sql, &format).await;
+            return crate::cursor::fetch(&self.engine, &settings, &sql, &format).await;
         }
         let mut responses = tokio::task::spawn_blocking(move || answer(&engine, &settings, &sql, &format))
             .await

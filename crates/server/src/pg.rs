@@ -481,7 +481,7 @@ impl SimpleQueryHandler for Queries {
             && first_word(statement) == "FETCH"
         {
             // Alone, a FETCH waits as long as it is told (a cancel ends the wait).
-            return Ok(vec![crate::cursor::fetch(&settings, statement, &Format::UnifiedText).await?]);
+            return Ok(vec![crate::cursor::fetch(&engine, &settings, statement, &Format::UnifiedText).await?]);
         }
         let query = query.to_owned();
         tokio::task::spawn_blocking(move || answer(&engine, &settings, &query, &Format::UnifiedText))
@@ -541,7 +541,7 @@ pub(crate) fn answer(
                 Some(Err(message)) => return Err(user_error("42601", message)),
                 None => unreachable!("the statement starts with DECLARE"),
             },
-            "FETCH" => crate::cursor::fetch_blocking(settings, statement, format)?,
+            "FETCH" => crate::cursor::fetch_blocking(engine, settings, statement, format)?,
             "CLOSE" => crate::cursor::close(settings, statement)?,
             "SHOW" => show(engine, settings, statement)?,
             "SELECT" | "VALUES" | "WITH" => select(engine, settings, statement, format)?,

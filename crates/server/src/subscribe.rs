@@ -216,19 +216,6 @@ pub(crate) struct Polled {
     pub(crate) end: Option<millpond_dataflow::Error>,
 }
 
-/// Takes what is committed (at most [`EVENTS_PER_POLL_MAX`] events).
-pub(crate) fn poll(subscription: &mut Subscription) -> Polled {
-    let mut events = Vec::new();
-    while events.len() < EVENTS_PER_POLL_MAX {
-        match subscription.next_timeout(Duration::ZERO) {
-            Ok(Some(event)) => events.push(event),
-            Ok(None) => break,
-            Err(end) => return Polled { events, end: Some(end) },
-        }
-    }
-    Polled { events, end: None }
-}
-
 /// Takes what is queued, then reads what `commit` says is committed (at
 /// most [`EVENTS_PER_POLL_MAX`] events): one subscriber's share of a commit.
 pub(crate) fn poll_at(subscription: &mut Subscription, commit: &crate::commits::Commit) -> Polled {
