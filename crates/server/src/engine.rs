@@ -288,8 +288,8 @@ impl Engine {
     }
 
     /// Binds a one-off query against the catalog as it is now.
-    pub fn query(&self, sql: &str) -> Result<millpond_sql::Query> {
-        Ok(self.session().query(sql)?)
+    pub fn query(&self, sql: &str, context: &millpond_sql::SystemContext) -> Result<millpond_sql::Query> {
+        Ok(self.session().query_in(sql, context)?)
     }
 
     /// The columns of materialized view `name` (None if there is none).

@@ -55,7 +55,7 @@ impl QueryParser for Parser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let engine = self.engine.clone();
-        let settings = client.session_extensions().get_or_insert_with(Settings::default);
+        let settings = crate::pg::settings_of(client);
         let sql = sql.to_owned();
         let prepared = tokio::task::spawn_blocking(move || describe(&engine, &settings, sql))
             .await
@@ -153,7 +153,7 @@ impl ExtendedQueryHandler for Extended {
     {
         let sql = bound_sql(portal)?;
         let engine = self.engine.clone();
-        let settings = client.session_extensions().get_or_insert_with(Settings::default);
+        let settings = crate::pg::settings_of(client);
         if let Some(request) = crate::subscribe::parse_copy_subscribe(&sql) {
             let request = request.map_err(|message| user_error("42601", message))?;
             let (waiter, waiting, view) = (engine.clone(), settings.clone(), request.view.clone());

@@ -63,9 +63,34 @@ pub(crate) struct Settings {
     written: std::sync::Mutex<crate::engine::Writes>,
     /// Its cursors over SUBSCRIBE.
     cursors: crate::cursor::Cursors,
+    /// The database and user it connected as (the startup packet's).
+    database: String,
+    user: String,
+}
+
+/// The settings of `client`'s connection, made at its first statement.
+pub(crate) fn settings_of<C: ClientInfo>(client: &C) -> Arc<Settings> {
+    let metadata = client.metadata();
+    let user = metadata.get("user").cloned().unwrap_or_else(|| "millpond".to_owned());
+    let database = metadata.get("database").cloned().unwrap_or_else(|| user.clone());
+    client.session_extensions().get_or_insert_with(|| Settings { database, user, ..Settings::default() })
 }
 
 impl Settings {
+    /// What the system catalog shows this connection: its database, user
+    /// and the settings `SHOW` reports.
+    pub(crate) fn system_context(&self) -> millpond_sql::SystemContext {
+        let mut settings: Vec<(String, String)> = REPORTED_PARAMETERS
+            .iter()
+            .filter_map(|name| Some((name.to_string(), parameter_value(&name.to_ascii_lowercase())?)))
+            .collect();
+        let timeout_ms = self.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed);
+        settings.push(("statement_timeout".into(), format!("{timeout_ms}ms")));
+        let off = self.read_your_writes_off.load(std::sync::atomic::Ordering::Relaxed);
+        settings.push(("read_your_writes".into(), if off { "off" } else { "on" }.into()));
+        millpond_sql::SystemContext { database: self.database.clone(), user: self.user.clone(), settings }
+    }
+
     pub(crate) fn cursors(&self) -> &crate::cursor::Cursors {
         &self.cursors
     }
@@ -462,7 +487,7 @@ impl SimpleQueryHandler for Queries {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let engine = self.engine.clone();
-        let settings = client.session_extensions().get_or_insert_with(Settings::default);
+        let settings = settings_of(client);
         let statements = split_statements(query);
         if let Some(request) = statements.iter().find_map(|s| crate::subscribe::parse_copy_subscribe(s)) {
             if statements.len() > 1 {
@@ -646,6 +671,17 @@ fn show_create(engine: &Engine, statement: &str, words: &[String]) -> PgWireResu
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(vec![Ok(encoder.take_row())]))))
 }
 
+/// The parameters the server reports at startup, as `pg_settings` names them.
+const REPORTED_PARAMETERS: &[&str] = &[
+    "server_version",
+    "server_encoding",
+    "client_encoding",
+    "DateStyle",
+    "TimeZone",
+    "integer_datetimes",
+    "standard_conforming_strings",
+];
+
 /// The value of a parameter the server reports (lower-case name).
 fn parameter_value(name: &str) -> Option<String> {
     Some(
@@ -666,7 +702,7 @@ fn parameter_value(name: &str) -> Option<String> {
 /// batches (`millpond_sql::Query`), in text format.
 fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) -> PgWireResult<Response> {
     let wait_ms = settings.wait_ms();
-    let bound = engine.query(query).map_err(|e| statement_error(&e, query))?;
+    let bound = engine.query(query, &settings.system_context()).map_err(|e| statement_error(&e, query))?;
     await_writes(engine, settings, &bound.views().collect::<Vec<_>>())?;
     let mut snapshots = std::collections::BTreeMap::new();
     for view in bound.views() {

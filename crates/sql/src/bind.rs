@@ -17,7 +17,10 @@ use crate::catalog::{Catalog, ObjectKind, suggestion};
 use crate::error::{Error, Location, Result};
 use crate::eval::eval;
 use crate::parse::NESTING_MAX;
-use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey};
+use crate::plan::{
+    AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey, SubqueryKind,
+    TableFunction,
+};
 use crate::rewrite::{JoinCondition, and_all, apply_filter, conjuncts, split_condition};
 use crate::time;
 use crate::value::{Type, Value, cast, parse_decimal};
@@ -55,7 +58,7 @@ enum Context<'a> {
 type Cte = (usize, ast::Query, Option<ast::TableAlias>);
 
 pub(crate) struct Binder<'a> {
-    catalog: &'a Catalog,
+    pub(crate) catalog: &'a Catalog,
     file: Option<Arc<str>>,
     /// Where the statement starts, for nodes that carry no span.
     statement: Location,
@@ -84,6 +87,19 @@ pub(crate) struct Binder<'a> {
     /// compared with, combined with or cast to (`None`: placeholders are
     /// refused, as a statement without parameters has none).
     pub(crate) parameters: Option<std::cell::RefCell<Vec<Option<Type>>>>,
+    /// What a one-off query sees besides the catalog (its connection's
+    /// database, user and settings): the system catalog and functions such
+    /// as current_database() need it; `None` outside one-off queries.
+    pub(crate) system: Option<crate::system::SystemContext>,
+    /// The scopes of the queries a subquery being bound is in, innermost
+    /// last (one-off queries only): its `Outer` references resolve there.
+    outer: Vec<Scope>,
+    /// Whether the expression being bound may hold a subquery (a one-off
+    /// query's WHERE and SELECT items, over rows).
+    subqueries: bool,
+    /// Set for the query of an `ARRAY(SELECT ...)`, taken by it: its ORDER
+    /// BY orders the array, so it needs no LIMIT.
+    ordered: bool,
 }
 
 /// Placeholders a statement may have (`$1` to `$65535`: the Bind message
@@ -119,12 +135,52 @@ fn object_name(name: &ast::ObjectName) -> Option<&ast::Ident> {
     }
 }
 
+fn arg_span(args: &[ast::FunctionArg]) -> sqlparser::tokenizer::Span {
+    args.first().map(|a| a.span()).unwrap_or(sqlparser::tokenizer::Span::empty())
+}
+
+/// `ARRAY(SELECT ...)`.
+fn is_array_subquery(function: &ast::Function) -> bool {
+    matches!(function.args, ast::FunctionArguments::Subquery(_)) && function_name(function) == "array"
+}
+
+/// The binary operator a symbol names (in `OPERATOR(pg_catalog.symbol)`).
+fn operator_symbol(symbol: &str) -> Option<ast::BinaryOperator> {
+    use ast::BinaryOperator as B;
+    Some(match symbol {
+        "=" => B::Eq,
+        "<>" | "!=" => B::NotEq,
+        "<" => B::Lt,
+        "<=" => B::LtEq,
+        ">" => B::Gt,
+        ">=" => B::GtEq,
+        "+" => B::Plus,
+        "-" => B::Minus,
+        "*" => B::Multiply,
+        "/" => B::Divide,
+        "%" => B::Modulo,
+        "||" => B::StringConcat,
+        "~" => B::PGRegexMatch,
+        "~*" => B::PGRegexIMatch,
+        "!~" => B::PGRegexNotMatch,
+        "!~*" => B::PGRegexNotIMatch,
+        _ => return None,
+    })
+}
+
 fn is_aggregate_name(name: &str) -> bool {
     matches!(name, "count" | "sum" | "min" | "max" | "avg")
 }
 
 fn function_name(function: &ast::Function) -> String {
-    object_name(&function.name).map(normalize).unwrap_or_else(|| function.name.to_string().to_lowercase())
+    match function.name.0.as_slice() {
+        [ast::ObjectNamePart::Identifier(schema), ast::ObjectNamePart::Identifier(name)]
+            if normalize(schema) == "pg_catalog" =>
+        {
+            normalize(name)
+        }
+        _ => object_name(&function.name).map(normalize).unwrap_or_else(|| function.name.to_string().to_lowercase()),
+    }
 }
 
 /// Whether an expression contains an aggregate call (outside subqueries).
@@ -238,6 +294,26 @@ pub(crate) fn data_type(data_type: &ast::DataType) -> Option<Type> {
         }
         D::Date => Type::Date,
         D::Interval { .. } => Type::Interval,
+        D::Custom(name, modifiers) if modifiers.is_empty() => return custom_type(name),
+        _ => return None,
+    })
+}
+
+/// Postgres's own type names (`oid`, `name`, `"char"`, ...), possibly
+/// qualified with `pg_catalog`: object ids are numbers (BIGINT), names text.
+fn custom_type(name: &ast::ObjectName) -> Option<Type> {
+    let parts: Vec<String> = name.0.iter().map(|p| p.to_string().trim_matches('"').to_lowercase()).collect();
+    let base = match parts.as_slice() {
+        [base] => base,
+        [schema, base] if schema == "pg_catalog" => base,
+        _ => return None,
+    };
+    Some(match base.as_str() {
+        "oid" | "regclass" | "regtype" | "regproc" | "regprocedure" | "regnamespace" | "regrole" | "xid" => Type::Int,
+        "name" | "char" | "bpchar" | "text" | "varchar" => Type::Text,
+        "int2" | "int4" | "int8" => Type::Int,
+        "float4" | "float8" => Type::Double,
+        "bool" => Type::Bool,
         _ => return None,
     })
 }
@@ -261,6 +337,10 @@ impl<'a> Binder<'a> {
             dependencies: BTreeSet::new(),
             defining: None,
             one_off: false,
+            system: None,
+            outer: Vec::new(),
+            subqueries: false,
+            ordered: false,
             offset: 0,
             outermost: false,
             parameters: None,
@@ -273,10 +353,10 @@ impl<'a> Binder<'a> {
         }
         Location { file: self.file.clone(), line: span.start.line, column: span.start.column }
     }
-    fn error(&self, span: sqlparser::tokenizer::Span, message: impl Into<String>) -> Error {
+    pub(crate) fn error(&self, span: sqlparser::tokenizer::Span, message: impl Into<String>) -> Error {
         Error::sql(self.location(span), message)
     }
-    fn unsupported(&self, span: sqlparser::tokenizer::Span, what: impl std::fmt::Display) -> Error {
+    pub(crate) fn unsupported(&self, span: sqlparser::tokenizer::Span, what: impl std::fmt::Display) -> Error {
         Error::sql(self.location(span), format!("not supported: {what}"))
     }
 
@@ -356,6 +436,7 @@ impl<'a> Binder<'a> {
         }
         // A one-off query's outermost ORDER BY and OFFSET order and page its answer.
         let paged = std::mem::take(&mut self.outermost) && self.one_off;
+        let ordered = std::mem::take(&mut self.ordered) && self.one_off;
         let bound = self.bind_set_expr(&query.body)?;
         let limit = match &query.limit_clause {
             None => None,
@@ -406,7 +487,7 @@ impl<'a> Binder<'a> {
         };
         match (order.is_empty(), limit) {
             (true, None) => {}
-            (false, None) if !paged => {
+            (false, None) if !paged && !ordered => {
                 return Err(self.error(
                     order[0].expr.span(),
                     "not supported: ORDER BY without LIMIT: a view is an unordered set of rows; order them when \
@@ -610,7 +691,10 @@ impl<'a> Binder<'a> {
                     "aggregate functions are not allowed in WHERE (filter groups with HAVING)",
                 ));
             }
-            let (predicate, ty) = self.bind_expr(selection, &mut Context::Rows(&from.scope))?;
+            let allowed = std::mem::replace(&mut self.subqueries, self.one_off);
+            let bound = self.bind_expr(selection, &mut Context::Rows(&from.scope));
+            self.subqueries = allowed;
+            let (predicate, ty) = bound?;
             self.expect_bool(ty, selection.span(), "WHERE")?;
             from.rel = apply_filter(from.rel, predicate);
         }
@@ -632,7 +716,10 @@ impl<'a> Binder<'a> {
         let (rel, scope) = if aggregating {
             self.bind_grouped(from, group_exprs, &items, select.having.as_ref())?
         } else {
-            self.bind_rows(from, &items)?
+            let allowed = std::mem::replace(&mut self.subqueries, self.one_off);
+            let bound = self.bind_rows(from, &items);
+            self.subqueries = allowed;
+            bound?
         };
         let rel = if distinct { Rel::Distinct { input: Box::new(rel) } } else { rel };
         Ok(Bound { rel, scope })
@@ -721,6 +808,13 @@ impl<'a> Binder<'a> {
     }
 
     fn bind_row_number(&mut self, input: Rel, function: &ast::Function, scope: &Scope) -> Result<Rel> {
+        let allowed = std::mem::replace(&mut self.subqueries, false);
+        let bound = self.bind_row_number_over(input, function, scope);
+        self.subqueries = allowed;
+        bound
+    }
+
+    fn bind_row_number_over(&mut self, input: Rel, function: &ast::Function, scope: &Scope) -> Result<Rel> {
         let name = function_name(function);
         if name != "row_number" {
             return Err(self.unsupported(function.span(), format!("the window function {name}() (only ROW_NUMBER())")));
@@ -1027,13 +1121,35 @@ impl<'a> Binder<'a> {
     fn bind_table_factor(&mut self, factor: &ast::TableFactor) -> Result<Bound> {
         match factor {
             ast::TableFactor::Table { name, alias, args, .. } => {
-                let Some(ident) = object_name(name) else {
-                    return Err(self.unsupported(name.span(), "qualified names (schemas)"));
+                let (schema, ident) = match name.0.as_slice() {
+                    [ast::ObjectNamePart::Identifier(ident)] => (None, ident),
+                    [ast::ObjectNamePart::Identifier(schema), ast::ObjectNamePart::Identifier(ident)] => {
+                        (Some(normalize(schema)), ident)
+                    }
+                    _ => return Err(self.unsupported(name.span(), "names with more than two parts")),
                 };
                 if let Some(args) = args {
+                    if let Some(bound) = self.bind_table_function(schema.as_deref(), ident, &args.args, alias.as_ref()) {
+                        return bound;
+                    }
+                    if schema.is_some() {
+                        return Err(self.unsupported(name.span(), "a qualified table function"));
+                    }
                     return self.bind_window_function(ident, &args.args, alias.as_ref());
                 }
-                let bound = self.bind_relation(ident)?;
+                let bound = match schema.as_deref() {
+                    None if !self.names_relation(&normalize(ident)) => self
+                        .bind_system_table(None, ident)
+                        .unwrap_or_else(|| self.bind_relation(ident))?,
+                    None | Some("public") => self.bind_relation(ident)?,
+                    Some(schema) => match self.bind_system_table(Some(schema), ident) {
+                        Some(bound) => bound?,
+                        None => {
+                            let what = format!("{schema}.{}", normalize(ident));
+                            return Err(self.error(ident.span, format!("unknown relation \"{what}\"")));
+                        }
+                    },
+                };
                 let scope = self.alias_scope(bound.scope, &normalize(ident), alias.as_ref())?;
                 Ok(Bound { rel: bound.rel, scope })
             }
@@ -1060,6 +1176,80 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// Whether `name` is a CTE in scope or a catalog object (which hide
+    /// the system catalog's relations of the same name).
+    fn names_relation(&self, name: &str) -> bool {
+        self.ctes.iter().any(|level| level.contains_key(name)) || self.catalog.get(name).is_some()
+    }
+
+    /// A relation of the system catalog, if `schema.ident` names one
+    /// (unqualified: of `pg_catalog`); one-off queries only.
+    fn bind_system_table(&mut self, schema: Option<&str>, ident: &ast::Ident) -> Option<Result<Bound>> {
+        let table = crate::system::SystemTable::lookup(schema, &normalize(ident))?;
+        if !self.one_off {
+            let message = format!(
+                "{}: the system catalog is read by one-off queries only (a view's rows come from the log)",
+                table.name()
+            );
+            return Some(Err(self.unsupported(ident.span, message)));
+        }
+        let columns = table.columns();
+        let name = normalize(ident);
+        let scope = Scope {
+            columns: columns
+                .iter()
+                .map(|(n, t)| ScopeColumn { table: Some(name.clone()), name: n.clone(), ty: *t })
+                .collect(),
+        };
+        let rel = Rel::Get { object: table.name(), input: Input::System { table }, columns };
+        Some(Ok(Bound { rel, scope }))
+    }
+
+    /// `unnest(array)` and `pg_options_to_table(options)` in FROM (one-off
+    /// queries): the argument may read the enclosing query's columns.
+    fn bind_table_function(
+        &mut self,
+        schema: Option<&str>,
+        ident: &ast::Ident,
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+    ) -> Option<Result<Bound>> {
+        let function = match (schema, normalize(ident).as_str()) {
+            (None | Some("pg_catalog"), "unnest") => TableFunction::Unnest,
+            (None | Some("pg_catalog"), "pg_options_to_table") => TableFunction::OptionsToTable,
+            _ => return None,
+        };
+        if !self.one_off {
+            return Some(Err(self.unsupported(ident.span, format!("{}() in a view", normalize(ident)))));
+        }
+        let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg))] = args else {
+            return Some(Err(self.error(ident.span, format!("{}() takes one argument", normalize(ident)))));
+        };
+        let bound = self.bind_expr(arg, &mut Context::Rows(&Scope::default()));
+        Some(bound.and_then(|(arg, ty)| {
+            if !matches!(ty, Type::Text | Type::Null) {
+                return Err(self.error(arg_span(args), format!("{}() reads an array, not {ty}", normalize(ident))));
+            }
+            let table = alias.map(|a| normalize(&a.name)).unwrap_or_else(|| normalize(ident));
+            let columns: Vec<(String, Type)> = match function {
+                // A function of one column names it after the alias, as Postgres.
+                TableFunction::Unnest => vec![(table.clone(), Type::Text)],
+                TableFunction::OptionsToTable => {
+                    vec![("option_name".into(), Type::Text), ("option_value".into(), Type::Text)]
+                }
+            };
+            let scope = Scope {
+                columns: columns
+                    .iter()
+                    .map(|(n, t)| ScopeColumn { table: Some(table.clone()), name: n.clone(), ty: *t })
+                    .collect(),
+            };
+            let rel = Rel::Get { object: normalize(ident), input: Input::Function { function, arg }, columns };
+            let scope = self.alias_scope(scope, &table, alias)?;
+            Ok(Bound { rel, scope })
+        }))
+    }
+
     /// A name in FROM: a CTE, a source, a table or a view (inlined).
     fn bind_relation(&mut self, ident: &ast::Ident) -> Result<Bound> {
         let name = normalize(ident);
@@ -1071,7 +1261,10 @@ impl<'a> Binder<'a> {
                 let mut earlier = hidden[0].clone();
                 earlier.retain(|_, (p, ..)| *p < position);
                 self.ctes.push(earlier);
+                // A CTE's query sees no columns of the query that reads it.
+                let outer = std::mem::take(&mut self.outer);
                 let bound = self.bind_query(&query);
+                self.outer = outer;
                 self.ctes.pop();
                 self.ctes.extend(hidden);
                 let bound = bound?;
@@ -1142,7 +1335,9 @@ impl<'a> Binder<'a> {
                 let statement = std::mem::replace(&mut self.statement, view_location);
                 let file = self.file.take();
                 self.view_depth += 1;
+                let outer = std::mem::take(&mut self.outer);
                 let bound = self.bind_query(&query);
+                self.outer = outer;
                 self.view_depth -= 1;
                 self.nesting = outer_nesting;
                 self.ctes = saved;
@@ -1322,6 +1517,13 @@ impl<'a> Binder<'a> {
                     _ => Err(self.error(span, format!("operator {op} does not apply to {ty}"))),
                 }
             }
+            E::BinaryOp { left, op: ast::BinaryOperator::StringConcat, right }
+                if [left, right].iter().any(|e| matches!(e.as_ref(), E::Function(f) if is_array_subquery(f))) =>
+            {
+                let (l, _) = self.bind_expr(left, context)?;
+                let (r, _) = self.bind_expr(right, context)?;
+                Ok((Expr::Call(Function::ArrayCat, vec![l, r]), Type::Text))
+            }
             E::BinaryOp { left, op, right } => {
                 let l = self.bind_expr(left, context)?;
                 let r = self.bind_expr(right, context)?;
@@ -1388,6 +1590,27 @@ impl<'a> Binder<'a> {
                 }
                 let test = Expr::InList { expr: Box::new(e), list: items };
                 Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            E::Function(f) if is_array_subquery(f) && self.subqueries && self.one_off => {
+                let Context::Rows(scope) = context else {
+                    return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
+                };
+                self.bind_subquery(expr, scope)
+            }
+            E::AnyOp { left, compare_op: ast::BinaryOperator::Eq, right, .. } if self.one_off => {
+                let (l, lt) = self.bind_expr(left, context)?;
+                let (r, rt) = self.bind_expr(right, context)?;
+                if !matches!(rt, Type::Text | Type::Null) {
+                    return Err(self.error(right.span(), format!("= ANY reads an array, not {rt}")));
+                }
+                let l = if lt == Type::Text { l } else { Expr::Cast(Box::new(l), Type::Text) };
+                Ok((Expr::Call(Function::ArrayAny, vec![l, r]), Type::Bool))
+            }
+            E::In { .. } | E::Exists { .. } | E::Subquery(_) if self.subqueries && self.one_off => {
+                let Context::Rows(scope) = context else {
+                    return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
+                };
+                self.bind_subquery(expr, scope)
             }
             E::In { .. } | E::Exists { .. } | E::Subquery(_) => {
                 let at = match expr {
@@ -1532,6 +1755,14 @@ impl<'a> Binder<'a> {
                 Ok((Expr::Call(function, vec![e]), ty))
             }
             E::Function(function) => self.bind_function(function, context),
+            E::Collate { expr: inner, collation } => {
+                // Text compares by code point: the collations that mean that are accepted.
+                let name = collation.0.last().map(|p| p.to_string().trim_matches('"').to_owned()).unwrap_or_default();
+                if !matches!(name.as_str(), "default" | "C" | "POSIX" | "ucs_basic") {
+                    return Err(self.unsupported(span, format!("the collation {collation} (text compares by code point)")));
+                }
+                self.bind_expr(inner, context)
+            }
             other => Err(self.unsupported(span, format!("the expression `{other}`"))),
         }
     }
@@ -1542,17 +1773,85 @@ impl<'a> Binder<'a> {
         context: &mut Context<'_>,
         span: sqlparser::tokenizer::Span,
     ) -> Result<(Expr, Type)> {
+        let scope = match context {
+            Context::Rows(scope) => scope,
+            Context::Groups { input, .. } => input,
+        };
+        let i = match self.resolve_column(parts, scope, span) {
+            Ok(i) => i,
+            Err(unknown) => return self.resolve_outer(parts, span).ok_or(unknown),
+        };
         match context {
-            Context::Rows(scope) => {
-                let i = self.resolve_column(parts, scope, span)?;
-                Ok((Expr::Column(i), scope.columns[i].ty))
-            }
-            Context::Groups { input, .. } => {
-                // Reached only when the column is not a GROUP BY expression.
-                let i = self.resolve_column(parts, input, span)?;
-                Err(self.not_grouped(&input.columns[i].name, self.location(span)))
-            }
+            Context::Rows(scope) => Ok((Expr::Column(i), scope.columns[i].ty)),
+            // Reached only when the column is not a GROUP BY expression.
+            Context::Groups { input, .. } => Err(self.not_grouped(&input.columns[i].name, self.location(span))),
         }
+    }
+
+    /// A column of an enclosing query (inside a subquery), innermost first.
+    fn resolve_outer(&self, parts: &[ast::Ident], span: sqlparser::tokenizer::Span) -> Option<(Expr, Type)> {
+        self.outer.iter().rev().enumerate().find_map(|(i, scope)| {
+            let column = self.resolve_column(parts, scope, span).ok()?;
+            Some((Expr::Outer { depth: i + 1, column }, scope.columns[column].ty))
+        })
+    }
+
+    /// `(SELECT ...)`, `EXISTS (SELECT ...)`, `x [NOT] IN (SELECT ...)` over
+    /// rows of `scope` (one-off queries): bound with `scope` as its outer scope.
+    fn bind_subquery(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<(Expr, Type)> {
+        let (query, operand, negated) = match expr {
+            ast::Expr::Subquery(query) => (query, None, false),
+            ast::Expr::Function(ast::Function { args: ast::FunctionArguments::Subquery(query), .. }) => {
+                (query, None, false)
+            }
+            ast::Expr::Exists { subquery, negated } => (subquery, None, *negated),
+            ast::Expr::In { expr: operand, target: ast::InTarget::Subquery(query), negated, .. } => {
+                (query, Some(operand), *negated)
+            }
+            other => return Err(self.unsupported(other.span(), "this subquery")),
+        };
+        let operand = match operand {
+            Some(o) => Some(self.bind_expr(o, &mut Context::Rows(scope))?),
+            None => None,
+        };
+        self.outer.push(scope.clone());
+        let allowed = std::mem::replace(&mut self.subqueries, false);
+        self.ordered = matches!(expr, ast::Expr::Function(_));
+        let bound = self.bind_query(query);
+        self.ordered = false;
+        self.subqueries = allowed;
+        self.outer.pop();
+        let bound = bound?;
+        let kind = match (expr, &operand) {
+            (ast::Expr::Exists { .. }, _) => SubqueryKind::Exists,
+            (ast::Expr::Function(_), _) => SubqueryKind::Array,
+            (_, Some(_)) => SubqueryKind::In,
+            _ => SubqueryKind::Scalar,
+        };
+        let ty = match bound.scope.columns.as_slice() {
+            _ if kind == SubqueryKind::Exists => Type::Bool,
+            [column] => column.ty,
+            columns => {
+                let message = format!("a subquery used as an expression returns one column, not {}", columns.len());
+                return Err(self.error(query.span(), message));
+            }
+        };
+        let operand = match (operand, kind) {
+            (Some((e, operand_ty)), SubqueryKind::In) => {
+                if operand_ty != ty && operand_ty.common(ty).is_none() {
+                    return Err(self.error(expr.span(), format!("IN compares {operand_ty} with a subquery of {ty}")));
+                }
+                Some(Box::new(e))
+            }
+            _ => None,
+        };
+        let subquery = Expr::Subquery { kind, operand, rel: Box::new(bound.rel) };
+        let result = match kind {
+            SubqueryKind::Scalar => ty,
+            SubqueryKind::Array => Type::Text,
+            SubqueryKind::Exists | SubqueryKind::In => Type::Bool,
+        };
+        Ok((if negated { Expr::Not(Box::new(subquery)) } else { subquery }, result))
     }
 
     fn bind_text_arg(&mut self, e: &ast::Expr, context: &mut Context<'_>) -> Result<Expr> {
@@ -1770,6 +2069,34 @@ impl<'a> Binder<'a> {
                     None => Err(self.error(span, format!("operator {op} does not apply to {at} and {bt}"))),
                 }
             }
+            B::PGRegexMatch | B::PGRegexIMatch | B::PGRegexNotMatch | B::PGRegexNotIMatch => {
+                for (ty, side) in [(at, "left"), (bt, "right")] {
+                    if !matches!(ty, Type::Text | Type::Null) {
+                        return Err(self.error(span, format!("`{op}` matches TEXT, not {ty} ({side} side)")));
+                    }
+                }
+                if let Expr::Literal(Value::Text(pattern)) = &b {
+                    let ci = matches!(op, B::PGRegexIMatch | B::PGRegexNotIMatch);
+                    if let Err(e) = crate::eval::compile_regex(pattern, ci) {
+                        return Err(self.error(span, format!("invalid regular expression '{pattern}': {e}")));
+                    }
+                }
+                let function = match op {
+                    B::PGRegexMatch | B::PGRegexNotMatch => Function::RegexMatch,
+                    _ => Function::RegexIMatch,
+                };
+                let test = Expr::Call(function, vec![a, b]);
+                let negated = matches!(op, B::PGRegexNotMatch | B::PGRegexNotIMatch);
+                Ok((if negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            // OPERATOR(pg_catalog.op) is op.
+            B::PGCustomBinaryOperator(parts) => match parts.as_slice() {
+                [schema, symbol] if schema.eq_ignore_ascii_case("pg_catalog") => match operator_symbol(symbol) {
+                    Some(op) => self.bind_binary(&op, (a, at), (b, bt), span),
+                    None => Err(self.unsupported(span, format!("the operator {symbol}"))),
+                },
+                _ => Err(self.unsupported(span, format!("the operator {op}"))),
+            },
             other => Err(self.unsupported(span, format!("the operator {other}"))),
         }
     }
@@ -1952,6 +2279,10 @@ impl<'a> Binder<'a> {
                 ));
             }
             _ => {
+                let args: Vec<_> = bound.iter().map(|((e, t), _)| (e.clone(), *t)).collect();
+                if let Some(call) = self.bind_system_function(&name, args, span) {
+                    return call;
+                }
                 let known = [
                     "coalesce",
                     "nullif",

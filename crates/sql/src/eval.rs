@@ -79,6 +79,11 @@ pub(crate) fn eval(expr: &Expr, row: &[Value]) -> Value {
             }
             _ => Value::Null,
         },
+        Expr::Subquery { .. } | Expr::Outer { .. } => {
+            // The interpreter puts values in their place before evaluating.
+            debug_assert!(false, "a subquery or outer reference reached eval: {expr:?}");
+            Value::Null
+        }
     }
 }
 
@@ -258,7 +263,31 @@ fn call(function: Function, args: &[Expr], row: &[Value]) -> Value {
         // CONCAT skips NULLs (unlike ||).
         return Value::Text(values.iter().filter_map(text).collect());
     }
-    if values.iter().any(Value::is_null) {
+    if function == FormatType {
+        // Not strict in its type modifier: format_type(oid, NULL) is the bare name.
+        return match &values[0] {
+            Value::Int(oid) => {
+                let typmod = match values.get(1) {
+                    Some(Value::Int(m)) => Some(*m),
+                    _ => None,
+                };
+                Value::Text(crate::system::format_type(*oid, typmod).into())
+            }
+            _ => Value::Null,
+        };
+    }
+    if function == ArrayCat {
+        if values.iter().all(Value::is_null) {
+            return Value::Null;
+        }
+        let mut elements = Vec::new();
+        for value in values.iter().filter(|v| !v.is_null()) {
+            let Some(more) = text(value).as_deref().and_then(array_elements) else { return Value::Null };
+            elements.extend(more);
+        }
+        return Value::Text(array_text(elements.iter().map(Option::as_deref)).into());
+    }
+    if values.iter().take(2).any(Value::is_null) || (function != ArrayToString && values.iter().any(Value::is_null)) {
         return Value::Null;
     }
     call_strict(function, &values).unwrap_or(Value::Null)
@@ -391,8 +420,105 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
                 Value::double(x)
             }
         }
-        Coalesce | NullIf | Concat | Greatest | Least => unreachable!("handled by call"),
+        RegexMatch | RegexIMatch => Value::Bool(regex_match(&text_arg(0)?, &text_arg(1)?, function == RegexIMatch)?),
+        ArrayToString => {
+            let null_text = values.get(2).and_then(text);
+            let elements = array_elements(&text_arg(0)?)?;
+            let kept = elements.into_iter().filter_map(|e| e.or_else(|| null_text.clone()));
+            Value::Text(kept.collect::<Vec<_>>().join(&text_arg(1)?).into())
+        }
+        ArrayAny => {
+            let wanted = text_arg(0)?;
+            Value::Bool(array_elements(&text_arg(1)?)?.into_iter().flatten().any(|e| e == wanted))
+        }
+        QuoteIdent => {
+            let s = text_arg(0)?;
+            let plain = s.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+                && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            Value::Text(if plain { s } else { format!("\"{}\"", s.replace('"', "\"\"")) }.into())
+        }
+        QuoteLiteral => Value::Text(format!("'{}'", text_arg(0)?.replace('\'', "''")).into()),
+        Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat => unreachable!("handled by call"),
     })
+}
+
+/// Compiled patterns a thread keeps (cleared when full).
+const REGEX_CACHE_MAX: usize = 64;
+/// The largest compiled pattern, in bytes (the regex crate's size limit).
+pub(crate) const REGEX_SIZE_MAX: usize = 1 << 20;
+
+/// Compiles a pattern as `~` reads it.
+pub(crate) fn compile_regex(pattern: &str, case_insensitive: bool) -> std::result::Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).case_insensitive(case_insensitive).size_limit(REGEX_SIZE_MAX).build()
+}
+
+/// `text ~ pattern`: `None` when the pattern does not compile (the binder
+/// refuses literal patterns that do not; a computed one yields NULL).
+fn regex_match(text: &str, pattern: &str, case_insensitive: bool) -> Option<bool> {
+    thread_local! {
+        static CACHE: std::cell::RefCell<std::collections::HashMap<(String, bool), regex::Regex>> =
+            Default::default();
+    }
+    CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let key = (pattern.to_owned(), case_insensitive);
+        if !cache.contains_key(&key) {
+            if cache.len() >= REGEX_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(key.clone(), compile_regex(pattern, case_insensitive).ok()?);
+        }
+        Some(cache[&key].is_match(text))
+    })
+}
+
+/// The elements of an array's text form (`{a,"b c",NULL}`): `None` when it
+/// is not one; a NULL element is `None`.
+pub(crate) fn array_elements(text: &str) -> Option<Vec<Option<String>>> {
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+    let mut elements = Vec::new();
+    let mut chars = inner.chars().peekable();
+    while chars.peek().is_some() {
+        let mut element = String::new();
+        let quoted = chars.peek() == Some(&'"');
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => element.push(chars.next()?),
+                    c => element.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.peek().filter(|c| **c != ',') {
+                element.push(*c);
+                chars.next();
+            }
+        }
+        match chars.next() {
+            None | Some(',') => {}
+            Some(_) => return None,
+        }
+        let null = !quoted && element.eq_ignore_ascii_case("NULL");
+        elements.push((!null).then_some(element));
+    }
+    Some(elements)
+}
+
+/// Characters that make an array element quoted in the array's text form.
+const ARRAY_SPECIAL: &[char] = &[',', '{', '}', '"', '\\', ' ', '\t', '\n'];
+
+/// The text form of an array of `elements` (quoted where needed, as Postgres).
+pub(crate) fn array_text<'e>(elements: impl Iterator<Item = Option<&'e str>>) -> String {
+    let quoted: Vec<String> = elements
+        .map(|e| match e {
+            None => "NULL".to_owned(),
+            Some(e) if !e.is_empty() && !e.eq_ignore_ascii_case("NULL") && !e.contains(ARRAY_SPECIAL) => e.to_owned(),
+            Some(e) => format!("\"{}\"", e.replace('\\', "\\\\").replace('"', "\\\"")),
+        })
+        .collect();
+    format!("{{{}}}", quoted.join(","))
 }
 
 /// SQL LIKE: `%` any run, `_` one character, `\` escapes the next one.

@@ -15,9 +15,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use millpond_dataflow::{Aggregate, Diff};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::eval::{eval, holds};
-use crate::plan::{Input, JoinKind, Rel};
+use crate::plan::{Expr, Input, JoinKind, Rel, SubqueryKind};
 use crate::render::{SqlAggregates, Tuple, append_only, default_row, top_k, windowed};
 use crate::value::{Row, Type, Value};
 
@@ -35,10 +35,27 @@ pub(crate) fn evaluate(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
     Ok(match rel {
         Rel::Get { input, columns, .. } => inputs.rows(input, columns)?,
         Rel::Unit => vec![(Row::new(), 1)],
+        Rel::Project { input, exprs } if exprs.iter().any(Expr::has_subquery) => {
+            let mut rows = Rows::new();
+            for (row, count) in evaluate(input, inputs)? {
+                let exprs = exprs.iter().map(|e| answer_subqueries(e, &row, inputs)).collect::<Result<Vec<_>>>()?;
+                rows.push((exprs.iter().map(|e| eval(e, &row)).collect(), count));
+            }
+            rows
+        }
         Rel::Project { input, exprs } => evaluate(input, inputs)?
             .into_iter()
             .map(|(row, count)| (exprs.iter().map(|e| eval(e, &row)).collect(), count))
             .collect(),
+        Rel::Filter { input, predicate } if predicate.has_subquery() => {
+            let mut rows = Rows::new();
+            for (row, count) in evaluate(input, inputs)? {
+                if holds(&answer_subqueries(predicate, &row, inputs)?, &row) {
+                    rows.push((row, count));
+                }
+            }
+            rows
+        }
         Rel::Filter { input, predicate } => {
             let mut rows = evaluate(input, inputs)?;
             rows.retain(|(row, _)| holds(predicate, row));
@@ -100,6 +117,67 @@ pub(crate) fn evaluate(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
             })
             .collect(),
     })
+}
+
+/// The largest answer a subquery in an expression may give, in rows (an
+/// `IN (SELECT ...)` becomes a list of its values).
+const SUBQUERY_ROWS_MAX: usize = 1_000_000;
+
+/// `expr` over `row` with each of its subqueries answered: the subquery's
+/// plan gets `row`'s values in place of its outer references, and its
+/// answer takes its place (a value, or the IN list).
+fn answer_subqueries(expr: &Expr, row: &[Value], inputs: &dyn Inputs) -> Result<Expr> {
+    let mut expr = expr.clone();
+    replace_subqueries(&mut expr, row, inputs)?;
+    Ok(expr)
+}
+
+fn replace_subqueries(expr: &mut Expr, row: &[Value], inputs: &dyn Inputs) -> Result<()> {
+    let Expr::Subquery { kind, operand, rel } = expr else {
+        for child in expr.children_mut() {
+            replace_subqueries(child, row, inputs)?;
+        }
+        return Ok(());
+    };
+    let mut rel = rel.as_ref().clone();
+    rel.map_outer(1, &mut |outer| {
+        if let Expr::Outer { column, .. } = outer {
+            *outer = Expr::Literal(row[*column].clone());
+        }
+    });
+    let rows = evaluate(&rel, inputs)?;
+    let count: i64 = rows.iter().map(|(_, c)| *c).sum();
+    if count as usize > SUBQUERY_ROWS_MAX {
+        return Err(Error::Sql {
+            location: crate::error::Location { file: None, line: 1, column: 1 },
+            message: format!("a subquery in an expression answered {count} rows; the limit is {SUBQUERY_ROWS_MAX}"),
+        });
+    }
+    *expr = match kind {
+        SubqueryKind::Exists => Expr::Literal(Value::Bool(count > 0)),
+        SubqueryKind::Scalar if count > 1 => {
+            return Err(Error::Sql {
+                location: crate::error::Location { file: None, line: 1, column: 1 },
+                message: "more than one row returned by a subquery used as an expression".into(),
+            });
+        }
+        SubqueryKind::Scalar => Expr::Literal(rows.into_iter().next().map_or(Value::Null, |(mut r, _)| r.remove(0))),
+        SubqueryKind::Array => {
+            let values: Vec<Option<String>> = rows
+                .iter()
+                .flat_map(|(r, c)| std::iter::repeat_n(&r[0], *c as usize))
+                .map(|v| (!v.is_null()).then(|| v.to_string()))
+                .collect();
+            Expr::Literal(Value::Text(crate::eval::array_text(values.iter().map(Option::as_deref)).into()))
+        }
+        SubqueryKind::In => {
+            let mut operand = operand.take().expect("IN (subquery) has an operand");
+            replace_subqueries(&mut operand, row, inputs)?;
+            let list = rows.into_iter().map(|(mut r, _)| Expr::Literal(r.remove(0))).collect();
+            Expr::InList { expr: operand, list }
+        }
+    };
+    Ok(())
 }
 
 /// An equi-join of `left` and `right` on their keys: SQL's NULL never

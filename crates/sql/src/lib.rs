@@ -48,6 +48,8 @@ mod rewrite;
 mod session;
 #[cfg(feature = "runtime")]
 mod sum;
+#[cfg(feature = "runtime")]
+mod system;
 mod time;
 mod value;
 
@@ -61,6 +63,8 @@ pub use error::{Error, Location, Result};
 pub use render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC, ViewRow};
 #[cfg(feature = "runtime")]
 pub use session::{Description, Outcome, Query, Session};
+#[cfg(feature = "runtime")]
+pub use system::SystemContext;
 pub use value::{Dec, OrderedF64, Row, Type, Value};
 
 /// Parses `sql` (statements separated by `;`) without executing anything:

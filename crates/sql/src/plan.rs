@@ -53,6 +53,21 @@ pub(crate) enum Function {
     Least,
     /// date_trunc('unit', ts): the unit is the first argument (a literal).
     DateTrunc,
+    /// `text ~ pattern` (POSIX regular expression, as Postgres; the regex crate's syntax).
+    RegexMatch,
+    /// `text ~* pattern`: case-insensitive.
+    RegexIMatch,
+    /// `format_type(type_oid, typmod)` (system catalog).
+    FormatType,
+    /// `array_to_string(array_text, separator [, null_text])`: arrays are
+    /// their text form (`{a,b}`), as the system catalog holds them.
+    ArrayToString,
+    /// `array || array` (text forms): the elements of both; NULL is empty.
+    ArrayCat,
+    /// `x = ANY(array)`: whether an element equals `x` (compared as text).
+    ArrayAny,
+    QuoteIdent,
+    QuoteLiteral,
     /// EXTRACT(field FROM x): the field is the first argument (a literal).
     Extract,
 }
@@ -78,6 +93,43 @@ pub(crate) enum Expr {
         pattern: Box<Expr>,
         case_insensitive: bool,
     },
+    /// A subquery in an expression: one-off queries only (the interpreter
+    /// answers it per row of the operator it is in, with that row's values
+    /// in place of its `Outer` references); a view never holds one.
+    Subquery {
+        kind: SubqueryKind,
+        /// `operand IN (subquery)`: the operand.
+        operand: Option<Box<Expr>>,
+        rel: Box<Rel>,
+    },
+    /// Column `column` of an enclosing query's row, inside a subquery:
+    /// `depth` 1 is the query the subquery is an expression of.
+    Outer {
+        depth: usize,
+        column: usize,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubqueryKind {
+    /// `(SELECT x ...)`: its one value, NULL without rows, an error with more.
+    Scalar,
+    /// `EXISTS (SELECT ...)`.
+    Exists,
+    /// `operand IN (SELECT x ...)`, with IN's NULL semantics.
+    In,
+    /// `ARRAY(SELECT x ...)`: its values as an array's text form (`{a,b}`).
+    Array,
+}
+
+/// A function in FROM over an array (the text form the system catalog
+/// holds): one-off queries only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TableFunction {
+    /// `unnest(array)`: a row per element.
+    Unnest,
+    /// `pg_options_to_table(options)`: `name=value` elements as (option_name, option_value).
+    OptionsToTable,
 }
 
 impl Expr {
@@ -110,6 +162,14 @@ impl Expr {
                 expr.visit_columns(f);
                 pattern.visit_columns(f);
             }
+            // An outer reference is a column of an enclosing query, not of this input.
+            Expr::Outer { .. } => {}
+            Expr::Subquery { operand, rel, .. } => {
+                if let Some(operand) = operand {
+                    operand.visit_columns(f);
+                }
+                rel.visit_outer(1, &mut |column| f(column));
+            }
         }
     }
     /// Rewrites every column reference.
@@ -138,12 +198,125 @@ impl Expr {
                 expr.map_columns(f);
                 pattern.map_columns(f);
             }
+            Expr::Outer { .. } => {}
+            Expr::Subquery { operand, rel, .. } => {
+                if let Some(operand) = operand {
+                    operand.map_columns(f);
+                }
+                rel.map_outer(1, &mut |outer| {
+                    if let Expr::Outer { column, .. } = outer {
+                        *column = f(*column);
+                    }
+                });
+            }
         }
     }
+    /// Whether a subquery is part of this expression.
+    pub(crate) fn has_subquery(&self) -> bool {
+        match self {
+            Expr::Subquery { .. } => true,
+            Expr::Column(_) | Expr::Literal(_) | Expr::Outer { .. } => false,
+            Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e) | Expr::Cast(e, _) => e.has_subquery(),
+            Expr::Binary(_, l, r) => l.has_subquery() || r.has_subquery(),
+            Expr::Case(whens, otherwise) => {
+                otherwise.has_subquery() || whens.iter().any(|(c, r)| c.has_subquery() || r.has_subquery())
+            }
+            Expr::Call(_, args) => args.iter().any(Expr::has_subquery),
+            Expr::InList { expr, list } => expr.has_subquery() || list.iter().any(Expr::has_subquery),
+            Expr::Like { expr, pattern, .. } => expr.has_subquery() || pattern.has_subquery(),
+        }
+    }
+    /// The sub-expressions, mutably (not into subqueries' plans).
+    pub(crate) fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Expr::Column(_) | Expr::Literal(_) | Expr::Outer { .. } => Vec::new(),
+            Expr::Not(e) | Expr::Negate(e) | Expr::IsNull(e) | Expr::Cast(e, _) => vec![e.as_mut()],
+            Expr::Binary(_, l, r) => vec![l.as_mut(), r.as_mut()],
+            Expr::Case(whens, otherwise) => {
+                let mut out: Vec<&mut Expr> = whens.iter_mut().flat_map(|(c, r)| [c, r]).collect();
+                out.push(otherwise.as_mut());
+                out
+            }
+            Expr::Call(_, args) => args.iter_mut().collect(),
+            Expr::InList { expr, list } => std::iter::once(expr.as_mut()).chain(list.iter_mut()).collect(),
+            Expr::Like { expr, pattern, .. } => vec![expr.as_mut(), pattern.as_mut()],
+            Expr::Subquery { operand, .. } => operand.iter_mut().map(|o| o.as_mut()).collect(),
+        }
+    }
+    /// Calls `f` on every `Outer` reference at `level` (1: references of
+    /// the query this expression is in to the query around it).
+    fn map_outer(&mut self, level: usize, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            Expr::Outer { depth, .. } if *depth == level => f(self),
+            Expr::Subquery { operand, rel, .. } => {
+                if let Some(operand) = operand {
+                    operand.map_outer(level, f);
+                }
+                rel.map_outer(level + 1, f);
+            }
+            other => other.children_mut().into_iter().for_each(|c| c.map_outer(level, f)),
+        }
+    }
+
     pub(crate) fn columns(&self) -> Vec<usize> {
         let mut out = Vec::new();
         self.visit_columns(&mut |c| out.push(c));
         out
+    }
+}
+
+impl Rel {
+    /// This operator's expressions, mutably (not its inputs').
+    fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Rel::Get { input: Input::Function { arg, .. }, .. } => vec![arg],
+            Rel::Get { .. } | Rel::Unit | Rel::Distinct { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => {
+                Vec::new()
+            }
+            Rel::Project { exprs, .. } => exprs.iter_mut().collect(),
+            Rel::Filter { predicate, .. } => vec![predicate],
+            Rel::Join { left_keys, right_keys, .. } => left_keys.iter_mut().chain(right_keys.iter_mut()).collect(),
+            Rel::Aggregate { group, aggregates, .. } => {
+                group.iter_mut().chain(aggregates.iter_mut().map(|a| &mut a.arg)).collect()
+            }
+            Rel::TopK { partition, order, .. } => {
+                partition.iter_mut().chain(order.iter_mut().map(|k| &mut k.expr)).collect()
+            }
+        }
+    }
+    /// This operator's inputs, mutably.
+    fn inputs_mut(&mut self) -> Vec<&mut Rel> {
+        match self {
+            Rel::Get { .. } | Rel::Unit => Vec::new(),
+            Rel::Project { input, .. }
+            | Rel::Filter { input, .. }
+            | Rel::Aggregate { input, .. }
+            | Rel::Distinct { input }
+            | Rel::TopK { input, .. }
+            | Rel::Window { input, .. } => vec![input.as_mut()],
+            Rel::Join { left, right, .. } => vec![left.as_mut(), right.as_mut()],
+            Rel::UnionAll { inputs } => inputs.iter_mut().collect(),
+        }
+    }
+    /// Calls `f` on every `Outer` reference of this plan at `level` (1: to
+    /// the query whose expression this plan is).
+    pub(crate) fn map_outer(&mut self, level: usize, f: &mut dyn FnMut(&mut Expr)) {
+        for expr in self.exprs_mut() {
+            expr.map_outer(level, f);
+        }
+        for input in self.inputs_mut() {
+            input.map_outer(level, f);
+        }
+    }
+    /// Calls `f` with the column of every `Outer` reference at `level`.
+    pub(crate) fn visit_outer(&self, level: usize, f: &mut dyn FnMut(usize)) {
+        // Visiting through a copy keeps one walker (plans with subqueries are small, one-off).
+        let mut copy = self.clone();
+        copy.map_outer(level, &mut |outer| {
+            if let Expr::Outer { column, .. } = outer {
+                f(*column);
+            }
+        });
     }
 }
 
@@ -193,6 +366,12 @@ pub(crate) enum Input {
     /// view definition inlines the views it reads (so each view's state is
     /// its own), and rendering never meets this.
     View { view: String },
+    /// A relation of the system catalog (`pg_catalog`, `information_schema`),
+    /// generated from the catalog. One-off queries only, as `View`.
+    System { table: crate::system::SystemTable },
+    /// A table function of an expression (which may read the enclosing
+    /// query's row: `Outer` references). One-off queries only.
+    Function { function: TableFunction, arg: Expr },
 }
 
 #[derive(Clone, Debug, PartialEq)]

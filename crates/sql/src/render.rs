@@ -250,6 +250,8 @@ fn input_topic(input: &Input) -> &str {
     match input {
         Input::Source { topic } | Input::Upsert { topic } => topic,
         Input::View { view } => unreachable!("a view definition inlines view \"{view}\" (plan::Input::View)"),
+        Input::System { table } => unreachable!("a view definition reads no system table ({table:?})"),
+        Input::Function { function, .. } => unreachable!("a view definition calls no table function ({function:?})"),
     }
 }
 
@@ -360,6 +362,9 @@ impl<'s> Renderer<'s, '_> {
                 self.job.source_of(object, &reader, topic, decode)
             }
             Input::View { .. } => unreachable!("a view definition reads no view's snapshot (plan::Input::View)"),
+            Input::System { .. } | Input::Function { .. } => {
+                unreachable!("a view definition reads no system table or table function (plan::Input)")
+            }
             Input::Upsert { .. } => {
                 let decode_value = move |value: &[u8]| decode_row(value, &columns, &wanted);
                 self.job

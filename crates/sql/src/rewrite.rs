@@ -89,6 +89,11 @@ pub(crate) fn apply_filter(mut rel: Rel, predicate: Expr) -> Rel {
             kept.push(part);
             continue;
         }
+        if part.has_subquery() {
+            // Answered per row where it stands (interpreter), never as a join key.
+            kept.push(part);
+            continue;
+        }
         if let Some(rest) = push_into_join(&mut rel, part) {
             kept.push(rest);
         }

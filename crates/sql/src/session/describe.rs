@@ -44,6 +44,7 @@ impl Session {
         let columns = match statement.as_ref() {
             ast::Statement::Query(query) => {
                 binder.one_off = true;
+                binder.system = Some(crate::system::SystemContext::default());
                 binder.outermost = true;
                 let bound = binder.bind_query(query)?;
                 Some(bound.scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect())

@@ -20,6 +20,11 @@ use sqlparser::ast;
 
 use super::Session;
 use crate::bind::Binder;
+use crate::catalog::Catalog;
+use crate::eval::{array_elements, eval};
+use crate::plan::TableFunction;
+use crate::value::Value;
+use crate::system::SystemContext;
 use crate::decode::decode_row;
 use crate::error::{Error, Result};
 use crate::interpreter::{Inputs, Rows, evaluate};
@@ -40,11 +45,20 @@ pub struct Query {
     /// The committed end of each table topic, when bound.
     committed: BTreeMap<String, u64>,
     topics: Topics,
+    /// The catalog as bound, and what else the system catalog shows.
+    catalog: Catalog,
+    system: SystemContext,
 }
 
 impl Session {
     /// Binds `sql`, one `SELECT` (or `VALUES`, `WITH ...`), as a one-off query.
     pub fn query(&self, sql: &str) -> Result<Query> {
+        self.query_in(sql, &SystemContext::default())
+    }
+
+    /// [`Session::query`] on a connection: `context` is what the system
+    /// catalog and functions such as current_database() report.
+    pub fn query_in(&self, sql: &str, context: &SystemContext) -> Result<Query> {
         let mut statements = parse(sql, None)?;
         if statements.len() != 1 {
             return Err(Error::Sql {
@@ -61,6 +75,7 @@ impl Session {
         };
         let mut binder = Binder::new(&self.catalog, None, parsed.location.clone());
         binder.one_off = true;
+        binder.system = Some(context.clone());
         binder.outermost = true;
         binder.nesting = parsed.nesting;
         let bound = binder.bind_query(query)?;
@@ -73,6 +88,8 @@ impl Session {
             views,
             committed: self.committed.clone(),
             topics: self.topics.clone(),
+            catalog: self.catalog.clone(),
+            system: context.clone(),
         })
     }
 }
@@ -149,6 +166,35 @@ impl Inputs for Contents<'_> {
                     rows.push((row, *count));
                 }
                 Ok(rows)
+            }
+            Input::Function { function, arg } => {
+                // Outer references are values by now: the argument reads no row.
+                let elements = match eval(arg, &[]) {
+                    Value::Null => Vec::new(),
+                    value => array_elements(&value.to_string()).unwrap_or_default(),
+                };
+                Ok(elements
+                    .into_iter()
+                    .map(|element| {
+                        let text = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Text(s.into()));
+                        let row = match function {
+                            TableFunction::Unnest => vec![text(element.as_deref())],
+                            TableFunction::OptionsToTable => {
+                                let (name, value) = match element.as_deref().map(|e| e.split_once('=')) {
+                                    Some(Some((n, v))) => (Some(n), Some(v)),
+                                    Some(None) => (element.as_deref(), None),
+                                    None => (None, None),
+                                };
+                                vec![text(name), text(value)]
+                            }
+                        };
+                        (row, 1)
+                    })
+                    .collect())
+            }
+            Input::System { table } => {
+                let rows = table.rows(&self.query.catalog, &self.query.system);
+                Ok(rows.into_iter().map(|row| (row, 1)).collect())
             }
             Input::Source { topic } => {
                 let mut rows = Rows::new();
