@@ -708,7 +708,10 @@ fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) ->
     for view in bound.views() {
         snapshots.insert(view.to_owned(), committed_rows(engine, view, wait_ms)?);
     }
-    let answer = bound.run(&snapshots).map_err(|e| user_error("XX000", format!("answering the query: {e}")))?;
+    let answer = bound.run(&snapshots).map_err(|e| match e {
+        e @ millpond_sql::Error::Sql { .. } => statement_error(&crate::Error::Sql(e), query),
+        other => user_error("XX000", format!("answering the query: {other}")),
+    })?;
     let schema = Arc::new(fields(&bound.columns, Some(format)));
     let rows: Vec<_> = answer.iter().map(|row| Ok(cell::data_row(row, |i| format.is_binary(i)))).collect();
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
@@ -820,6 +823,10 @@ pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
     };
     let code = if message.starts_with("there is no parameter") {
         "42P02"
+    } else if message.starts_with("more than one row returned by a subquery") {
+        "21000"
+    } else if message.starts_with("unknown relation") {
+        "42P01"
     } else if message.starts_with("not supported") {
         "0A000"
     } else if message.starts_with("unknown source, table or view") || message.starts_with("there is no") {

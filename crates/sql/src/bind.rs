@@ -1129,7 +1129,8 @@ impl<'a> Binder<'a> {
                     _ => return Err(self.unsupported(name.span(), "names with more than two parts")),
                 };
                 if let Some(args) = args {
-                    if let Some(bound) = self.bind_table_function(schema.as_deref(), ident, &args.args, alias.as_ref()) {
+                    if let Some(bound) = self.bind_table_function(schema.as_deref(), ident, &args.args, alias.as_ref())
+                    {
                         return bound;
                     }
                     if schema.is_some() {
@@ -1138,9 +1139,9 @@ impl<'a> Binder<'a> {
                     return self.bind_window_function(ident, &args.args, alias.as_ref());
                 }
                 let bound = match schema.as_deref() {
-                    None if !self.names_relation(&normalize(ident)) => self
-                        .bind_system_table(None, ident)
-                        .unwrap_or_else(|| self.bind_relation(ident))?,
+                    None if !self.names_relation(&normalize(ident)) => {
+                        self.bind_system_table(None, ident).unwrap_or_else(|| self.bind_relation(ident))?
+                    }
                     None | Some("public") => self.bind_relation(ident)?,
                     Some(schema) => match self.bind_system_table(Some(schema), ident) {
                         Some(bound) => bound?,
@@ -1759,7 +1760,9 @@ impl<'a> Binder<'a> {
                 // Text compares by code point: the collations that mean that are accepted.
                 let name = collation.0.last().map(|p| p.to_string().trim_matches('"').to_owned()).unwrap_or_default();
                 if !matches!(name.as_str(), "default" | "C" | "POSIX" | "ucs_basic") {
-                    return Err(self.unsupported(span, format!("the collation {collation} (text compares by code point)")));
+                    return Err(
+                        self.unsupported(span, format!("the collation {collation} (text compares by code point)"))
+                    );
                 }
                 self.bind_expr(inner, context)
             }
@@ -2426,5 +2429,5 @@ fn conform(expr: Expr, ty: Type) -> Expr {
 
 /// Evaluates an expression without columns once, at bind time.
 fn fold(expr: Expr) -> Expr {
-    if expr.columns().is_empty() { Expr::Literal(eval(&expr, &[])) } else { expr }
+    if expr.columns().is_empty() && !expr.is_correlated() { Expr::Literal(eval(&expr, &[])) } else { expr }
 }

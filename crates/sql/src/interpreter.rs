@@ -149,7 +149,7 @@ fn replace_subqueries(expr: &mut Expr, row: &[Value], inputs: &dyn Inputs) -> Re
     let count: i64 = rows.iter().map(|(_, c)| *c).sum();
     if count as usize > SUBQUERY_ROWS_MAX {
         return Err(Error::Sql {
-            location: crate::error::Location { file: None, line: 1, column: 1 },
+            location: crate::error::Location { file: None, line: 0, column: 0 },
             message: format!("a subquery in an expression answered {count} rows; the limit is {SUBQUERY_ROWS_MAX}"),
         });
     }
@@ -157,7 +157,7 @@ fn replace_subqueries(expr: &mut Expr, row: &[Value], inputs: &dyn Inputs) -> Re
         SubqueryKind::Exists => Expr::Literal(Value::Bool(count > 0)),
         SubqueryKind::Scalar if count > 1 => {
             return Err(Error::Sql {
-                location: crate::error::Location { file: None, line: 1, column: 1 },
+                location: crate::error::Location { file: None, line: 0, column: 0 },
                 message: "more than one row returned by a subquery used as an expression".into(),
             });
         }

@@ -211,6 +211,15 @@ impl Expr {
             }
         }
     }
+    /// Whether this expression reads an enclosing query's row (an `Outer`
+    /// reference, or a subquery): it is no constant, even without columns.
+    pub(crate) fn is_correlated(&self) -> bool {
+        match self {
+            Expr::Outer { .. } | Expr::Subquery { .. } => true,
+            Expr::Column(_) | Expr::Literal(_) => false,
+            other => other.clone().children_mut().into_iter().any(|c| c.is_correlated()),
+        }
+    }
     /// Whether a subquery is part of this expression.
     pub(crate) fn has_subquery(&self) -> bool {
         match self {

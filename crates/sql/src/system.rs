@@ -95,9 +95,12 @@ pub(crate) enum SystemTable {
 
 use crate::value::Type::{Bool as B, Double as F, Int as I, Text as T};
 
-/// Each relation: its schema, name, fixed oid and columns.
+/// A relation of the system catalog: which, its schema, name, fixed oid and columns.
+type TableEntry = (SystemTable, &'static str, &'static str, i64, &'static [(&'static str, Type)]);
+
+/// Every relation of the system catalog.
 #[rustfmt::skip]
-const TABLES: &[(SystemTable, &str, &str, i64, &[(&str, Type)])] = &[
+const TABLES: &[TableEntry] = &[
     (SystemTable::PgNamespace, "pg_catalog", "pg_namespace", 2615, &[
         ("oid", I), ("nspname", T), ("nspowner", I), ("nspacl", T),
     ]),
@@ -275,7 +278,7 @@ impl SystemTable {
             .map(|t| t.0)
     }
 
-    fn entry(self) -> &'static (SystemTable, &'static str, &'static str, i64, &'static [(&'static str, Type)]) {
+    fn entry(self) -> &'static TableEntry {
         TABLES.iter().find(|t| t.0 == self).expect("every system table is in TABLES")
     }
 
@@ -629,7 +632,9 @@ fn info_columns(objects: &Objects, context: &SystemContext) -> Vec<Row> {
             let (precision, scale) = match ty {
                 Type::Int => (Value::Int(64), Value::Int(0)),
                 Type::Double => (Value::Int(53), Value::Null),
-                Type::Decimal { precision, scale } => (Value::Int(i64::from(*precision)), Value::Int(i64::from(*scale))),
+                Type::Decimal { precision, scale } => {
+                    (Value::Int(i64::from(*precision)), Value::Int(i64::from(*scale)))
+                }
                 _ => (Value::Null, Value::Null),
             };
             let datetime = if matches!(ty, Type::Timestamp | Type::Interval) { Value::Int(6) } else { Value::Null };
@@ -683,6 +688,23 @@ fn info_views(objects: &Objects, context: &SystemContext) -> Vec<Row> {
         .collect()
 }
 
+/// Functions that describe what Millpond has none of (comments,
+/// expressions, constraints, indexes, triggers): they answer NULL.
+const DESCRIBERS: &[&str] = &[
+    "obj_description",
+    "shobj_description",
+    "col_description",
+    "pg_get_expr",
+    "pg_get_constraintdef",
+    "pg_get_indexdef",
+    "pg_get_triggerdef",
+    "pg_get_partkeydef",
+    "pg_get_statisticsobjdef_columns",
+    "pg_get_function_result",
+    "pg_get_function_arguments",
+    "pg_tablespace_location",
+];
+
 impl Binder<'_> {
     /// The system catalog's functions, as the queries of psql and drivers
     /// call them: `None` when `name` is not one of them.
@@ -699,10 +721,12 @@ impl Binder<'_> {
             "array_to_string" => 2..=3,
             "quote_ident" | "quote_literal" => 1..=1,
             "pg_get_viewdef" => 1..=2,
-            "obj_description" | "shobj_description" | "col_description" | "pg_get_expr" | "pg_get_constraintdef"
-            | "pg_get_indexdef" | "pg_get_triggerdef" | "pg_get_partkeydef" | "pg_get_statisticsobjdef_columns"
-            | "pg_get_function_result" | "pg_get_function_arguments" | "pg_tablespace_location" => 1..=3,
-            "has_table_privilege" | "has_schema_privilege" | "has_database_privilege" | "has_column_privilege"
+            "pg_relation_is_publishable" => 1..=1,
+            describer if DESCRIBERS.contains(&describer) => 1..=3,
+            "has_table_privilege"
+            | "has_schema_privilege"
+            | "has_database_privilege"
+            | "has_column_privilege"
             | "pg_has_role" => 2..=4,
             _ => return None,
         };
@@ -785,9 +809,8 @@ impl Binder<'_> {
                 (Expr::Case(whens, Box::new(Expr::Literal(Value::Null))), Type::Text)
             }
             // No comments, expressions, constraints, indexes or triggers exist.
-            "obj_description" | "shobj_description" | "col_description" | "pg_get_expr" | "pg_get_constraintdef"
-            | "pg_get_indexdef" | "pg_get_triggerdef" | "pg_get_partkeydef" | "pg_get_statisticsobjdef_columns"
-            | "pg_get_function_result" | "pg_get_function_arguments" | "pg_tablespace_location" => null_text,
+            describer if DESCRIBERS.contains(&describer) => null_text,
+            "pg_relation_is_publishable" => (Expr::Literal(Value::Bool(false)), Type::Bool),
             // No privileges exist: whoever is connected may do everything.
             _ => (Expr::Literal(Value::Bool(true)), Type::Bool),
         })

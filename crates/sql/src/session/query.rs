@@ -21,15 +21,15 @@ use sqlparser::ast;
 use super::Session;
 use crate::bind::Binder;
 use crate::catalog::Catalog;
-use crate::eval::{array_elements, eval};
-use crate::plan::TableFunction;
-use crate::value::Value;
-use crate::system::SystemContext;
 use crate::decode::decode_row;
 use crate::error::{Error, Result};
+use crate::eval::{array_elements, eval};
 use crate::interpreter::{Inputs, Rows, evaluate};
 use crate::parse::{Stmt, parse};
+use crate::plan::TableFunction;
 use crate::plan::{Input, Rel};
+use crate::system::SystemContext;
+use crate::value::Value;
 use crate::value::{Row, Type};
 
 /// A bound one-off query, ready to run over snapshots of the views it reads.
