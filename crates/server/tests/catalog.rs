@@ -46,11 +46,12 @@ async fn psql_describes_relations_with_its_own_catalog_queries() {
     connect(addr).await.batch_execute(SETUP).await.unwrap();
     let owned = |rows: &[&str]| rows.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>();
     let lines = tokio::task::spawn_blocking(move || {
-        [r"\d", r"\dt", r"\dv", r"\dm", r"\dE", r"\l", r"\dn", r"\d cheap", r"\d+ cheap"].map(|c| psql(addr, c))
+        [r"\d", r"\dt", r"\dv", r"\dm", r"\dE", r"\l", r"\dn", r"\d cheap", r"\d+ cheap", r"\d items", r"\d+ clicks"]
+            .map(|c| psql(addr, c))
     })
     .await
     .unwrap();
-    let [all, tables, views, materialized, foreign, databases, schemas, cheap, cheap_verbose] = lines;
+    let [all, tables, views, materialized, foreign, databases, schemas, cheap, cheap_verbose, items, clicks] = lines;
     assert_eq!(
         all,
         owned(&[
@@ -73,6 +74,16 @@ async fn psql_describes_relations_with_its_own_catalog_queries() {
             && cheap_verbose.iter().any(|l| l.contains("SELECT id, name FROM items WHERE price < 10")),
         "\\d+ shows the view's definition: {cheap_verbose:?}"
     );
+    assert_eq!(items, owned(&["id|bigint|||", "name|text|||", "price|numeric(10,2)|||"]));
+    let source = [
+        "Foreign table \"public.clicks\"",
+        "Column|Type|Collation|Nullable|Default|FDW options|Storage|Stats target|Description",
+        "user_id|bigint|||||plain||",
+        "url|text|||||extended||",
+        "Server: millpond_log",
+        "FDW options: (topic 'clicks', format 'json', envelope 'none')",
+    ];
+    assert_eq!(clicks, owned(&source), "a source is a foreign table of the log, its topic an option");
     drop(endpoint);
     engine.shutdown().unwrap();
 }

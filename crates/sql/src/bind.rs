@@ -135,10 +135,6 @@ fn object_name(name: &ast::ObjectName) -> Option<&ast::Ident> {
     }
 }
 
-fn arg_span(args: &[ast::FunctionArg]) -> sqlparser::tokenizer::Span {
-    args.first().map(|a| a.span()).unwrap_or(sqlparser::tokenizer::Span::empty())
-}
-
 /// `ARRAY(SELECT ...)`.
 fn is_array_subquery(function: &ast::Function) -> bool {
     matches!(function.args, ast::FunctionArguments::Subquery(_)) && function_name(function) == "array"
@@ -169,7 +165,7 @@ fn operator_symbol(symbol: &str) -> Option<ast::BinaryOperator> {
 }
 
 fn is_aggregate_name(name: &str) -> bool {
-    matches!(name, "count" | "sum" | "min" | "max" | "avg")
+    matches!(name, "count" | "sum" | "min" | "max" | "avg" | "string_agg")
 }
 
 fn function_name(function: &ast::Function) -> String {
@@ -1206,8 +1202,9 @@ impl<'a> Binder<'a> {
         Some(Ok(Bound { rel, scope }))
     }
 
-    /// `unnest(array)` and `pg_options_to_table(options)` in FROM (one-off
-    /// queries): the argument may read the enclosing query's columns.
+    /// `unnest(array)`, `pg_options_to_table(options)` and
+    /// `generate_series(start, stop [, step])` in FROM (one-off queries):
+    /// the arguments may read the enclosing query's columns.
     fn bind_table_function(
         &mut self,
         schema: Option<&str>,
@@ -1215,40 +1212,60 @@ impl<'a> Binder<'a> {
         args: &[ast::FunctionArg],
         alias: Option<&ast::TableAlias>,
     ) -> Option<Result<Bound>> {
-        let function = match (schema, normalize(ident).as_str()) {
-            (None | Some("pg_catalog"), "unnest") => TableFunction::Unnest,
-            (None | Some("pg_catalog"), "pg_options_to_table") => TableFunction::OptionsToTable,
+        let name = normalize(ident);
+        let (function, arity, arg_type) = match (schema, name.as_str()) {
+            (None | Some("pg_catalog"), "unnest") => (TableFunction::Unnest, 1..=1, Type::Text),
+            (None | Some("pg_catalog"), "pg_options_to_table") => (TableFunction::OptionsToTable, 1..=1, Type::Text),
+            (None | Some("pg_catalog"), "generate_series") => (TableFunction::GenerateSeries, 2..=3, Type::Int),
             _ => return None,
         };
         if !self.one_off {
-            return Some(Err(self.unsupported(ident.span, format!("{}() in a view", normalize(ident)))));
+            return Some(Err(self.unsupported(ident.span, format!("{name}() in a view"))));
         }
-        let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(arg))] = args else {
-            return Some(Err(self.error(ident.span, format!("{}() takes one argument", normalize(ident)))));
-        };
-        let bound = self.bind_expr(arg, &mut Context::Rows(&Scope::default()));
-        Some(bound.and_then(|(arg, ty)| {
-            if !matches!(ty, Type::Text | Type::Null) {
-                return Err(self.error(arg_span(args), format!("{}() reads an array, not {ty}", normalize(ident))));
+        Some(self.bind_table_function_args(function, &name, ident.span, (arity, arg_type), args, alias))
+    }
+
+    fn bind_table_function_args(
+        &mut self,
+        function: TableFunction,
+        name: &str,
+        span: sqlparser::tokenizer::Span,
+        (arity, arg_type): (std::ops::RangeInclusive<usize>, Type),
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<Bound> {
+        if !arity.contains(&args.len()) {
+            return Err(self.error(span, format!("{name}() takes {} to {} arguments", arity.start(), arity.end())));
+        }
+        let mut bound = Vec::new();
+        for arg in args {
+            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = arg else {
+                return Err(self.unsupported(span, format!("this argument of {name}()")));
+            };
+            let (expr, ty) = self.bind_expr(e, &mut Context::Rows(&Scope::default()))?;
+            if ty != arg_type && ty != Type::Null {
+                return Err(self.error(e.span(), format!("{name}() takes {arg_type}, not {ty}")));
             }
-            let table = alias.map(|a| normalize(&a.name)).unwrap_or_else(|| normalize(ident));
-            let columns: Vec<(String, Type)> = match function {
-                // A function of one column names it after the alias, as Postgres.
-                TableFunction::Unnest => vec![(table.clone(), Type::Text)],
-                TableFunction::OptionsToTable => {
-                    vec![("option_name".into(), Type::Text), ("option_value".into(), Type::Text)]
-                }
-            };
-            let scope = Scope {
-                columns: columns
-                    .iter()
-                    .map(|(n, t)| ScopeColumn { table: Some(table.clone()), name: n.clone(), ty: *t })
-                    .collect(),
-            };
-            let rel = Rel::Get { object: normalize(ident), input: Input::Function { function, arg }, columns };
-            let scope = self.alias_scope(scope, &table, alias)?;
-            Ok(Bound { rel, scope })
-        }))
+            bound.push(expr);
+        }
+        let table = alias.map(|a| normalize(&a.name)).unwrap_or_else(|| name.to_owned());
+        let columns: Vec<(String, Type)> = match function {
+            // A function of one column names it after the alias, as Postgres.
+            TableFunction::Unnest => vec![(table.clone(), Type::Text)],
+            TableFunction::GenerateSeries => vec![(table.clone(), Type::Int)],
+            TableFunction::OptionsToTable => {
+                vec![("option_name".into(), Type::Text), ("option_value".into(), Type::Text)]
+            }
+        };
+        let scope = Scope {
+            columns: columns
+                .iter()
+                .map(|(n, t)| ScopeColumn { table: Some(table.clone()), name: n.clone(), ty: *t })
+                .collect(),
+        };
+        let rel = Rel::Get { object: name.to_owned(), input: Input::Function { function, args: bound }, columns };
+        let scope = self.alias_scope(scope, &table, alias)?;
+        Ok(Bound { rel, scope })
     }
 
     /// A name in FROM: a CTE, a source, a table or a view (inlined).
@@ -1674,6 +1691,16 @@ impl<'a> Binder<'a> {
                 if format.is_some() || matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
                     return Err(self.unsupported(span, "TRY_CAST, SAFE_CAST and CAST ... FORMAT"));
                 }
+                if let ast::DataType::Array(_) = target
+                    && self.one_off
+                {
+                    // An array is its text form (the system catalog's arrays).
+                    let (e, from) = self.bind_expr(inner, context)?;
+                    if !matches!(from, Type::Text | Type::Null) {
+                        return Err(self.error(span, format!("cannot cast {from} to {target}")));
+                    }
+                    return Ok((e, Type::Text));
+                }
                 let Some(ty) = data_type(target) else {
                     return Err(self.unsupported(span, format!("the type {target}")));
                 };
@@ -1756,6 +1783,19 @@ impl<'a> Binder<'a> {
                 Ok((Expr::Call(function, vec![e]), ty))
             }
             E::Function(function) => self.bind_function(function, context),
+            E::CompoundFieldAccess { root, access_chain } if self.one_off => {
+                let [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] = access_chain.as_slice() else {
+                    return Err(self.unsupported(span, "array slices and field access"));
+                };
+                let (array, ty) = self.bind_expr(root, context)?;
+                let (index, index_ty) = self.bind_expr(index, context)?;
+                if !matches!(ty, Type::Text | Type::Null) || !matches!(index_ty, Type::Int | Type::Null) {
+                    return Err(
+                        self.error(span, format!("a subscript reads an array by an integer, not {ty}[{index_ty}]"))
+                    );
+                }
+                Ok((Expr::Call(Function::ArrayElement, vec![array, index]), Type::Text))
+            }
             E::Collate { expr: inner, collation } => {
                 // Text compares by code point: the collations that mean that are accepted.
                 let name = collation.0.last().map(|p| p.to_string().trim_matches('"').to_owned()).unwrap_or_default();
@@ -2002,6 +2042,13 @@ impl<'a> Binder<'a> {
         }
         if bt == Type::Text && matches!(b, Expr::Literal(_)) {
             return Ok((a, self.coerce_literal(b, at, span)?));
+        }
+        // An array element is text of the array's element type: it takes the other side's.
+        if at == Type::Text && matches!(a, Expr::Call(Function::ArrayElement, _)) {
+            return Ok((Expr::Cast(Box::new(a), bt), b));
+        }
+        if bt == Type::Text && matches!(b, Expr::Call(Function::ArrayElement, _)) {
+            return Ok((a, Expr::Cast(Box::new(b), at)));
         }
         // Operands of a comparison get one type, so that an equality can be
         // a join key (values of different types never compare equal there).
@@ -2333,9 +2380,31 @@ impl<'a> Binder<'a> {
         let Context::Groups { input, group, aggregates } = context else {
             return Err(self.error(span, format!("the aggregate {name}() is not allowed here")));
         };
+        let mut separator: Box<str> = "".into();
         let (func, arg, arg_type) = match (name, args) {
             ("count", [FunctionArgument::Star]) if !distinct => {
                 (AggregateFunction::CountRows, Expr::Literal(Value::Null), Type::Null)
+            }
+            ("string_agg", [FunctionArgument::Expr(e), FunctionArgument::Expr(sep)]) => {
+                if contains_aggregate(e) {
+                    return Err(self.error(e.span(), "aggregate functions cannot be nested"));
+                }
+                let input: &Scope = input;
+                let (arg, ty) = self.bind_expr(e, &mut Context::Rows(input))?;
+                if !matches!(ty, Type::Text | Type::Null) {
+                    return Err(self.error(e.span(), format!("string_agg() joins TEXT, not {ty} (cast it)")));
+                }
+                let constant = match sep {
+                    ast::Expr::Value(_) => self.bind_expr(sep, &mut Context::Rows(&Scope::default()))?.0,
+                    _ => Expr::Literal(Value::Null),
+                };
+                match constant {
+                    Expr::Literal(Value::Text(s)) => separator = s,
+                    _ => {
+                        return Err(self.unsupported(sep.span(), "a string_agg() separator other than a text constant"));
+                    }
+                }
+                (AggregateFunction::StringAgg, arg, Type::Text)
             }
             (_, [FunctionArgument::Expr(e)]) => {
                 if contains_aggregate(e) {
@@ -2348,7 +2417,8 @@ impl<'a> Binder<'a> {
                     "sum" => AggregateFunction::Sum,
                     "min" => AggregateFunction::Min,
                     "max" => AggregateFunction::Max,
-                    _ => AggregateFunction::Avg,
+                    "avg" => AggregateFunction::Avg,
+                    _ => return Err(self.error(span, format!("{name}() takes two arguments"))),
                 };
                 if matches!(func, AggregateFunction::Sum | AggregateFunction::Avg)
                     && !(ty.is_numeric() || ty == Type::Null)
@@ -2373,8 +2443,9 @@ impl<'a> Binder<'a> {
                 _ => Type::Double,
             },
             AggregateFunction::Min | AggregateFunction::Max => arg_type,
+            AggregateFunction::StringAgg => Type::Text,
         };
-        let call = AggregateCall { func, distinct, arg, arg_type, output_type };
+        let call = AggregateCall { func, distinct, arg, arg_type, output_type, separator };
         let index = match aggregates.iter().position(|a| *a == call) {
             Some(i) => i,
             None => {

@@ -437,6 +437,17 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
                 && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
             Value::Text(if plain { s } else { format!("\"{}\"", s.replace('"', "\"\"")) }.into())
         }
+        ArrayUpper => {
+            let length = array_elements(&text_arg(0)?)?.len() as i64;
+            if int_arg(1)? != 1 || length == 0 {
+                return None;
+            }
+            Value::Int(length)
+        }
+        ArrayElement => {
+            let index = usize::try_from(int_arg(1)?).ok()?.checked_sub(1)?;
+            Value::Text(array_elements(&text_arg(0)?)?.into_iter().nth(index)??.into())
+        }
         QuoteLiteral => Value::Text(format!("'{}'", text_arg(0)?.replace('\'', "''")).into()),
         Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat => unreachable!("handled by call"),
     })

@@ -68,6 +68,10 @@ pub(crate) enum Function {
     ArrayAny,
     QuoteIdent,
     QuoteLiteral,
+    /// `array_upper(array, 1)`: its length (NULL when empty or another dimension).
+    ArrayUpper,
+    /// `array[i]` (1-based): the element's text, NULL out of range.
+    ArrayElement,
     /// EXTRACT(field FROM x): the field is the first argument (a literal).
     Extract,
 }
@@ -130,6 +134,8 @@ pub(crate) enum TableFunction {
     Unnest,
     /// `pg_options_to_table(options)`: `name=value` elements as (option_name, option_value).
     OptionsToTable,
+    /// `generate_series(start, stop [, step])` of integers.
+    GenerateSeries,
 }
 
 impl Expr {
@@ -278,7 +284,7 @@ impl Rel {
     /// This operator's expressions, mutably (not its inputs').
     fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
-            Rel::Get { input: Input::Function { arg, .. }, .. } => vec![arg],
+            Rel::Get { input: Input::Function { args, .. }, .. } => args.iter_mut().collect(),
             Rel::Get { .. } | Rel::Unit | Rel::Distinct { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => {
                 Vec::new()
             }
@@ -337,6 +343,10 @@ pub(crate) enum AggregateFunction {
     Min,
     Max,
     Avg,
+    /// `string_agg(text, 'separator')`: the non-NULL values in ascending
+    /// order (SQL leaves the order to the system without an ORDER BY in the
+    /// call), joined by the separator; NULL over none.
+    StringAgg,
 }
 
 /// One aggregate of a GROUP BY: `func([DISTINCT] arg)`.
@@ -348,6 +358,8 @@ pub(crate) struct AggregateCall {
     pub(crate) arg: Expr,
     pub(crate) arg_type: Type,
     pub(crate) output_type: Type,
+    /// STRING_AGG's separator (a constant); empty for the others.
+    pub(crate) separator: Box<str>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,7 +392,7 @@ pub(crate) enum Input {
     System { table: crate::system::SystemTable },
     /// A table function of an expression (which may read the enclosing
     /// query's row: `Outer` references). One-off queries only.
-    Function { function: TableFunction, arg: Expr },
+    Function { function: TableFunction, args: Vec<Expr> },
 }
 
 #[derive(Clone, Debug, PartialEq)]

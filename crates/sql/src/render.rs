@@ -859,6 +859,14 @@ impl Aggregate<Tuple> for SqlAggregates {
                         }
                     }
                 },
+                AggregateFunction::StringAgg => {
+                    if !matches!(acc, Accumulator::Values(_)) {
+                        *acc = Accumulator::Values(BTreeMap::new());
+                    }
+                    if let Accumulator::Values(values) = acc {
+                        add_to_multiset(values, value.clone(), diff64);
+                    }
+                }
                 AggregateFunction::Sum | AggregateFunction::Avg => match value {
                     Value::Double(x) => add_float(acc, x.0, diff64),
                     other => {
@@ -967,6 +975,13 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
         }
         (AggregateFunction::Max, Accumulator::Values(values)) => {
             values.iter().rev().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())
+        }
+        (AggregateFunction::StringAgg, Accumulator::Values(values)) if !values.is_empty() => {
+            let parts: Vec<String> = values
+                .iter()
+                .flat_map(|(value, count)| std::iter::repeat_n(value.to_string(), (*count).max(0) as usize))
+                .collect();
+            Value::Text(parts.join(&call.separator).into())
         }
         (AggregateFunction::Sum | AggregateFunction::Avg, Accumulator::Sum { sum, count }) if *count > 0 => {
             let average = call.func == AggregateFunction::Avg;

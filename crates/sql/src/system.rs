@@ -42,6 +42,9 @@ pub(crate) const INFORMATION_SCHEMA_OID: i64 = 13_000;
 /// The owner of everything: the one role Millpond reports.
 pub(crate) const OWNER_OID: i64 = 10;
 pub(crate) const OWNER_NAME: &str = "millpond";
+/// The one foreign server: the embedded log, where sources' topics are.
+const LOG_SERVER_OID: i64 = 16_382;
+const LOG_SERVER_NAME: &str = "millpond_log";
 /// The database's oid, and Postgres's encoding number of UTF8.
 const DATABASE_OID: i64 = 16_383;
 pub(crate) const UTF8_ENCODING: i64 = 6;
@@ -87,6 +90,7 @@ pub(crate) enum SystemTable {
     PgPublicationRel,
     PgPublicationNamespace,
     PgForeignTable,
+    PgForeignServer,
     InfoTables,
     InfoColumns,
     InfoSchemata,
@@ -190,6 +194,10 @@ const TABLES: &[TableEntry] = &[
     ]),
     (SystemTable::PgForeignTable, "pg_catalog", "pg_foreign_table", 3118, &[
         ("ftrelid", I), ("ftserver", I), ("ftoptions", T),
+    ]),
+    (SystemTable::PgForeignServer, "pg_catalog", "pg_foreign_server", 1417, &[
+        ("oid", I), ("srvname", T), ("srvowner", I), ("srvfdw", I), ("srvtype", T), ("srvversion", T),
+        ("srvacl", T), ("srvoptions", T),
     ]),
     (SystemTable::InfoTables, "information_schema", "tables", 13_001, &[
         ("table_catalog", T), ("table_schema", T), ("table_name", T), ("table_type", T),
@@ -303,6 +311,17 @@ impl SystemTable {
             SystemTable::PgSettings => settings(context),
             SystemTable::PgRoles => roles(),
             SystemTable::PgViews | SystemTable::PgMatviews => views(&objects, self),
+            SystemTable::PgForeignTable => foreign_tables(&objects),
+            SystemTable::PgForeignServer => vec![vec![
+                Value::Int(LOG_SERVER_OID),
+                text(LOG_SERVER_NAME),
+                Value::Int(OWNER_OID),
+                Value::Int(0),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ]],
             SystemTable::InfoTables => info_tables(&objects, context),
             SystemTable::InfoColumns => info_columns(&objects, context),
             SystemTable::InfoSchemata => info_schemata(context),
@@ -328,6 +347,8 @@ struct Relation {
     columns: Vec<(String, Type)>,
     /// The defining query (views).
     definition: Option<String>,
+    /// A source's options as a foreign table's (`{topic=...}`).
+    options: Option<String>,
 }
 
 /// Every relation, user objects then system relations.
@@ -342,6 +363,14 @@ impl Objects {
             while !taken.insert(oid) {
                 oid = if oid == i64::from(i32::MAX) { USER_OID_MIN } else { oid + 1 };
             }
+            let options = match &object.kind {
+                ObjectKind::Source { topic, upsert_key } => {
+                    let envelope = if upsert_key.is_some() { "upsert" } else { "none" };
+                    let elements = [format!("topic={topic}"), "format=json".into(), format!("envelope={envelope}")];
+                    Some(crate::eval::array_text(elements.iter().map(|e| Some(e.as_str()))))
+                }
+                _ => None,
+            };
             let (kind, definition) = match &object.kind {
                 ObjectKind::Source { .. } => ("f", None),
                 ObjectKind::Table { .. } => ("r", None),
@@ -360,13 +389,15 @@ impl Objects {
                 }
                 _ => object.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(),
             };
-            relations.push(Relation { oid, namespace: PUBLIC_OID, name: name.clone(), kind, columns, definition });
+            let name = name.clone();
+            relations.push(Relation { oid, namespace: PUBLIC_OID, name, kind, columns, definition, options });
         }
         for (_, schema, name, oid, columns) in TABLES {
             let namespace = if *schema == "pg_catalog" { PG_CATALOG_OID } else { INFORMATION_SCHEMA_OID };
             let columns = columns.iter().map(|(n, t)| ((*n).to_owned(), *t)).collect();
             let kind = if *schema == "pg_catalog" && *oid < 12_000 { "r" } else { "v" };
-            relations.push(Relation { oid: *oid, namespace, name: (*name).into(), kind, columns, definition: None });
+            let (name, definition, options) = ((*name).into(), None, None);
+            relations.push(Relation { oid: *oid, namespace, name, kind, columns, definition, options });
         }
         Objects(relations)
     }
@@ -590,6 +621,14 @@ fn views(objects: &Objects, table: SystemTable) -> Vec<Row> {
         .collect()
 }
 
+fn foreign_tables(objects: &Objects) -> Vec<Row> {
+    objects
+        .0
+        .iter()
+        .filter_map(|r| Some(vec![Value::Int(r.oid), Value::Int(LOG_SERVER_OID), text(r.options.as_deref()?)]))
+        .collect()
+}
+
 fn schema_name(namespace: i64) -> &'static str {
     match namespace {
         PUBLIC_OID => "public",
@@ -720,6 +759,7 @@ impl Binder<'_> {
             "format_type" => 2..=2,
             "array_to_string" => 2..=3,
             "quote_ident" | "quote_literal" => 1..=1,
+            "array_upper" => 2..=2,
             "pg_get_viewdef" => 1..=2,
             "pg_relation_is_publishable" => 1..=1,
             describer if DESCRIBERS.contains(&describer) => 1..=3,
@@ -789,6 +829,12 @@ impl Binder<'_> {
                     return Err(self.error(span, format!("array_to_string() takes an array and text, not {ty}")));
                 }
                 (Expr::Call(Function::ArrayToString, args.into_iter().map(|(e, _)| e).collect()), Type::Text)
+            }
+            "array_upper" => {
+                if !matches!(args[0].1, Type::Text | Type::Null) || !matches!(args[1].1, Type::Int | Type::Null) {
+                    return Err(self.error(span, "array_upper() takes an array and a dimension"));
+                }
+                (Expr::Call(Function::ArrayUpper, args.into_iter().map(|(e, _)| e).collect()), Type::Int)
             }
             "quote_ident" | "quote_literal" => {
                 let function = if name == "quote_ident" { Function::QuoteIdent } else { Function::QuoteLiteral };

@@ -22,7 +22,7 @@ use super::Session;
 use crate::bind::Binder;
 use crate::catalog::Catalog;
 use crate::decode::decode_row;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
 use crate::eval::{array_elements, eval};
 use crate::interpreter::{Inputs, Rows, evaluate};
 use crate::parse::{Stmt, parse};
@@ -138,6 +138,51 @@ impl Query {
     }
 }
 
+/// The largest answer of a table function in FROM, in rows.
+const TABLE_FUNCTION_ROWS_MAX: i64 = 10_000_000;
+
+/// The rows of a table function over its arguments (outer references are
+/// values by now: the arguments read no row).
+fn table_function(function: TableFunction, args: &[crate::plan::Expr]) -> Result<Rows> {
+    let values: Vec<Value> = args.iter().map(|a| eval(a, &[])).collect();
+    let text = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Text(s.into()));
+    let elements = || match &values[0] {
+        Value::Null => Vec::new(),
+        value => array_elements(&value.to_string()).unwrap_or_default(),
+    };
+    Ok(match function {
+        TableFunction::Unnest => elements().into_iter().map(|e| (vec![text(e.as_deref())], 1)).collect(),
+        TableFunction::OptionsToTable => elements()
+            .into_iter()
+            .map(|e| {
+                let (name, value) = match e.as_deref().map(|e| e.split_once('=')) {
+                    Some(Some((n, v))) => (Some(n), Some(v)),
+                    Some(None) => (e.as_deref(), None),
+                    None => (None, None),
+                };
+                (vec![text(name), text(value)], 1)
+            })
+            .collect(),
+        TableFunction::GenerateSeries => {
+            let int = |v: Option<&Value>| match v {
+                Some(Value::Int(i)) => Some(*i),
+                _ => None,
+            };
+            let (Some(start), Some(stop)) = (int(values.first()), int(values.get(1))) else { return Ok(Rows::new()) };
+            let step = if values.len() > 2 { int(values.get(2)) } else { Some(1) };
+            let Some(step) = step.filter(|s| *s != 0) else {
+                return Err(Error::sql(Location { file: None, line: 0, column: 0 }, "step size cannot equal zero"));
+            };
+            let count = (i128::from(stop) - i128::from(start)) / i128::from(step) + 1;
+            if count > i128::from(TABLE_FUNCTION_ROWS_MAX) {
+                let message = format!("generate_series() of {count} rows; the limit is {TABLE_FUNCTION_ROWS_MAX}");
+                return Err(Error::sql(Location { file: None, line: 0, column: 0 }, message));
+            }
+            (0..count.max(0) as i64).map(|i| (vec![Value::Int(start + i * step)], 1)).collect()
+        }
+    })
+}
+
 /// The committed contents of a query's inputs.
 struct Contents<'q> {
     query: &'q Query,
@@ -167,31 +212,7 @@ impl Inputs for Contents<'_> {
                 }
                 Ok(rows)
             }
-            Input::Function { function, arg } => {
-                // Outer references are values by now: the argument reads no row.
-                let elements = match eval(arg, &[]) {
-                    Value::Null => Vec::new(),
-                    value => array_elements(&value.to_string()).unwrap_or_default(),
-                };
-                Ok(elements
-                    .into_iter()
-                    .map(|element| {
-                        let text = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Text(s.into()));
-                        let row = match function {
-                            TableFunction::Unnest => vec![text(element.as_deref())],
-                            TableFunction::OptionsToTable => {
-                                let (name, value) = match element.as_deref().map(|e| e.split_once('=')) {
-                                    Some(Some((n, v))) => (Some(n), Some(v)),
-                                    Some(None) => (element.as_deref(), None),
-                                    None => (None, None),
-                                };
-                                vec![text(name), text(value)]
-                            }
-                        };
-                        (row, 1)
-                    })
-                    .collect())
-            }
+            Input::Function { function, args } => table_function(*function, args),
             Input::System { table } => {
                 let rows = table.rows(&self.query.catalog, &self.query.system);
                 Ok(rows.into_iter().map(|row| (row, 1)).collect())
