@@ -171,8 +171,9 @@ pub(crate) fn literal(index: usize, ty: &Type, binary: bool, bytes: Option<&[u8]
             "f" | "false" | "off" | "no" | "n" | "0" => Ok("FALSE".to_owned()),
             _ => Err(bad(text)),
         },
-        Type::TIMESTAMP | Type::TIMESTAMPTZ => Ok(format!("TIMESTAMP {}", quote(text))),
-        Type::DATE => Ok(format!("DATE {}", quote(text))),
+        // As Postgres, a zone offset on a timestamp (or date) without time zone is ignored.
+        Type::TIMESTAMP | Type::TIMESTAMPTZ => Ok(format!("TIMESTAMP {}", quote(millpond_sql::without_zone(text)))),
+        Type::DATE => Ok(format!("DATE {}", quote(millpond_sql::without_zone(text)))),
         Type::INTERVAL => Ok(format!("INTERVAL {}", quote(text))),
         _ => Ok(quote(text)),
     }
@@ -202,9 +203,46 @@ fn binary_literal(ty: &Type, bytes: &[u8]) -> Option<String> {
             let days = i32::from_be_bytes(bytes.try_into().ok()?).checked_add(PG_EPOCH_DAYS)?;
             format!("DATE '{}'", Value::Date(days))
         }
-        Type::NUMERIC => return None,
+        Type::NUMERIC => {
+            let text = numeric_text(bytes)?;
+            if text.starts_with('-') { format!("({text})") } else { text }
+        }
         _ => quote(std::str::from_utf8(bytes).ok()?),
     })
+}
+
+/// The most digits a binary NUMERIC parameter may have after its point
+/// (Postgres's own display-scale limit).
+const NUMERIC_SCALE_MAX: usize = 1000;
+
+/// Postgres's binary NUMERIC (ndigits, weight, sign, dscale, then base-10000
+/// digits) as decimal text; None when the bytes are not one (or NaN).
+fn numeric_text(bytes: &[u8]) -> Option<String> {
+    let word = |i: usize| -> Option<u16> { Some(u16::from_be_bytes(bytes.get(2 * i..2 * i + 2)?.try_into().ok()?)) };
+    let (ndigits, weight, sign, scale) = (word(0)? as usize, word(1)? as i16 as i64, word(2)?, word(3)? as usize);
+    if bytes.len() != 8 + 2 * ndigits || !(sign == 0 || sign == 0x4000) || scale > NUMERIC_SCALE_MAX {
+        return None;
+    }
+    let digits: Vec<u16> = (0..ndigits).map(|i| word(4 + i)).collect::<Option<_>>()?;
+    if digits.iter().any(|d| *d > 9999) || weight.unsigned_abs() as usize > NUMERIC_SCALE_MAX {
+        return None;
+    }
+    // Group i counts 10000^(weight - i).
+    let group = |i: i64| usize::try_from(i).ok().and_then(|i| digits.get(i)).copied().unwrap_or(0);
+    let whole: String = (0..=weight).map(|i| format!("{:04}", group(i))).collect();
+    let whole = whole.trim_start_matches('0');
+    let fraction_groups = scale.div_ceil(4) as i64;
+    let fraction: String = (1..=fraction_groups).map(|p| format!("{:04}", group(weight + p))).collect();
+    let mut text = String::new();
+    if sign == 0x4000 {
+        text.push('-');
+    }
+    text.push_str(if whole.is_empty() { "0" } else { whole });
+    if scale > 0 {
+        text.push('.');
+        text.push_str(&fraction[..scale]);
+    }
+    Some(text)
 }
 
 fn float_literal(x: f64) -> String {
@@ -306,6 +344,16 @@ mod tests {
     #[test]
     fn numerics_encode_as_base_10000_groups() {
         // 12345.678: groups 1, 2345, 6780; weight 1; scale 3.
+        for text in ["12345.678", "-0.05", "0", "1.50", "100000000", "0.0001", "-98765432.10"] {
+            let back = numeric_text(&numeric_binary(text)).unwrap();
+            assert_eq!(back, text, "binary NUMERIC reads back");
+        }
+        assert_eq!(millpond_sql::without_zone("2024-05-06 07:08:09+00"), "2024-05-06 07:08:09");
+        assert_eq!(millpond_sql::without_zone("2024-05-06 07:08:09.5-07:30"), "2024-05-06 07:08:09.5");
+        assert_eq!(millpond_sql::without_zone("2024-05-06 +00"), "2024-05-06");
+        assert_eq!(millpond_sql::without_zone("2024-05-06"), "2024-05-06");
+        assert_eq!(numeric_text(&[0, 1, 0, 0, 0xC0, 0, 0, 0, 0, 1]), None, "NaN does not read");
+        assert_eq!(numeric_text(&[0, 2, 0, 0, 0, 0, 0, 0, 0, 1]), None, "a short digit list does not read");
         let bytes = numeric_binary("12345.678");
         let words: Vec<i16> = bytes.chunks(2).map(|c| i16::from_be_bytes([c[0], c[1]])).collect();
         assert_eq!(words, [3, 1, 0, 3, 1, 2345, 6780]);

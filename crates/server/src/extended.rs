@@ -17,15 +17,19 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::Sink;
+use futures::{Sink, SinkExt};
+use pgwire::api::DEFAULT_NAME;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::ExtendedQueryHandler;
 use pgwire::api::results::{FieldInfo, Response};
 use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::Entry;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, Type};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::{NoData, ParameterDescription};
+use pgwire::messages::extendedquery::{Describe, TARGET_TYPE_BYTE_STATEMENT};
 
 use crate::cell;
 use crate::engine::Engine;
@@ -142,6 +146,31 @@ impl ExtendedQueryHandler for Extended {
 
     fn query_parser(&self) -> Arc<Parser> {
         self.parser.clone()
+    }
+
+    /// As pgwire's, but a statement with parameters and no result columns
+    /// is described as Postgres does: ParameterDescription, then NoData
+    /// (pgwire sends an empty RowDescription, which pgJDBC reads as a result).
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.target_type == TARGET_TYPE_BYTE_STATEMENT {
+            let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+            if let Some(Entry::Value(statement)) = client.portal_store().get_statement(name) {
+                let described = self.do_describe_statement(client, &statement).await?;
+                if described.fields.is_empty() && !described.parameters.is_empty() {
+                    let types = described.parameters.iter().map(Type::oid).collect();
+                    client.send(PgWireBackendMessage::ParameterDescription(ParameterDescription::new(types))).await?;
+                    client.send(PgWireBackendMessage::NoData(NoData::new())).await?;
+                    return Ok(());
+                }
+            }
+        }
+        self._on_describe(client, message).await
     }
 
     async fn do_query<C>(&self, client: &mut C, portal: &Portal<Prepared>, _max_rows: usize) -> PgWireResult<Response>

@@ -66,7 +66,17 @@ pub(crate) struct Settings {
     /// The database and user it connected as (the startup packet's).
     database: String,
     user: String,
+    /// Other settings `SET` gave (lower-case names): kept for `SHOW`, they
+    /// change nothing (at most [`OTHER_SETTINGS_MAX`]).
+    others: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
+    /// Whether a statement changed anything since the last BEGIN: then a
+    /// ROLLBACK cannot be honoured (each statement took effect when it ran).
+    wrote_since_begin: std::sync::atomic::AtomicBool,
 }
+
+/// Settings of other names a connection may keep, and the longest value.
+const OTHER_SETTINGS_MAX: usize = 256;
+const SETTING_VALUE_BYTES_MAX: usize = 4096;
 
 /// The settings of `client`'s connection, made at its first statement.
 pub(crate) fn settings_of<C: ClientInfo>(client: &C) -> Arc<Settings> {
@@ -170,6 +180,17 @@ fn set(settings: &Settings, statement: &str) -> PgWireResult<Response> {
             user_error("22023", format!("invalid value for parameter \"statement_timeout\": \"{}\"", value.trim()))
         })?;
         settings.statement_timeout_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    } else if !name.eq_ignore_ascii_case("read_your_writes") {
+        let value = value.trim().trim_matches('\'').to_owned();
+        let mut others = settings.others.lock().unwrap_or_else(|e| e.into_inner());
+        let known = others.contains_key(&name.to_ascii_lowercase());
+        if value.len() > SETTING_VALUE_BYTES_MAX || (!known && others.len() >= OTHER_SETTINGS_MAX) {
+            return Err(user_error(
+                "54000",
+                format!("setting \"{name}\" is past the limits of a connection's settings"),
+            ));
+        }
+        others.insert(name.to_ascii_lowercase(), value);
     }
     Ok(Response::Execution(Tag::new("SET")))
 }
@@ -537,6 +558,7 @@ pub(crate) fn answer(
         let sql = batch.join(";\n");
         batch.clear();
         let (outcomes, writes) = engine.execute_tracked(&sql).map_err(|e| statement_error(&e, &sql))?;
+        settings.wrote_since_begin.store(true, std::sync::atomic::Ordering::Relaxed);
         settings.wrote(writes);
         responses.extend(outcomes.iter().map(|outcome| Response::Execution(command_tag(&outcome.tag))));
         Ok(())
@@ -548,13 +570,24 @@ pub(crate) fn answer(
             continue;
         }
         let response = match first_word(statement).as_str() {
-            "BEGIN" | "START" => Response::TransactionStart(Tag::new("BEGIN")),
+            "BEGIN" | "START" => {
+                flush(&mut batch, &mut responses)?;
+                settings.wrote_since_begin.store(false, std::sync::atomic::Ordering::Relaxed);
+                Response::TransactionStart(Tag::new("BEGIN"))
+            }
             "COMMIT" | "END" => Response::TransactionEnd(Tag::new("COMMIT")),
             "ROLLBACK" | "ABORT" => {
-                return Err(user_error(
-                    "0A000",
-                    "not supported: ROLLBACK (each statement takes effect when it runs)".into(),
-                ));
+                flush(&mut batch, &mut responses)?;
+                // Nothing to undo is a rollback honoured; writes cannot be taken back.
+                if settings.wrote_since_begin.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(user_error(
+                        "0A000",
+                        "not supported: ROLLBACK after a write (each statement took effect when it ran; nothing \
+                         was rolled back)"
+                            .into(),
+                    ));
+                }
+                Response::TransactionEnd(Tag::new("ROLLBACK"))
             }
             "SET" => set(settings, statement)?,
             "DECLARE" => match crate::subscribe::parse_declare(statement) {
@@ -631,10 +664,21 @@ pub(crate) fn show(engine: &Engine, settings: &Settings, statement: &str) -> PgW
             let ms = settings.statement_timeout_ms.load(std::sync::atomic::Ordering::Relaxed);
             (parameter.as_str(), vec![format!("{ms}ms")])
         }
-        (None, [parameter]) => match parameter_value(parameter) {
-            Some(value) => (parameter.as_str(), vec![value]),
-            None => return Err(user_error("42704", format!("unrecognized configuration parameter \"{parameter}\""))),
-        },
+        (None, [t, i, l]) if (t.as_str(), i.as_str(), l.as_str()) == ("transaction", "isolation", "level") => {
+            ("transaction_isolation", vec![TRANSACTION_ISOLATION.to_owned()])
+        }
+        (None, [parameter]) if parameter == "transaction_isolation" => {
+            (parameter.as_str(), vec![TRANSACTION_ISOLATION.to_owned()])
+        }
+        (None, [parameter]) => {
+            let set = settings.others.lock().unwrap_or_else(|e| e.into_inner()).get(parameter.as_str()).cloned();
+            match set.or_else(|| parameter_value(parameter)) {
+                Some(value) => (parameter.as_str(), vec![value]),
+                None => {
+                    return Err(user_error("42704", format!("unrecognized configuration parameter \"{parameter}\"")));
+                }
+            }
+        }
         _ => return Err(not_supported(statement)),
     };
     let schema = Arc::new(vec![FieldInfo::new(column.to_owned(), None, None, Type::TEXT, FieldFormat::Text)]);
@@ -670,6 +714,11 @@ fn show_create(engine: &Engine, statement: &str, words: &[String]) -> PgWireResu
     encoder.encode_field(&definition)?;
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(vec![Ok(encoder.take_row())]))))
 }
+
+/// What a transaction sees: each statement reads committed contents, and
+/// each statement's writes take effect when it runs (no multi-statement
+/// transactions), which is Postgres's READ COMMITTED in autocommit.
+const TRANSACTION_ISOLATION: &str = "read committed";
 
 /// The parameters the server reports at startup, as `pg_settings` names them.
 const REPORTED_PARAMETERS: &[&str] = &[

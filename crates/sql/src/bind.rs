@@ -135,6 +135,20 @@ fn object_name(name: &ast::ObjectName) -> Option<&ast::Ident> {
     }
 }
 
+/// `'name'::regclass`: the name, when `expr` is a text constant cast so.
+fn regclass_literal(expr: &ast::Expr, target: &ast::DataType) -> Option<String> {
+    let last = match target {
+        ast::DataType::Regclass => "regclass".to_owned(),
+        ast::DataType::Custom(type_name, _) => type_name.0.last()?.to_string().to_lowercase(),
+        _ => return None,
+    };
+    let ast::Expr::Value(value) = expr else { return None };
+    match (&value.value, last.as_str()) {
+        (ast::Value::SingleQuotedString(name), "regclass") if name.parse::<i64>().is_err() => Some(name.clone()),
+        _ => None,
+    }
+}
+
 /// `ARRAY(SELECT ...)`.
 fn is_array_subquery(function: &ast::Function) -> bool {
     matches!(function.args, ast::FunctionArguments::Subquery(_)) && function_name(function) == "array"
@@ -291,6 +305,7 @@ pub(crate) fn data_type(data_type: &ast::DataType) -> Option<Type> {
         D::Date => Type::Date,
         D::Interval { .. } => Type::Interval,
         D::Custom(name, modifiers) if modifiers.is_empty() => return custom_type(name),
+        D::Regclass => Type::Int,
         _ => return None,
     })
 }
@@ -1515,7 +1530,7 @@ impl<'a> Binder<'a> {
                     ast::Value::SingleQuotedString(s) => s.clone(),
                     other => other.to_string(),
                 };
-                match cast(&Value::Text(text.as_str().into()), ty) {
+                match crate::value::cast_constant(&Value::Text(text.as_str().into()), ty) {
                     Some(v) => Ok((Expr::Literal(v), ty)),
                     None => Err(self.error(span, format!("invalid {ty} literal '{text}'"))),
                 }
@@ -1701,6 +1716,14 @@ impl<'a> Binder<'a> {
                     }
                     return Ok((e, Type::Text));
                 }
+                if let Some(name) = regclass_literal(inner, target)
+                    && self.one_off
+                {
+                    return match crate::system::regclass(self.catalog, &name) {
+                        Some(oid) => Ok((Expr::Literal(Value::Int(oid)), Type::Int)),
+                        None => Err(self.error(span, format!("unknown relation \"{name}\""))),
+                    };
+                }
                 let Some(ty) = data_type(target) else {
                     return Err(self.unsupported(span, format!("the type {target}")));
                 };
@@ -1717,7 +1740,7 @@ impl<'a> Binder<'a> {
                     return Err(self.error(span, format!("cannot cast {from} to {ty}")));
                 }
                 if let Expr::Literal(v) = &e {
-                    return match cast(v, ty) {
+                    return match crate::value::cast_constant(v, ty) {
                         Some(v) => Ok((Expr::Literal(v), ty)),
                         None => Err(self.error(span, format!("'{v}' is not a valid {ty}"))),
                     };
@@ -2017,7 +2040,7 @@ impl<'a> Binder<'a> {
     /// A text literal compared with a typed value is read as that type.
     fn coerce_literal(&self, expr: Expr, to: Type, span: sqlparser::tokenizer::Span) -> Result<Expr> {
         match &expr {
-            Expr::Literal(v @ Value::Text(text)) => match cast(v, to) {
+            Expr::Literal(v @ Value::Text(text)) => match crate::value::cast_constant(v, to) {
                 Some(value) => Ok(Expr::Literal(value)),
                 None => Err(self.error(span, format!("'{text}' is not a valid {to}"))),
             },

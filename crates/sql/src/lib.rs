@@ -65,6 +65,7 @@ pub use render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC, View
 pub use session::{Description, Outcome, Query, Session};
 #[cfg(feature = "runtime")]
 pub use system::SystemContext;
+pub use time::without_zone;
 pub use value::{Dec, OrderedF64, Row, Type, Value};
 
 /// Parses `sql` (statements separated by `;`) without executing anything:

@@ -43,7 +43,7 @@ use crate::error::{Error, Location, Result};
 use crate::eval::{eval, holds};
 use crate::parse::{CreateSource, Parsed, Stmt, parse};
 use crate::render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC};
-use crate::value::{Row, Type, Value, cast};
+use crate::value::{Row, Type, Value};
 
 mod catalog_log;
 mod ddl;

@@ -754,12 +754,15 @@ impl Binder<'_> {
         span: Span,
     ) -> Option<Result<(Expr, Type)>> {
         let arity: std::ops::RangeInclusive<usize> = match name {
-            "current_database" | "current_schema" | "current_user" | "session_user" | "version" => 0..=0,
+            "current_database" | "current_catalog" | "current_schema" | "current_user" | "session_user" | "version" => {
+                0..=0
+            }
             "pg_get_userbyid" | "pg_table_is_visible" | "pg_type_is_visible" | "pg_encoding_to_char" => 1..=1,
             "format_type" => 2..=2,
             "array_to_string" => 2..=3,
             "quote_ident" | "quote_literal" => 1..=1,
             "array_upper" => 2..=2,
+            "current_schemas" => 1..=1,
             "pg_get_viewdef" => 1..=2,
             "pg_relation_is_publishable" => 1..=1,
             describer if DESCRIBERS.contains(&describer) => 1..=3,
@@ -786,13 +789,13 @@ impl Binder<'_> {
         };
         let null_text = (Expr::Literal(Value::Null), Type::Text);
         Ok(match name {
-            "current_database" | "current_schema" | "current_user" | "session_user" | "version" => {
+            "current_database" | "current_catalog" | "current_schema" | "current_user" | "session_user" | "version" => {
                 let Some(context) = &self.system else {
                     let message = format!("{name}(): a view must compute the same rows for every reader");
                     return Err(self.unsupported(span, message));
                 };
                 let value = match name {
-                    "current_database" => context.database.clone(),
+                    "current_database" | "current_catalog" => context.database.clone(),
                     "current_schema" => "public".into(),
                     "version" => format!("PostgreSQL 15.0 (Millpond {})", env!("CARGO_PKG_VERSION")),
                     _ => context.user.clone(),
@@ -830,6 +833,14 @@ impl Binder<'_> {
                 }
                 (Expr::Call(Function::ArrayToString, args.into_iter().map(|(e, _)| e).collect()), Type::Text)
             }
+            "current_schemas" => {
+                // The search path: pg_catalog (implicitly first) and public.
+                let implicit = args.remove(0).0;
+                let with = Expr::Literal(text("{pg_catalog,public}"));
+                let without = Expr::Literal(text("{public}"));
+                let pick = Expr::Case(vec![(implicit.clone(), with)], Box::new(without));
+                (strict(implicit, pick), Type::Text)
+            }
             "array_upper" => {
                 if !matches!(args[0].1, Type::Text | Type::Null) || !matches!(args[1].1, Type::Int | Type::Null) {
                     return Err(self.error(span, "array_upper() takes an array and a dimension"));
@@ -860,6 +871,29 @@ impl Binder<'_> {
             // No privileges exist: whoever is connected may do everything.
             _ => (Expr::Literal(Value::Bool(true)), Type::Bool),
         })
+    }
+}
+
+/// The oid of the relation `'name'::regclass` names (`pg_catalog.x`,
+/// `information_schema.x`, `public.x` or unqualified), if there is one.
+pub(crate) fn regclass(catalog: &Catalog, name: &str) -> Option<i64> {
+    let (schema, relation) = match name.split_once('.') {
+        Some((schema, relation)) => (Some(schema.trim_matches('"')), relation.trim_matches('"')),
+        None => (None, name.trim_matches('"')),
+    };
+    let objects = Objects::of(catalog);
+    let namespace = match schema {
+        None => None,
+        Some("public") => Some(PUBLIC_OID),
+        Some("pg_catalog") => Some(PG_CATALOG_OID),
+        Some("information_schema") => Some(INFORMATION_SCHEMA_OID),
+        Some(_) => return None,
+    };
+    // Unqualified: the search path, pg_catalog then public.
+    let found = |ns: i64| objects.0.iter().find(|r| r.name == relation && r.namespace == ns).map(|r| r.oid);
+    match namespace {
+        Some(ns) => found(ns),
+        None => found(PG_CATALOG_OID).or_else(|| found(PUBLIC_OID)),
     }
 }
 

@@ -90,6 +90,24 @@ pub(crate) fn parse_timestamp(text: &str) -> Option<i64> {
     Some(micros)
 }
 
+/// `text` without a trailing zone offset (`Z`, `+HH`, `-HH:MM`, ...): as
+/// Postgres, a timestamp or date without time zone ignores one in its input.
+pub fn without_zone(text: &str) -> &str {
+    let text = text.trim();
+    if let Some(rest) = text.strip_suffix('Z') {
+        return rest.trim_end();
+    }
+    match text.rfind(['+', '-']) {
+        // Past the date's own dashes ("YYYY-MM-DD" is 10 bytes).
+        Some(at) if at >= 10 => {
+            let zone = &text[at + 1..];
+            let is_zone = (2..=8).contains(&zone.len()) && zone.bytes().all(|b| b.is_ascii_digit() || b == b':');
+            if is_zone { text[..at].trim_end() } else { text }
+        }
+        _ => text,
+    }
+}
+
 pub(crate) fn format_date(days: i32) -> String {
     let (year, month, day) = civil_from_days(days as i64);
     format!("{year:04}-{month:02}-{day:02}")

@@ -343,6 +343,19 @@ impl fmt::Display for Value {
 
 /// Converts `value` to `to` (SQL CAST). `None`: the value does not convert
 /// (the caller reports it, or yields NULL where SQL would).
+/// [`cast`] of a constant written in SQL (a literal, an inserted value):
+/// a text read as a TIMESTAMP or DATE may carry a zone offset, ignored as
+/// Postgres does for types without time zone. (Records read by sources use
+/// `cast`, strict: a shifted clock must not pass as a local one.)
+pub(crate) fn cast_constant(value: &Value, to: Type) -> Option<Value> {
+    match (value, to) {
+        (Value::Text(text), Type::Timestamp | Type::Date) => {
+            cast(&Value::Text(crate::time::without_zone(text).into()), to)
+        }
+        _ => cast(value, to),
+    }
+}
+
 pub(crate) fn cast(value: &Value, to: Type) -> Option<Value> {
     use Value as V;
     if value.is_null() {

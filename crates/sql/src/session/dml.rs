@@ -44,7 +44,7 @@ pub(super) fn constant(catalog: &Catalog, expr: &ast::Expr, column: &Column, at:
     let bound = bind_scalar(catalog, expr, &Scope::default(), at)?;
     let value = eval(&bound, &[]);
     let location = span_location(at, expr.span());
-    let value = cast(&value, column.ty).ok_or_else(|| {
+    let value = crate::value::cast_constant(&value, column.ty).ok_or_else(|| {
         Error::sql(location.clone(), format!("'{value}' is not a valid {} for column \"{}\"", column.ty, column.name))
     })?;
     storable(value, column, &location)
@@ -321,7 +321,7 @@ impl Session {
             for (index, expr, location) in &assignments {
                 let column = &object.columns[*index];
                 let value = eval(expr, old_row);
-                let value = cast(&value, column.ty).ok_or_else(|| {
+                let value = crate::value::cast_constant(&value, column.ty).ok_or_else(|| {
                     Error::sql(
                         location.clone(),
                         format!("'{value}' is not a valid {} for \"{}\"", column.ty, column.name),
