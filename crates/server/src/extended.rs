@@ -196,6 +196,7 @@ impl ExtendedQueryHandler for Extended {
         if first_word(&sql) == "FETCH" {
             return crate::cursor::fetch(&self.engine, &settings, &sql, &format).await;
         }
+        let _running = crate::pg::Running::start(&settings);
         let mut responses = tokio::task::spawn_blocking(move || answer(&engine, &settings, &sql, &format))
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))??;

@@ -72,6 +72,26 @@ pub(crate) struct Settings {
     /// Whether a statement changed anything since the last BEGIN: then a
     /// ROLLBACK cannot be honoured (each statement took effect when it ran).
     wrote_since_begin: std::sync::atomic::AtomicBool,
+    /// Set when the query running on the connection is abandoned (its
+    /// client cancelled it): a one-off SELECT computing on stops then.
+    interrupted: std::sync::atomic::AtomicBool,
+}
+
+/// Held by a running query's future: dropped (cancelled, or done), it
+/// tells whatever still computes for the query to stop.
+pub(crate) struct Running(Arc<Settings>);
+
+impl Running {
+    pub(crate) fn start(settings: &Arc<Settings>) -> Running {
+        settings.interrupted.store(false, std::sync::atomic::Ordering::Relaxed);
+        Running(settings.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Settings of other names a connection may keep, and the longest value.
@@ -530,6 +550,7 @@ impl SimpleQueryHandler for Queries {
             return Ok(vec![crate::cursor::fetch(&engine, &settings, statement, &Format::UnifiedText).await?]);
         }
         let query = query.to_owned();
+        let _running = Running::start(&settings);
         tokio::task::spawn_blocking(move || answer(&engine, &settings, &query, &Format::UnifiedText))
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))?
@@ -750,6 +771,7 @@ fn parameter_value(name: &str) -> Option<String> {
 /// over the views' last committed epochs and the tables' last committed
 /// batches (`millpond_sql::Query`), in text format.
 fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) -> PgWireResult<Response> {
+    let started = std::time::Instant::now();
     let wait_ms = settings.wait_ms();
     let bound = engine.query(query, &settings.system_context()).map_err(|e| statement_error(&e, query))?;
     await_writes(engine, settings, &bound.views().collect::<Vec<_>>())?;
@@ -757,7 +779,13 @@ fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) ->
     for view in bound.views() {
         snapshots.insert(view.to_owned(), committed_rows(engine, view, wait_ms)?);
     }
-    let answer = bound.run(&snapshots).map_err(|e| match e {
+    // The statement timeout cuts a one-off query while it computes, as a cancel does.
+    let deadline = settings.statement_timeout_ms().map(|ms| started + std::time::Duration::from_millis(ms));
+    let stop = || {
+        settings.interrupted.load(std::sync::atomic::Ordering::Relaxed)
+            || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    };
+    let answer = bound.run_until(&snapshots, &stop).map_err(|e| match e {
         e @ millpond_sql::Error::Sql { .. } => statement_error(&crate::Error::Sql(e), query),
         other => user_error("XX000", format!("answering the query: {other}")),
     })?;
@@ -874,6 +902,10 @@ pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
         "42P02"
     } else if message.starts_with("more than one row returned by a subquery") {
         "21000"
+    } else if message.starts_with("canceling statement") {
+        "57014"
+    } else if message.starts_with("program limit exceeded") {
+        "54000"
     } else if message.starts_with("unknown relation") {
         "42P01"
     } else if message.starts_with("not supported") {

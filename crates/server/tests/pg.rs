@@ -407,3 +407,25 @@ async fn string_agg_in_a_view_follows_inserts_and_deletes() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_cuts_a_select_while_it_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 8);
+    let client = connect(endpoint.addr()).await.unwrap();
+    let values: Vec<String> = (0..200).map(|i| format!("({i})")).collect();
+    query(&client, &format!("CREATE TABLE big (x BIGINT); INSERT INTO big VALUES {}", values.join(", ")))
+        .await
+        .unwrap();
+    query(&client, "SET statement_timeout = '100ms'").await.unwrap();
+    // 8 000 000 joined rows: the interpreter is stopped while it builds them
+    // (the message says so: a wait for a view's commit names the wait).
+    let error = query(&client, "SELECT COUNT(*) FROM big a, big b, big c").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "57014");
+    assert!(error.as_db_error().unwrap().message().starts_with("canceling statement"), "{error:?}");
+    query(&client, "SET statement_timeout = 0").await.unwrap();
+    let (_, got) = query(&client, "SELECT COUNT(*) FROM big").await.unwrap();
+    assert_eq!(got, [vec![Some("200".to_owned())]], "the connection goes on");
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}

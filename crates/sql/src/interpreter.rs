@@ -28,10 +28,24 @@ pub(crate) type Rows = Vec<(Row, i64)>;
 /// (read as `input`, with `columns`).
 pub(crate) trait Inputs {
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows>;
+    /// Called as an operator's rows grow (`rows` so far): an error stops the
+    /// evaluation (a cancelled query, a timeout, a result past a limit).
+    fn check(&self, _rows: usize) -> Result<()> {
+        Ok(())
+    }
 }
+
+/// Join output rows made between two checks.
+const JOIN_CHECK_ROWS: usize = 4096;
 
 /// The rows `rel` holds over `inputs`.
 pub(crate) fn evaluate(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
+    let rows = evaluate_unchecked(rel, inputs)?;
+    inputs.check(rows.len())?;
+    Ok(rows)
+}
+
+fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
     Ok(match rel {
         Rel::Get { input, columns, .. } => inputs.rows(input, columns)?,
         Rel::Unit => vec![(Row::new(), 1)],
@@ -64,7 +78,7 @@ pub(crate) fn evaluate(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
         Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
             let left = evaluate(left, inputs)?;
             let right = evaluate(right, inputs)?;
-            join(*kind, left, right, (left_keys, right_keys), (*left_width, *right_width))
+            join(*kind, left, right, (left_keys, right_keys), (*left_width, *right_width), inputs)?
         }
         Rel::Aggregate { input, group, aggregates } => {
             let (aggregate, args) = SqlAggregates::new(aggregates, append_only(input));
@@ -189,7 +203,8 @@ fn join(
     right: Rows,
     (left_keys, right_keys): (&[crate::plan::Expr], &[crate::plan::Expr]),
     (left_width, right_width): (usize, usize),
-) -> Rows {
+    inputs: &dyn Inputs,
+) -> Result<Rows> {
     let mut by_key: HashMap<Tuple, Vec<usize>> = HashMap::new();
     for (index, (row, _)) in right.iter().enumerate() {
         let key = Tuple::eval(right_keys, row);
@@ -205,6 +220,9 @@ fn join(
         match matches {
             Some(indexes) => {
                 for &index in indexes {
+                    if out.len().is_multiple_of(JOIN_CHECK_ROWS) {
+                        inputs.check(out.len())?;
+                    }
                     matched[index] = true;
                     let (other, other_count) = &right[index];
                     let mut joined = row.clone();
@@ -229,5 +247,5 @@ fn join(
             }
         }
     }
-    out
+    Ok(out)
 }

@@ -48,6 +48,8 @@ pub struct Query {
     /// The catalog as bound, and what else the system catalog shows.
     catalog: Catalog,
     system: SystemContext,
+    /// The most rows any of its operators may hold ([`ONE_OFF_ROWS_MAX`]).
+    rows_max: usize,
 }
 
 impl Session {
@@ -90,6 +92,7 @@ impl Session {
             topics: self.topics.clone(),
             catalog: self.catalog.clone(),
             system: context.clone(),
+            rows_max: ONE_OFF_ROWS_MAX,
         })
     }
 }
@@ -115,6 +118,12 @@ fn collect_views(rel: &Rel, out: &mut BTreeMap<String, Vec<(String, Type)>>) {
 }
 
 impl Query {
+    /// The query with another bound on the rows an operator may hold.
+    pub fn with_rows_max(mut self, rows_max: usize) -> Query {
+        self.rows_max = rows_max;
+        self
+    }
+
     /// The materialized views the query reads (their snapshots go to [`Query::run`]).
     pub fn views(&self) -> impl Iterator<Item = &str> {
         self.views.keys().map(String::as_str)
@@ -123,7 +132,14 @@ impl Query {
     /// The answer, in order when the query orders it: each row as many
     /// times as it is held. `snapshots` has one per view of [`Query::views`].
     pub fn run(&self, snapshots: &BTreeMap<String, Snapshot>) -> Result<Vec<Row>> {
-        let inputs = Contents { query: self, snapshots };
+        self.run_until(snapshots, &|| false)
+    }
+
+    /// [`Query::run`], stopped with an error (`canceling statement ...`)
+    /// as soon as `stop` says so (checked as operators' rows grow), and at
+    /// [`ONE_OFF_ROWS_MAX`] rows in any operator.
+    pub fn run_until(&self, snapshots: &BTreeMap<String, Snapshot>, stop: &dyn Fn() -> bool) -> Result<Vec<Row>> {
+        let inputs = Contents { query: self, snapshots, stop };
         let rows = evaluate(&self.rel, &inputs)?;
         let mut out = Vec::new();
         let mut skip = self.offset;
@@ -187,9 +203,26 @@ fn table_function(function: TableFunction, args: &[crate::plan::Expr]) -> Result
 struct Contents<'q> {
     query: &'q Query,
     snapshots: &'q BTreeMap<String, Snapshot>,
+    stop: &'q dyn Fn() -> bool,
 }
 
+/// The most rows any operator of a one-off query may hold (its memory bound).
+pub(crate) const ONE_OFF_ROWS_MAX: usize = 10_000_000;
+
 impl Inputs for Contents<'_> {
+    fn check(&self, rows: usize) -> Result<()> {
+        let location = Location { file: None, line: 0, column: 0 };
+        if (self.stop)() {
+            return Err(Error::sql(location, "canceling statement: cancelled or past statement_timeout"));
+        }
+        if rows > self.query.rows_max {
+            let limit = self.query.rows_max;
+            let message = format!("program limit exceeded: a step of the query holds over {limit} rows");
+            return Err(Error::sql(location, message));
+        }
+        Ok(())
+    }
+
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
         let wanted = vec![true; columns.len()];
         match input {
@@ -250,5 +283,40 @@ impl Inputs for Contents<'_> {
                 Ok(latest.into_values().map(|row| (row, 1)).collect())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session_with_rows(dir: &std::path::Path, rows: usize) -> Session {
+        let mut session = Session::open(dir).unwrap();
+        let values: Vec<String> = (0..rows).map(|i| format!("({i})")).collect();
+        let sql = format!("CREATE TABLE t (x BIGINT); INSERT INTO t VALUES {}", values.join(", "));
+        session.execute(&sql, None, false).unwrap();
+        session
+    }
+
+    #[test]
+    fn a_query_stops_at_its_row_bound_and_when_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = session_with_rows(dir.path(), 100);
+        let cross = "SELECT COUNT(*) FROM t a, t b, t c";
+        let none = BTreeMap::new();
+        // 100^3 rows: past a bound of 50 000, an error, not an answer.
+        let bounded = session.query(cross).unwrap().with_rows_max(50_000);
+        let error = bounded.run(&none).unwrap_err().to_string();
+        assert!(error.contains("program limit exceeded"), "{error}");
+        // Unbounded, it answers: the error came from the bound.
+        assert_eq!(session.query(cross).unwrap().run(&none).unwrap(), [vec![Value::Int(1_000_000)]]);
+        // Told to stop, it stops at the first check.
+        let error = session.query(cross).unwrap().run_until(&none, &|| true).unwrap_err().to_string();
+        assert!(error.contains("canceling statement"), "{error}");
+        // A stop that comes later (after 10 checks) stops it too.
+        let checks = std::sync::atomic::AtomicUsize::new(0);
+        let later = || checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 10;
+        let error = session.query(cross).unwrap().run_until(&none, &later).unwrap_err().to_string();
+        assert!(error.contains("canceling statement"), "{error}");
     }
 }
