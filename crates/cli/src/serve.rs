@@ -26,6 +26,9 @@ pub(crate) struct ServeArgs {
     /// Most Postgres connections at once (more are refused with SQLSTATE 53300).
     #[arg(long, default_value_t = millpond_server::CONNECTIONS_MAX_DEFAULT)]
     connections_max: usize,
+    /// How long a client has to send its first packet before it is closed (08P01).
+    #[arg(long, default_value_t = millpond_server::STARTUP_TIMEOUT_MS_DEFAULT)]
+    startup_timeout_ms: u64,
     /// Require SCRAM-SHA-256 authentication with this password (any user
     /// name); unset, clients are trusted (the endpoint binds loopback by default).
     #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
@@ -55,6 +58,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     }
     let mut pg = PgConfig::new(args.pg_listen);
     pg.connections_max = args.connections_max;
+    pg.startup_timeout_ms = args.startup_timeout_ms;
     pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;
     let metrics = match args.metrics_listen {

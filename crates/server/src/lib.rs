@@ -34,7 +34,7 @@ mod subscription;
 pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
 pub use metrics::{MetricsEndpoint, REQUEST_BYTES_MAX};
-pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint};
+pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint, STARTUP_TIMEOUT_MS_DEFAULT};
 pub use subscribe::SUBSCRIBER_STALL_MS_DEFAULT;
 pub use subscription::{
     Durable, MAX_RETAINED_EPOCHS_DEFAULT, SUBSCRIPTIONS_MAX, SUBSCRIPTIONS_TOPIC, SubscriptionStatus,

@@ -229,7 +229,17 @@ pub struct PgConfig {
     /// How long a subscriber's client may read nothing while its buffer is
     /// full before the subscriber is dropped (53200).
     pub subscriber_stall_ms: u64,
+    /// How long a client has to send its first packet (startup, SSL or
+    /// cancel request) in full; a slower one gets 08P01 and is closed.
+    pub startup_timeout_ms: u64,
 }
+
+/// [`PgConfig::startup_timeout_ms`] unless configured.
+pub const STARTUP_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// The largest first packet read (pgwire refuses startup packets past 10 000 bytes).
+const FIRST_PACKET_BYTES_MAX: usize = 16 * 1024;
+/// How often a partial first packet is looked at again.
+const FIRST_PACKET_POLL_MS: u64 = 10;
 
 /// What an endpoint counts, for its metrics and tests.
 #[derive(Debug, Default)]
@@ -263,6 +273,7 @@ impl std::fmt::Debug for PgConfig {
             .field("connections_max", &self.connections_max)
             .field("password", &self.password.as_ref().map(|_| "<set>"))
             .field("subscriber_stall_ms", &self.subscriber_stall_ms)
+            .field("startup_timeout_ms", &self.startup_timeout_ms)
             .finish()
     }
 }
@@ -274,6 +285,7 @@ impl PgConfig {
             connections_max: CONNECTIONS_MAX_DEFAULT,
             password: None,
             subscriber_stall_ms: crate::subscribe::SUBSCRIBER_STALL_MS_DEFAULT,
+            startup_timeout_ms: STARTUP_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -319,7 +331,10 @@ impl PgEndpoint {
         let counted = gauges.clone();
         let thread = std::thread::Builder::new()
             .name("millpond-pg-accept".into())
-            .spawn(move || runtime.block_on(accept_loop(listener, handlers, config.connections_max, counted, stopped)))
+            .spawn(move || {
+                let limits = (config.connections_max, config.startup_timeout_ms);
+                runtime.block_on(accept_loop(listener, handlers, limits, counted, stopped))
+            })
             .map_err(io("spawning the accept thread of"))?;
         Ok(PgEndpoint { addr, gauges, shutdown: Some(shutdown), thread: Some(thread) })
     }
@@ -349,7 +364,7 @@ impl Drop for PgEndpoint {
 async fn accept_loop(
     listener: std::net::TcpListener,
     handlers: Arc<Handlers>,
-    connections_max: usize,
+    (connections_max, startup_timeout_ms): (usize, u64),
     gauges: Arc<Gauges>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -372,10 +387,41 @@ async fn accept_loop(
         let (handlers, gauges) = (handlers.clone(), gauges.clone());
         tokio::spawn(async move {
             let _served = Counted::new(&gauges.connections);
+            // A client too slow with its first packet is closed: it holds a slot.
+            let deadline = std::time::Duration::from_millis(startup_timeout_ms);
+            if !matches!(tokio::time::timeout(deadline, first_packet(&socket)).await, Ok(Ok(()))) {
+                let message = "the startup packet did not arrive in time, or is not one";
+                let _ = socket.write_all(&error_response("FATAL", "08P01", message)).await;
+                let _ = socket.shutdown().await;
+                drop(slot);
+                return;
+            }
             // A client's protocol error ends its connection only.
             let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
             drop(slot);
         });
+    }
+}
+
+/// Waits until the client's first packet (a length, then that many bytes
+/// in all) is there to read, without reading it: pgwire reads it then.
+async fn first_packet(socket: &tokio::net::TcpStream) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; FIRST_PACKET_BYTES_MAX];
+    loop {
+        let seen = socket.peek(&mut buffer).await?;
+        if seen == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if seen >= 4 {
+            let length = u32::from_be_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]) as usize;
+            if !(8..=FIRST_PACKET_BYTES_MAX).contains(&length) {
+                return Err(std::io::ErrorKind::InvalidData.into());
+            }
+            if seen >= length {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(FIRST_PACKET_POLL_MS)).await;
     }
 }
 

@@ -429,3 +429,43 @@ async fn statement_timeout_cuts_a_select_while_it_computes() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_byte_at_a_time_client_is_closed_while_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.startup_timeout_ms = 500;
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    // A well-formed startup packet (protocol 3.0, user=slow), sent one byte every 100 ms.
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    body.extend_from_slice(b"user\0slow\0\0");
+    let mut packet = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&body);
+    let mut slow = tokio::net::TcpStream::connect(endpoint.addr()).await.unwrap();
+    let dribble = tokio::spawn(async move {
+        for byte in packet {
+            if slow.write_all(&[byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(30), slow.read_to_end(&mut answer)).await;
+        answer
+    });
+    // Meanwhile another client connects and works.
+    let client = connect(endpoint.addr()).await.unwrap();
+    assert_eq!(
+        query(&client, "CREATE TABLE t (k BIGINT PRIMARY KEY); INSERT INTO t VALUES (1)").await.unwrap().0,
+        [0, 1]
+    );
+    // The slow one got an ErrorResponse (08P01) and a closed connection.
+    let answer = dribble.await.unwrap();
+    assert_eq!(answer.first(), Some(&b'E'), "an ErrorResponse: {answer:?}");
+    assert!(answer.windows(5).any(|w| w == b"08P01"), "SQLSTATE 08P01: {}", String::from_utf8_lossy(&answer));
+    let (_, rows) = query(&client, "SELECT k FROM t").await.unwrap();
+    assert_eq!(rows, [vec![Some("1".to_owned())]], "the other client goes on");
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
