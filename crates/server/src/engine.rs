@@ -52,17 +52,27 @@ pub struct EngineConfig {
     /// Each checkpoint commit waits this long first (fault and timing
     /// tests: a view's first commit comes no sooner); 0 in production.
     pub commit_delay_ms: u64,
+    /// How old a commit must be before compaction may take the views'
+    /// changelogs up to it (held back by durable subscriptions' positions).
+    pub changelog_compaction_lag_ms: u64,
+    /// Segment size of the views' changelog topics (compaction rewrites
+    /// closed segments only).
+    pub changelog_segment_bytes: u64,
 }
 
 impl EngineConfig {
     /// One worker, 1 s epochs, RocksDB state.
     pub fn new(data_dir: impl Into<PathBuf>) -> EngineConfig {
+        let data_dir = data_dir.into();
+        let runtime = RuntimeConfig::new(&data_dir);
         EngineConfig {
-            data_dir: data_dir.into(),
+            data_dir,
             workers: 1,
             epoch_interval_ms: 1000,
             state: StateBackend::RocksDb,
             commit_delay_ms: 0,
+            changelog_compaction_lag_ms: runtime.changelog_compaction_lag_ms,
+            changelog_segment_bytes: runtime.sink_segment_bytes,
         }
     }
 }
@@ -360,7 +370,9 @@ impl Engine {
             .epoch_interval_ms(self.config.epoch_interval_ms)
             .state(self.config.state)
             .stop(stop_flag.clone())
-            .changelog_holds(self.subscriptions.holds.clone());
+            .changelog_holds(self.subscriptions.holds.clone())
+            .changelog_compaction_lag_ms(self.config.changelog_compaction_lag_ms)
+            .sink_segment_bytes(self.config.changelog_segment_bytes);
         config.commit_delay_ms = self.config.commit_delay_ms;
         let topics = self.topics.clone();
         let thread = std::thread::Builder::new()

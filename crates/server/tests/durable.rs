@@ -111,3 +111,93 @@ async fn a_durable_subscription_resumes_right_after_its_acknowledged_epoch() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// An engine whose changelogs may be compacted up to the newest commit (no
+/// lag), in 1 KiB segments, and its endpoint.
+fn serve_compacting(dir: &std::path::Path) -> (std::sync::Arc<millpond_server::Engine>, millpond_server::PgEndpoint) {
+    let config = millpond_server::EngineConfig {
+        epoch_interval_ms: 50,
+        changelog_compaction_lag_ms: 0,
+        changelog_segment_bytes: 1024,
+        ..millpond_server::EngineConfig::new(dir)
+    };
+    let engine = millpond_server::Engine::open(config).unwrap();
+    let pg = millpond_server::PgConfig::new("127.0.0.1:0".parse().unwrap());
+    let endpoint = millpond_server::PgEndpoint::start(engine.clone(), pg).unwrap();
+    (engine, endpoint)
+}
+
+/// Stops the server on `dir` (its client first) and runs one compaction
+/// pass over its log, once the engine has let go of it.
+fn stop_and_compact(
+    server: (Client, std::sync::Arc<millpond_server::Engine>, millpond_server::PgEndpoint),
+    dir: &std::path::Path,
+) {
+    let (client, engine, endpoint) = server;
+    drop(client);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+    drop(engine);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let log = loop {
+        match millpond_log::Log::open(dir, millpond_log::LogOptions::default()) {
+            Ok(log) => break log,
+            Err(error) => assert!(Instant::now() < deadline, "the log stays locked: {error}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    log.compact().unwrap();
+    log.close().unwrap();
+}
+
+/// `UPDATE`s of row 1 to `values`, each in an epoch of its own.
+async fn updates(client: &Client, values: std::ops::RangeInclusive<i64>) {
+    for value in values {
+        rows(client, &format!("UPDATE t SET v = {value} WHERE k = 1")).await.unwrap();
+        rows(client, "SELECT v FROM v").await.unwrap(); // read-your-writes: committed
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_keeps_what_a_subscription_has_not_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve_compacting(dir.path());
+    let client = connect(endpoint.addr()).await;
+    rows(
+        &client,
+        "CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT); INSERT INTO t VALUES (1, 0);\n\
+                   CREATE MATERIALIZED VIEW v AS SELECT k, v FROM t",
+    )
+    .await
+    .unwrap();
+    rows(&client, "CREATE SUBSCRIPTION s FOR v WITH (max_retained_epochs = 100000)").await.unwrap();
+    let (snapshot, through) = read_through(&client, committed_epoch(dir.path())).await;
+    assert_eq!(snapshot, BTreeMap::from([("1=0".into(), 1)]));
+    rows(&client, &format!("ACK SUBSCRIPTION s THROUGH {through}")).await.unwrap();
+    // Many commits past the acknowledged epoch, then a compaction that may
+    // take the changelog up to the newest commit but for the subscription.
+    updates(&client, 1..=40).await;
+    stop_and_compact((client, engine, endpoint), dir.path());
+    let (engine, endpoint) = serve_compacting(dir.path());
+    let client = connect(endpoint.addr()).await;
+    let (resumed, through) = read_through(&client, committed_epoch(dir.path())).await;
+    let net: BTreeMap<String, i64> = resumed.into_iter().filter(|(_, d)| *d != 0).collect();
+    assert_eq!(net, BTreeMap::from([("1=0".into(), -1), ("1=40".into(), 1)]), "resumed right after the ACK");
+    rows(&client, &format!("ACK SUBSCRIPTION s THROUGH {through}")).await.unwrap();
+    rows(&client, "DROP SUBSCRIPTION s").await.unwrap();
+    // Without a subscription the same compaction takes the old epochs away:
+    // reading from one is refused (22000), not answered wrong.
+    let old = committed_epoch(dir.path());
+    updates(&client, 41..=80).await;
+    stop_and_compact((client, engine, endpoint), dir.path());
+    let (engine, endpoint) = serve_compacting(dir.path());
+    let client = connect(endpoint.addr()).await;
+    let error = client.simple_query(&format!("DECLARE c CURSOR FOR SUBSCRIBE v AS OF {old}")).await;
+    let error = match error {
+        Err(error) => error,
+        Ok(_) => client.simple_query("FETCH 1 c WITH (timeout = '1s')").await.unwrap_err(),
+    };
+    assert_eq!(code(error), "22000", "the released epochs were compacted away");
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
