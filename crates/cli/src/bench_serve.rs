@@ -1,0 +1,364 @@
+//! `millpond bench serve`: the server measured over the wire, each figure
+//! beside its baseline in the same run. A pass-through view over one source
+//! (`feed`), appended to in-process (`Engine::append`), subscribed to with
+//! tokio-postgres (`COPY (SUBSCRIBE ...) TO STDOUT`):
+//! - the dataflow's events/s with 0, 1, 100 and 1000 subscribers attached
+//!   (the ratio to 0 is the fan-out's cost to the dataflow), and the changes/s
+//!   delivered to all of them;
+//! - append-to-delivery latency at half of the measured peak, p50 and p99,
+//!   with 1 s and 100 ms epochs (ratio to the epoch interval);
+//! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
+//!
+//! Nothing here asserts a time; it prints a Markdown table for
+//! `docs/performance.md`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use futures::StreamExt;
+use millpond_dataflow::TopicRecord;
+use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeBenchArgs {
+    /// Events appended in each throughput run.
+    #[arg(long, default_value_t = 200_000)]
+    events: u64,
+    /// Subscriber counts of the throughput runs (a run with none comes first).
+    #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
+    subscribers: Vec<usize>,
+    /// Seconds of each latency run.
+    #[arg(long, default_value_t = 10)]
+    latency_seconds: u64,
+    /// Rows of the view the SELECTs read.
+    #[arg(long, default_value_t = 100_000)]
+    select_rows: u64,
+    /// Where to keep the runs (default: DATA_DIR/bench-serve); removed afterwards.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+const SCHEMA: &str = "CREATE SOURCE ev (k BIGINT, at BIGINT) FROM TOPIC 'ev' FORMAT JSON;
+CREATE MATERIALIZED VIEW feed AS SELECT k, at FROM ev";
+/// Records per append.
+const APPEND_BATCH: u64 = 5_000;
+/// Streams opened at once while subscribers connect.
+const OPENING_AT_ONCE: usize = 50;
+
+/// A server on a fresh directory, with the schema.
+struct Server {
+    engine: Arc<Engine>,
+    endpoint: PgEndpoint,
+}
+
+impl Server {
+    fn start(dir: &Path, epoch_ms: u64) -> Result<Server> {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+        }
+        let config = EngineConfig { epoch_interval_ms: epoch_ms, ..EngineConfig::new(dir) };
+        let engine = Engine::open(config)?;
+        engine.execute(SCHEMA)?;
+        let mut pg = PgConfig::new("127.0.0.1:0".parse().expect("an address"));
+        pg.connections_max = 4096;
+        let endpoint = PgEndpoint::start(engine.clone(), pg)?;
+        Ok(Server { engine, endpoint })
+    }
+
+    /// Records of the source the view has read as of its last commit.
+    fn committed_reads(&self) -> Result<u64> {
+        let Some(meta) = self.engine.committed()? else { return Ok(0) };
+        Ok(self.engine.view_stats(&meta).get("feed").map_or(0, |s| s.read_records))
+    }
+
+    fn stop(self) -> Result<()> {
+        drop(self.endpoint);
+        self.engine.shutdown()?;
+        Ok(())
+    }
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// Appends events `from..to`, each carrying its append time.
+fn append(engine: &Engine, from: u64, to: u64) -> Result<()> {
+    let at = now_micros();
+    let records = (from..to)
+        .map(|k| TopicRecord {
+            key: Some(k.to_string().into_bytes()),
+            value: Some(format!("{{\"k\":{k},\"at\":{at}}}").into_bytes()),
+            headers: vec![],
+        })
+        .collect();
+    engine.append("ev", records)?;
+    Ok(())
+}
+
+/// A subscriber of `feed`: counts the changes it receives into `delivered`,
+/// and, when `latencies` is given, records each one's age.
+async fn subscribe(
+    addr: std::net::SocketAddr,
+    delivered: Arc<AtomicU64>,
+    latencies: Option<Arc<std::sync::Mutex<Vec<u64>>>>,
+    opened: Arc<AtomicU64>,
+) -> Result<()> {
+    let target = format!("host={} port={} user=bench", addr.ip(), addr.port());
+    let (client, connection) = tokio_postgres::connect(&target, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let stream = client.copy_out("COPY (SUBSCRIBE feed WITH (SNAPSHOT = false)) TO STDOUT").await?;
+    opened.fetch_add(1, Ordering::Relaxed);
+    futures::pin_mut!(stream);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let lines = chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        let mut count = 0;
+        let now = latencies.as_ref().map(|_| now_micros());
+        for line in lines {
+            count += 1;
+            if let (Some(latencies), Some(now)) = (&latencies, now) {
+                // mp_epoch, mp_diff, k, at
+                let at = line.split(|b| *b == b'\t').nth(3).and_then(|f| std::str::from_utf8(f).ok()?.parse().ok());
+                if let Some(at) = at {
+                    latencies.lock().expect("latencies").push(now.saturating_sub(at));
+                }
+            }
+        }
+        delivered.fetch_add(count, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Opens `count` subscribers and waits until all stream.
+async fn open_subscribers(
+    addr: std::net::SocketAddr,
+    count: usize,
+    delivered: &Arc<AtomicU64>,
+    latencies: Option<Arc<std::sync::Mutex<Vec<u64>>>>,
+) -> Result<Vec<tokio::task::JoinHandle<Result<()>>>> {
+    let opened = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..count {
+        let sample = if i == 0 { latencies.clone() } else { None };
+        tasks.push(tokio::spawn(subscribe(addr, delivered.clone(), sample, opened.clone())));
+        while (i + 1) as u64 > opened.load(Ordering::Relaxed) + OPENING_AT_ONCE as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while opened.load(Ordering::Relaxed) < count as u64 {
+        if Instant::now() > deadline {
+            bail!("only {} of {count} subscribers opened", opened.load(Ordering::Relaxed));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(tasks)
+}
+
+/// (dataflow events/s, changes/s delivered to all subscribers).
+async fn throughput(dir: &Path, subscribers: usize, events: u64) -> Result<(f64, f64)> {
+    let server = Server::start(dir, 100)?;
+    let delivered = Arc::new(AtomicU64::new(0));
+    let tasks = open_subscribers(server.endpoint.addr(), subscribers, &delivered, None).await?;
+    let started = Instant::now();
+    let mut next = 0;
+    while next < events {
+        let to = (next + APPEND_BATCH).min(events);
+        append(&server.engine, next, to)?;
+        next = to;
+    }
+    let mut dataflow_done = None;
+    let want = events * subscribers as u64;
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        if dataflow_done.is_none() && server.committed_reads()? >= events {
+            dataflow_done = Some(started.elapsed());
+        }
+        if dataflow_done.is_some() && delivered.load(Ordering::Relaxed) >= want {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the run did not finish: {} of {want} delivered", delivered.load(Ordering::Relaxed));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let delivery = started.elapsed();
+    let dataflow = dataflow_done.expect("set before the loop ends");
+    server.stop()?;
+    for task in tasks {
+        task.abort();
+    }
+    let per_second = |n: u64, d: Duration| n as f64 / d.as_secs_f64();
+    Ok((per_second(events, dataflow), if subscribers == 0 { 0.0 } else { per_second(want, delivery) }))
+}
+
+/// Append-to-delivery latencies (µs) of one subscriber at `rate` events/s.
+async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64) -> Result<Vec<u64>> {
+    let server = Server::start(dir, epoch_ms)?;
+    let delivered = Arc::new(AtomicU64::new(0));
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tasks = open_subscribers(server.endpoint.addr(), 1, &delivered, Some(latencies.clone())).await?;
+    let chunk = (rate / 100).max(1);
+    let started = Instant::now();
+    let mut next = 0;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        append(&server.engine, next, next + chunk)?;
+        next += chunk;
+        let due = Duration::from_secs_f64(next as f64 / rate as f64);
+        if let Some(wait) = due.checked_sub(started.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delivered.load(Ordering::Relaxed) < next && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.stop()?;
+    for task in tasks {
+        task.abort();
+    }
+    let mut samples = std::mem::take(&mut *latencies.lock().expect("latencies"));
+    samples.sort_unstable();
+    Ok(samples)
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
+    line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// RSS per idle subscriber (KiB) over 1000 of them.
+async fn idle_memory(dir: &Path) -> Result<f64> {
+    const IDLE: usize = 1000;
+    let server = Server::start(dir, 1000)?;
+    append(&server.engine, 0, 1000)?;
+    let before = rss_kib();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let tasks = open_subscribers(server.endpoint.addr(), IDLE, &delivered, None).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kib();
+    server.stop()?;
+    for task in tasks {
+        task.abort();
+    }
+    // Client and server share the process: the figure holds both sides.
+    Ok(after.saturating_sub(before) as f64 / IDLE as f64)
+}
+
+/// SELECT latencies (µs, sorted) of `sql` over a view of `rows` rows.
+async fn select_latency(dir: &Path, rows: u64, queries: &[&str]) -> Result<Vec<Vec<u64>>> {
+    let server = Server::start(dir, 100)?;
+    append(&server.engine, 0, rows)?;
+    while server.committed_reads()? < rows {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let addr = server.endpoint.addr();
+    let target = format!("host={} port={} user=bench", addr.ip(), addr.port());
+    let (client, connection) = tokio_postgres::connect(&target, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let mut out = Vec::new();
+    for sql in queries {
+        let mut samples = Vec::new();
+        for _ in 0..20 {
+            let started = Instant::now();
+            client.simple_query(sql).await?;
+            samples.push(started.elapsed().as_micros() as u64);
+        }
+        samples.sort_unstable();
+        out.push(samples);
+    }
+    drop(client);
+    server.stop()?;
+    Ok(out)
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+pub(crate) fn run(data_dir: &Path, args: &ServeBenchArgs) -> Result<()> {
+    let dir = args.dir.clone().unwrap_or_else(|| data_dir.join("bench-serve"));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let result = runtime.block_on(measure(&dir, args));
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
+    let mut table = vec!["| measure | value | baseline | ratio |".to_owned(), "|---|---|---|---|".to_owned()];
+    let mut row = |cells: [String; 4]| {
+        let line = format!("| {} |", cells.join(" | "));
+        eprintln!("{line}");
+        table.push(line);
+    };
+    // First, while the process has freed nothing that later allocations could reuse.
+    let idle = idle_memory(&dir.join("run")).await?;
+    let (alone, _) = throughput(&dir.join("run"), 0, args.events).await?;
+    row([
+        format!("dataflow events/s, no subscriber ({} events)", args.events),
+        format!("{alone:.0}"),
+        "—".into(),
+        "1.00".into(),
+    ]);
+    let mut peak = alone;
+    for &subscribers in &args.subscribers {
+        let (dataflow, delivered) = throughput(&dir.join("run"), subscribers, args.events).await?;
+        if subscribers == 1 {
+            peak = dataflow;
+        }
+        row([
+            format!("dataflow events/s with {subscribers} subscribers"),
+            format!("{dataflow:.0}"),
+            format!("{alone:.0} (none)"),
+            format!("{:.2}", dataflow / alone),
+        ]);
+        row([
+            format!("changes/s delivered to {subscribers} subscribers (all)"),
+            format!("{delivered:.0}"),
+            format!("{:.0} (events/s × subscribers)", dataflow * subscribers as f64),
+            format!("{:.2}", delivered / (dataflow * subscribers as f64)),
+        ]);
+    }
+    let rate = (peak / 2.0).max(1.0) as u64;
+    for epoch_ms in [1000, 100] {
+        let samples = latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds).await?;
+        for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+            let ms = percentile(&samples, p) as f64 / 1000.0;
+            row([
+                format!("append-to-delivery {name}, {epoch_ms} ms epochs, {rate} events/s ({} samples)", samples.len()),
+                format!("{ms:.1} ms"),
+                format!("{epoch_ms} ms (the epoch)"),
+                format!("{:.2}", ms / epoch_ms as f64),
+            ]);
+        }
+    }
+    row([
+        "RSS per idle subscriber (1000, client and server in one process)".into(),
+        format!("{idle:.0} KiB"),
+        "64 KiB (target)".into(),
+        format!("{:.2}", idle / 64.0),
+    ]);
+    let queries = ["SELECT COUNT(*) FROM feed", "SELECT k, at FROM feed WHERE k = 42"];
+    let selects = select_latency(&dir.join("run"), args.select_rows, &queries).await?;
+    let count_p50 = percentile(&selects[0], 0.5) as f64 / 1000.0;
+    for (sql, samples) in queries.iter().zip(&selects) {
+        let (p50, p99) = (percentile(samples, 0.5) as f64 / 1000.0, percentile(samples, 0.99) as f64 / 1000.0);
+        row([
+            format!("`{sql}` on {} rows, p50 / p99", args.select_rows),
+            format!("{p50:.1} / {p99:.1} ms"),
+            format!("{count_p50:.1} ms (COUNT p50)"),
+            format!("{:.2}", p50 / count_p50),
+        ]);
+    }
+    println!("{}", table.join("\n"));
+    Ok(())
+}
