@@ -29,6 +29,14 @@ pub(crate) struct ServeArgs {
     /// How long a client has to send its first packet before it is closed (08P01).
     #[arg(long, default_value_t = millpond_server::STARTUP_TIMEOUT_MS_DEFAULT)]
     startup_timeout_ms: u64,
+    /// Bytes of encoded changes each view keeps for its slowest subscribers;
+    /// one that falls further behind is dropped (53200).
+    #[arg(long, default_value_t = millpond_server::SUBSCRIBER_BUFFER_BYTES_DEFAULT)]
+    subscriber_buffer_bytes: usize,
+    /// How long a subscriber's client may read nothing while its socket is
+    /// full before it is dropped (53200).
+    #[arg(long, default_value_t = millpond_server::SUBSCRIBER_STALL_MS_DEFAULT)]
+    subscriber_stall_ms: u64,
     /// Require SCRAM-SHA-256 authentication with this password (any user
     /// name); unset, clients are trusted (the endpoint binds loopback by default).
     #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
@@ -59,6 +67,8 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     let mut pg = PgConfig::new(args.pg_listen);
     pg.connections_max = args.connections_max;
     pg.startup_timeout_ms = args.startup_timeout_ms;
+    pg.subscriber_buffer_bytes = args.subscriber_buffer_bytes;
+    pg.subscriber_stall_ms = args.subscriber_stall_ms;
     pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;
     let metrics = match args.metrics_listen {

@@ -371,6 +371,16 @@ impl Subscription {
     /// [`Subscription::poll`] against `meta`, a published checkpoint its
     /// caller read (a server reads it once for every subscriber).
     pub fn poll_at(&mut self, meta: &CheckpointMeta) -> Result<()> {
+        self.poll_at_most(meta, usize::MAX).map(|_| ())
+    }
+
+    /// [`Subscription::poll_at`], reading about `records_max` changelog
+    /// records at most (one read of up to 1 MiB past it): a reader's memory
+    /// bound when much was committed at once. True when it caught up with
+    /// `meta` (then the committed epoch's progress mark is queued); false
+    /// when records are left for the next call (an epoch may be partly
+    /// queued, without its mark).
+    pub fn poll_at_most(&mut self, meta: &CheckpointMeta, records_max: usize) -> Result<bool> {
         if let Some(error) = self.dropped.take() {
             return Err(error);
         }
@@ -379,7 +389,7 @@ impl Subscription {
             // The job dropped the view (RuntimeConfig::drop_undeclared; its
             // changelog is being deleted), and maybe created it again.
             self.retract_all(meta.epoch, since.is_some());
-            return Ok(());
+            return Ok(true);
         }
         if let Some(&(compacted, _)) = meta.compactable.get(&self.topic)
             && compacted > self.last_progress
@@ -392,11 +402,16 @@ impl Subscription {
             });
         }
         let end = meta.sinks.get(&self.topic).copied().unwrap_or(0);
+        let mut read = 0usize;
         loop {
+            if read >= records_max {
+                return Ok(false);
+            }
             let records = self.reader.read(end, READ_BYTES_MAX)?;
             if records.is_empty() {
                 break;
             }
+            read += records.len();
             for record in records {
                 let (epoch, diff) = self.parse(&record)?;
                 self.check_epoch(&record, epoch, meta.epoch)?;
@@ -414,7 +429,18 @@ impl Subscription {
         // Every epoch with changes gets its own mark, then the committed one.
         self.finish_through(self.last_epoch);
         self.finish_through(meta.epoch);
-        Ok(())
+        Ok(true)
+    }
+
+    /// The rows held as of what has been read (the row's JSON bytes and its
+    /// multiplicity), in byte order; none after [`Subscription::forget_rows`].
+    pub fn held_rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
+        self.counts.iter().map(|(row, count)| (row.as_slice(), *count))
+    }
+
+    /// The last epoch whose progress mark has been queued.
+    pub fn progressed(&self) -> Epoch {
+        self.last_progress
     }
 
     /// Queues the retraction of every row held, at `epoch` (the commit that
@@ -430,6 +456,11 @@ impl Subscription {
         self.finish_through(epoch);
         let retracted = self.track_rows;
         self.dropped = Some(Error::ViewDropped { view: self.view.clone(), epoch, recreated, retracted });
+    }
+
+    /// How many events are read and not yet taken.
+    pub fn queued_len(&self) -> usize {
+        self.queue.len()
     }
 
     /// The next event already read, if any (reads nothing).

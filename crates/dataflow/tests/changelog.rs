@@ -537,6 +537,46 @@ fn records_beyond_the_committed_end_offset_are_never_returned() {
     assert_eq!(events[4..], epoch_2);
 }
 
+#[test]
+fn a_bounded_poll_reads_a_large_commit_in_pieces_and_yields_the_same_stream() {
+    let dir = data_dir();
+    let dir = dir.path();
+    publish(dir, 1, 0);
+    let wide =
+        |epoch: i64, i: usize| change(&json!({"k": format!("{epoch}-{i}"), "pad": "x".repeat(2000)}), 1, epoch, 1);
+    let records_per_epoch = 1000;
+    // Batches of about 400 KiB, as the changelog sink appends at most 1 MiB.
+    let batches: Vec<Vec<Record>> = (2..=4)
+        .flat_map(|epoch| {
+            (0..records_per_epoch / 200).map(move |b| (b * 200..(b + 1) * 200).map(|i| wide(epoch, i)).collect())
+        })
+        .collect();
+    let end = append(dir, &batches);
+    let mut whole = Subscription::open(dir, VIEW, None, false).unwrap();
+    let mut bounded = Subscription::open(dir, VIEW, None, false).unwrap();
+    let committed = meta(4, end);
+    assert!(whole.poll_at(&committed).is_ok());
+    let expected: Vec<Event> = std::iter::from_fn(|| whole.next_queued()).collect();
+    assert_eq!(expected.len(), 3 * records_per_epoch + 3, "every change and three marks");
+    let mut got = Vec::new();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        let caught_up = bounded.poll_at_most(&committed, 1).unwrap();
+        let queued: Vec<Event> = std::iter::from_fn(|| bounded.next_queued()).collect();
+        // One read: 1 MiB and the batch that crosses it (about 700 rows).
+        assert!(queued.len() <= 800, "a bounded poll queued {} events", queued.len());
+        got.extend(queued);
+        if caught_up {
+            break;
+        }
+        assert!(calls < 100, "a bounded poll never caught up");
+    }
+    assert!(calls >= 5, "3000 rows of 2 KiB take several bounded polls, not {calls}");
+    assert_eq!(got, expected);
+    assert_eq!(bounded.progressed(), 4);
+}
+
 // Random bytes where the format wants JSON and 8-byte integers: the readers
 // return errors (or rows), never panic.
 

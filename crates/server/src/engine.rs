@@ -120,6 +120,8 @@ pub struct Engine {
     pub(crate) commits: crate::commits::Commits,
     /// Subscriptions being opened at once (each folds its view's changelog).
     pub(crate) opens: Arc<tokio::sync::Semaphore>,
+    /// One shared changelog reader per view with subscribers.
+    pub(crate) hubs: crate::fanout::Hubs,
 }
 
 /// Subscriptions opened at once: each open folds the view's changelog to
@@ -149,6 +151,7 @@ impl Engine {
         let engine = Arc::new(Engine {
             commits,
             opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),
+            hubs: crate::fanout::Hubs::default(),
             config,
             topics,
             session: Mutex::new(session),

@@ -110,12 +110,16 @@ pub(crate) struct Extended {
     engine: Arc<Engine>,
     parser: Arc<Parser>,
     gauges: Arc<crate::pg::Gauges>,
-    stall_ms: u64,
+    limits: crate::subscribe::StreamLimits,
 }
 
 impl Extended {
-    pub(crate) fn new(engine: Arc<Engine>, gauges: Arc<crate::pg::Gauges>, stall_ms: u64) -> Extended {
-        Extended { parser: Arc::new(Parser { engine: engine.clone() }), engine, gauges, stall_ms }
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        gauges: Arc<crate::pg::Gauges>,
+        limits: crate::subscribe::StreamLimits,
+    ) -> Extended {
+        Extended { parser: Arc::new(Parser { engine: engine.clone() }), engine, gauges, limits }
     }
 }
 
@@ -190,7 +194,7 @@ impl ExtendedQueryHandler for Extended {
                 .await
                 .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
             let _subscriber = crate::pg::Counted::new(&self.gauges.subscribers);
-            return crate::subscribe::stream(client, engine, request, settings.wait_ms(), self.stall_ms).await;
+            return crate::subscribe::stream(client, engine, request, settings.wait_ms(), self.limits).await;
         }
         let format = portal.result_column_format.clone();
         if first_word(&sql) == "FETCH" {

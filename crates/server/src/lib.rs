@@ -26,6 +26,7 @@ mod durable;
 mod engine;
 mod error;
 mod extended;
+mod fanout;
 mod metrics;
 mod pg;
 mod subscribe;
@@ -33,6 +34,7 @@ mod subscription;
 
 pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
+pub use fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT;
 pub use metrics::{MetricsEndpoint, REQUEST_BYTES_MAX};
 pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint, STARTUP_TIMEOUT_MS_DEFAULT};
 pub use subscribe::SUBSCRIBER_STALL_MS_DEFAULT;

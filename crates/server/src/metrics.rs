@@ -114,6 +114,22 @@ pub(crate) fn render(engine: &Engine, gauges: &Gauges) -> String {
     let _ = writeln!(out, "millpond_pg_connections {}", gauges.connections.load(Ordering::Relaxed));
     metric(&mut out, "millpond_pg_subscribers", "gauge", "SUBSCRIBE streams being served.");
     let _ = writeln!(out, "millpond_pg_subscribers {}", gauges.subscribers.load(Ordering::Relaxed));
+    let hubs = engine.hubs.running();
+    metric(&mut out, "millpond_fanout_ring_bytes", "gauge", "Bytes of encoded changes in a view's shared ring.");
+    for handle in &hubs {
+        let (view, stats) = (handle.hub.view(), handle.hub.stats());
+        let _ = writeln!(out, "millpond_fanout_ring_bytes{{view=\"{view}\"}} {}", stats.ring_bytes);
+    }
+    metric(&mut out, "millpond_fanout_positions", "gauge", "Subscribers reading a view's shared ring.");
+    for handle in &hubs {
+        let (view, stats) = (handle.hub.view(), handle.hub.stats());
+        let _ = writeln!(out, "millpond_fanout_positions{{view=\"{view}\"}} {}", stats.positions);
+    }
+    metric(&mut out, "millpond_fanout_behind_total", "counter", "Subscribers dropped for falling behind the ring.");
+    for handle in &hubs {
+        let (view, stats) = (handle.hub.view(), handle.hub.stats());
+        let _ = writeln!(out, "millpond_fanout_behind_total{{view=\"{view}\"}} {}", stats.behind);
+    }
     let Ok(Some(meta)) = engine.committed() else { return out };
     let stats = engine.view_stats(&meta);
     metric(&mut out, "millpond_view_committed_epoch", "gauge", "The view's last committed epoch.");

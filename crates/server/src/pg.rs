@@ -229,6 +229,10 @@ pub struct PgConfig {
     /// How long a subscriber's client may read nothing while its buffer is
     /// full before the subscriber is dropped (53200).
     pub subscriber_stall_ms: u64,
+    /// How many bytes of encoded changes each view keeps for its slowest
+    /// subscribers (one ring shared by all of them): a subscriber further
+    /// behind than that is dropped (53200).
+    pub subscriber_buffer_bytes: usize,
     /// How long a client has to send its first packet (startup, SSL or
     /// cancel request) in full; a slower one gets 08P01 and is closed.
     pub startup_timeout_ms: u64,
@@ -273,6 +277,7 @@ impl std::fmt::Debug for PgConfig {
             .field("connections_max", &self.connections_max)
             .field("password", &self.password.as_ref().map(|_| "<set>"))
             .field("subscriber_stall_ms", &self.subscriber_stall_ms)
+            .field("subscriber_buffer_bytes", &self.subscriber_buffer_bytes)
             .field("startup_timeout_ms", &self.startup_timeout_ms)
             .finish()
     }
@@ -285,6 +290,7 @@ impl PgConfig {
             connections_max: CONNECTIONS_MAX_DEFAULT,
             password: None,
             subscriber_stall_ms: crate::subscribe::SUBSCRIBER_STALL_MS_DEFAULT,
+            subscriber_buffer_bytes: crate::fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT,
             startup_timeout_ms: STARTUP_TIMEOUT_MS_DEFAULT,
         }
     }
@@ -318,13 +324,13 @@ impl PgEndpoint {
         let (shutdown, stopped) = tokio::sync::oneshot::channel();
         let connections = Arc::new(ConnectionManager::new());
         let gauges = Arc::new(Gauges::default());
+        let limits = crate::subscribe::StreamLimits {
+            stall_ms: config.subscriber_stall_ms,
+            buffer_bytes: config.subscriber_buffer_bytes,
+        };
         let handlers = Arc::new(Handlers {
-            extended: Arc::new(crate::extended::Extended::new(
-                engine.clone(),
-                gauges.clone(),
-                config.subscriber_stall_ms,
-            )),
-            queries: Arc::new(Queries { engine, gauges: gauges.clone(), stall_ms: config.subscriber_stall_ms }),
+            extended: Arc::new(crate::extended::Extended::new(engine.clone(), gauges.clone(), limits)),
+            queries: Arc::new(Queries { engine, gauges: gauges.clone(), limits }),
             startup: Arc::new(Startup::new(connections.clone(), config.password.as_deref())),
             cancel: Arc::new(DefaultCancelHandler::new(connections)),
         });
@@ -561,7 +567,7 @@ impl StartupHandler for Startup {
 struct Queries {
     engine: Arc<Engine>,
     gauges: Arc<Gauges>,
-    stall_ms: u64,
+    limits: crate::subscribe::StreamLimits,
 }
 
 #[async_trait]
@@ -586,7 +592,7 @@ impl SimpleQueryHandler for Queries {
                 .await
                 .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
             let _subscriber = Counted::new(&self.gauges.subscribers);
-            let streamed = crate::subscribe::stream(client, engine, request, settings.wait_ms(), self.stall_ms).await?;
+            let streamed = crate::subscribe::stream(client, engine, request, settings.wait_ms(), self.limits).await?;
             return Ok(vec![streamed]);
         }
         if let [statement] = statements.as_slice()

@@ -9,24 +9,34 @@
 //! Without AS OF the snapshot is of the last committed epoch.
 //!
 //! Invariants: rows of one epoch are flushed together, after every row of
-//! the epochs before it; a subscriber holds one changelog reader and a
-//! bounded batch of events at a time ([`EVENTS_PER_POLL_MAX`]), never a
-//! dataflow, and holds no rows (`Subscription::forget_rows`: its memory
-//! does not grow with the view), so a dropped view ends the stream with
-//! 42P01 telling the client its rows are void (no retractions); an AS OF
-//! no longer retained is SQLSTATE 22000.
+//! the epochs before it. A stream is fed by its view's hub
+//! ([`crate::fanout`]: one reader and one encoding for all subscribers) or,
+//! for AS OF and durable subscriptions, by its own reader (at most
+//! [`EVENTS_PER_POLL_MAX`] records a poll, no rows kept:
+//! `Subscription::forget_rows`) until it has caught up and joins the hub
+//! after its last progress mark; never by a dataflow. A stream that falls
+//! behind the hub's ring, or whose client reads nothing for the stall
+//! time, ends with 53200 and is never skipped ahead. A dropped view is
+//! retracted (hub) or declared void (own reader), then 42P01; an AS OF no
+//! longer retained is SQLSTATE 22000.
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures::{Sink, SinkExt};
 use millpond_dataflow::{Epoch, Event, Subscription};
+use millpond_sql::Type;
 use pgwire::api::ClientInfo;
 use pgwire::api::results::{Response, Tag};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
+use tokio::sync::watch;
 
+use crate::commits::Commit;
 use crate::engine::Engine;
+use crate::fanout::{Entry, Found, HubHandle, Joined};
 use crate::pg::{VIEW_READY_POLL_MS, text_of, user_error};
 
 /// Events taken from the changelog per poll: a subscriber's memory bound.
@@ -210,29 +220,37 @@ pub(crate) fn copy_field(out: &mut String, value: Option<&str>) {
     }
 }
 
-/// What one poll of a subscription gave: events, and the error that ends it.
+/// What one poll of a subscription gave: events, the error that ends it,
+/// and whether it caught up with the commit (nothing read and not taken).
 pub(crate) struct Polled {
     pub(crate) events: Vec<Event>,
     pub(crate) end: Option<millpond_dataflow::Error>,
+    pub(crate) caught_up: bool,
 }
 
-/// Takes what is queued, then reads what `commit` says is committed (at
-/// most [`EVENTS_PER_POLL_MAX`] events): one subscriber's share of a commit.
+/// Takes what is queued, then reads what `commit` says is committed (about
+/// [`EVENTS_PER_POLL_MAX`] records at most): one subscriber's share of a
+/// commit, bounded however much was committed at once.
 pub(crate) fn poll_at(subscription: &mut Subscription, commit: &crate::commits::Commit) -> Polled {
     let mut events = Vec::new();
-    let mut read = false;
-    while events.len() < EVENTS_PER_POLL_MAX {
-        if let Some(event) = subscription.next_queued() {
+    let take = |subscription: &mut Subscription, events: &mut Vec<Event>| {
+        while events.len() < EVENTS_PER_POLL_MAX
+            && let Some(event) = subscription.next_queued()
+        {
             events.push(event);
-            continue;
         }
-        let Some(meta) = commit.as_deref().filter(|_| !read) else { break };
-        read = true;
-        if let Err(end) = subscription.poll_at(meta) {
-            return Polled { events, end: Some(end) };
+    };
+    take(subscription, &mut events);
+    let mut caught_up = subscription.queued_len() == 0;
+    if caught_up && let Some(meta) = commit.as_deref() {
+        match subscription.poll_at_most(meta, EVENTS_PER_POLL_MAX) {
+            Ok(done) => caught_up = done,
+            Err(end) => return Polled { events, end: Some(end), caught_up: false },
         }
+        take(subscription, &mut events);
     }
-    Polled { events, end: None }
+    let caught_up = caught_up && subscription.queued_len() == 0;
+    Polled { events, end: None, caught_up }
 }
 
 /// Opens the subscription, waiting up to `wait_ms` (the statement timeout,
@@ -255,11 +273,11 @@ pub(crate) fn open(engine: &Engine, request: &SubscribeRequest, wait_ms: u64) ->
     }
 }
 
-/// The SQLSTATE of what ends or refuses a subscription.
-pub(crate) fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) -> PgWireError {
+/// The SQLSTATE and message of what ends or refuses a subscription.
+pub(crate) fn error_parts(error: millpond_dataflow::Error, wait_ms: u64) -> crate::fanout::End {
     match error {
-        millpond_dataflow::Error::EpochUnavailable { .. } => user_error("22000", error.to_string()),
-        millpond_dataflow::Error::ViewDropped { view, epoch, recreated, retracted } => user_error(
+        millpond_dataflow::Error::EpochUnavailable { .. } => ("22000", error.to_string()),
+        millpond_dataflow::Error::ViewDropped { view, epoch, recreated, retracted } => (
             "42P01",
             format!(
                 "view \"{view}\" was {} at epoch {epoch}: {}; subscribe again for the {}",
@@ -269,14 +287,20 @@ pub(crate) fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) 
             ),
         ),
         millpond_dataflow::Error::UnknownView(view) => {
-            user_error("57014", format!("view \"{view}\" has not committed its first epoch within {wait_ms} ms"))
+            ("57014", format!("view \"{view}\" has not committed its first epoch within {wait_ms} ms"))
         }
-        other => user_error("XX000", other.to_string()),
+        other => ("XX000", other.to_string()),
     }
 }
 
+/// The error of what ends or refuses a subscription.
+pub(crate) fn subscription_error(error: millpond_dataflow::Error, wait_ms: u64) -> PgWireError {
+    let (code, message) = error_parts(error, wait_ms);
+    user_error(code, message)
+}
+
 /// The COPY text line of one event (`None`: a progress mark not asked for).
-fn line(event: &Event, columns: &[(String, millpond_sql::Type)], progress: bool) -> Option<String> {
+pub(crate) fn line(event: &Event, columns: &[(String, millpond_sql::Type)], progress: bool) -> Option<String> {
     let mut out = String::new();
     match event {
         Event::Change { epoch, diff, row } => {
@@ -304,6 +328,166 @@ fn line(event: &Event, columns: &[(String, millpond_sql::Type)], progress: bool)
     Some(out)
 }
 
+/// How a server's streams are bounded.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamLimits {
+    /// How long a client may leave its socket full before it is dropped.
+    pub(crate) stall_ms: u64,
+    /// The cap of each view's shared ring (`fanout`).
+    pub(crate) buffer_bytes: usize,
+}
+
+/// One thing a stream sends.
+enum Item {
+    Row { epoch: Epoch, line: Bytes },
+    Progress(Epoch),
+}
+
+/// What a feed has for its stream next.
+enum Step {
+    /// Items to send, then maybe the error that ends the stream.
+    Items(Vec<Item>, Option<PgWireError>),
+    /// Nothing new: wait.
+    Idle,
+    /// The stream ends with this error.
+    End(PgWireError),
+}
+
+/// Where a stream's changes come from.
+enum Feed {
+    /// Its own changelog reader (a stream AS OF an epoch, or a durable
+    /// subscription), until it catches up and joins the hub.
+    Own { subscription: Option<Box<Subscription>>, commits: watch::Receiver<Commit> },
+    /// A position in the view's shared ring.
+    Shared { joined: Joined },
+}
+
+impl Feed {
+    /// The next items (at most a poll's or a take's worth).
+    async fn next(&mut self, handle: &HubHandle, columns: &[(String, Type)], progress: bool) -> PgWireResult<Step> {
+        match self {
+            Feed::Own { subscription, commits } => {
+                let commit = commits.borrow_and_update().clone();
+                let mut own = subscription.take().expect("the reader is back after each poll");
+                let (own, polled) = tokio::task::spawn_blocking(move || {
+                    let polled = poll_at(&mut own, &commit);
+                    (own, polled)
+                })
+                .await
+                .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+                let progressed = own.progressed();
+                *subscription = Some(own);
+                let items = own_items(&polled.events, columns, progress);
+                if let Some(end) = polled.end {
+                    // What was read before the error goes first.
+                    return Ok(Step::Items(items, Some(subscription_error(end, 0))));
+                }
+                if polled.caught_up
+                    && let Some(joined) = handle.hub.join_after(progressed)
+                {
+                    *self = Feed::Shared { joined };
+                }
+                Ok(if items.is_empty() { Step::Idle } else { Step::Items(items, None) })
+            }
+            Feed::Shared { joined } => {
+                let seq = joined.position.load(Ordering::Acquire);
+                Ok(match handle.hub.find(seq) {
+                    Found::Entries(entries) => {
+                        joined.position.store(seq + entries.len() as u64, Ordering::Release);
+                        Step::Items(shared_items(&entries, joined.skip_through, progress), None)
+                    }
+                    Found::Nothing => Step::Idle,
+                    Found::Behind => Step::End(behind(handle.hub.view())),
+                    Found::Ended((code, message)) => Step::End(user_error(code, message)),
+                })
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for something new; false if nothing came.
+    async fn wait(&mut self, handle: &HubHandle, timeout: Duration) -> bool {
+        match self {
+            Feed::Own { commits, .. } => tokio::time::timeout(timeout, commits.changed()).await.is_ok(),
+            Feed::Shared { joined } => handle.hub.changed(joined.position.load(Ordering::Acquire), timeout).await,
+        }
+    }
+}
+
+fn own_items(events: &[Event], columns: &[(String, Type)], progress: bool) -> Vec<Item> {
+    events
+        .iter()
+        .map(|event| match event {
+            Event::Change { epoch, .. } => Item::Row {
+                epoch: *epoch,
+                line: line(event, columns, progress).expect("a change has a line").into_bytes().into(),
+            },
+            Event::Progress { epoch, .. } => Item::Progress(*epoch),
+        })
+        .collect()
+}
+
+fn shared_items(entries: &[Arc<Entry>], skip_through: Epoch, progress: bool) -> Vec<Item> {
+    let mut items = Vec::new();
+    for entry in entries.iter().filter(|e| e.epoch() > skip_through) {
+        match &**entry {
+            Entry::Rows { epoch, plain, flagged } => {
+                let lines = if progress { flagged } else { plain };
+                items.extend(lines.iter().map(|line| Item::Row { epoch: *epoch, line }));
+            }
+            Entry::Progress { epoch } => items.push(Item::Progress(*epoch)),
+        }
+    }
+    items
+}
+
+/// The progress row of `epoch` (with PROGRESS only).
+fn progress_line(epoch: Epoch, columns: &[(String, Type)]) -> Bytes {
+    line(&Event::Progress { epoch, progress: true }, columns, true).expect("a progress line").into_bytes().into()
+}
+
+/// Starts a stream's feed: a snapshot join of the hub, or (AS OF, or a
+/// durable subscription) its own reader; sends the snapshot's rows.
+async fn start(
+    engine: &Arc<Engine>,
+    handle: &HubHandle,
+    request: &SubscribeRequest,
+    wait_ms: u64,
+) -> PgWireResult<(Feed, Vec<Item>)> {
+    if request.as_of.is_some() {
+        let (opener, wanted) = (engine.clone(), request.clone());
+        // Each own open folds the changelog up to its snapshot: a few at a
+        // time, so that a thousand resuming together do not fold at once.
+        let permit = engine.opens.clone().acquire_owned().await.map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        let subscription = tokio::task::spawn_blocking(move || open(&opener, &wanted, wait_ms))
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
+        drop(permit);
+        let commits = engine.commits.subscribe();
+        return Ok((Feed::Own { subscription: Some(Box::new(subscription)), commits }, Vec::new()));
+    }
+    // The snapshot is at least of the epoch committed now (read-your-writes).
+    let committed = engine.committed().ok().flatten().map_or(0, |meta| meta.epoch);
+    let receiver = handle.hub.request_snapshot(committed);
+    let joined = match tokio::time::timeout(Duration::from_millis(wait_ms), receiver).await {
+        Ok(Ok(joined)) => joined,
+        Ok(Err(_)) => {
+            let (code, message) = handle.hub.ended().unwrap_or(("XX000", "the view's reader stopped".into()));
+            return Err(user_error(code, message));
+        }
+        Err(_) => return Err(subscription_error(millpond_dataflow::Error::UnknownView(request.view.clone()), wait_ms)),
+    };
+    let mut items = Vec::new();
+    if let Some(snapshot) = &joined.snapshot {
+        if request.snapshot {
+            let lines = if request.progress { &snapshot.flagged } else { &snapshot.plain };
+            items.extend(lines.iter().map(|line| Item::Row { epoch: snapshot.epoch, line }));
+        }
+        // Where the stream starts, with or without the snapshot's rows.
+        items.push(Item::Progress(snapshot.epoch));
+    }
+    Ok((Feed::Shared { joined }, items))
+}
+
 /// Streams the subscription to `client` until UP TO is reached, the view
 /// goes, or the client cancels (pgwire drops this future) or disconnects.
 pub(crate) async fn stream<C>(
@@ -311,7 +495,7 @@ pub(crate) async fn stream<C>(
     engine: Arc<Engine>,
     request: SubscribeRequest,
     wait_ms: u64,
-    stall_ms: u64,
+    limits: StreamLimits,
 ) -> PgWireResult<Response>
 where
     C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -322,81 +506,96 @@ where
     let Some(columns) = engine.view_columns(&request.view) else {
         return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
     };
-    let (opener, wanted) = (engine.clone(), request.clone());
-    // Each open folds the changelog up to its snapshot: a few at a time, so
-    // that a thousand subscribers arriving together do not fold at once.
-    let permit = engine.opens.clone().acquire_owned().await.map_err(|e| PgWireError::ApiError(Box::new(e)))?;
-    let mut subscription = tokio::task::spawn_blocking(move || open(&opener, &wanted, wait_ms))
-        .await
-        .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
-    drop(permit);
+    let handle = engine
+        .hubs
+        .get(engine.data_dir(), engine.commits.subscribe(), &request.view, columns.clone(), limits.buffer_bytes)
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    let (mut feed, first) = start(&engine, &handle, &request, wait_ms).await?;
     let width = 2 + usize::from(request.progress) + columns.len();
     let header = CopyOutResponse::new(0, width as i16, vec![0; width]);
     client.send(PgWireBackendMessage::CopyOutResponse(header)).await?;
-    let mut rows = 0u64;
-    let mut commits = engine.commits.subscribe();
-    let mut last_progress: Option<Epoch> = None;
+    let mut sender = Sender { request: &request, columns: &columns, rows: 0, last_progress: None };
+    let mut step = Step::Items(first, None);
     loop {
-        let commit = commits.borrow_and_update().clone();
-        let (back, polled) = tokio::task::spawn_blocking(move || {
-            let polled = poll_at(&mut subscription, &commit);
-            (subscription, polled)
-        })
-        .await
-        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
-        subscription = back;
-        let idle = polled.events.is_empty();
-        let sent = tokio::time::timeout(Duration::from_millis(stall_ms), async {
-            for event in &polled.events {
-                let epoch = match event {
-                    Event::Change { epoch, .. } | Event::Progress { epoch, .. } => *epoch,
-                };
-                if matches!(event, Event::Change { .. }) && request.up_to.is_some_and(|up_to| epoch >= up_to) {
-                    continue; // past UP TO: the progress mark below ends the stream
+        match step {
+            Step::Items(items, end) => {
+                let sent = tokio::time::timeout(Duration::from_millis(limits.stall_ms), sender.send(client, items));
+                match sent.await {
+                    Ok(Ok(Some(done))) => return Ok(done),
+                    Ok(Ok(None)) => {}
+                    Ok(Err(error)) => return Err(error),
+                    Err(_) => return Err(stalled(limits.stall_ms, sender.last_progress)),
                 }
-                if let Some(text) = line(event, &columns, request.progress) {
-                    client.feed(PgWireBackendMessage::CopyData(CopyData::new(text.into_bytes().into()))).await?;
-                    rows += 1;
-                }
-                if let Event::Progress { .. } = event {
-                    last_progress = Some(epoch);
-                    // The epoch is complete: out now, not when a buffer fills.
+                if let Some(error) = end {
                     client.flush().await?;
-                    if request.up_to.is_some_and(|up_to| epoch + 1 >= up_to) {
-                        client.send(PgWireBackendMessage::CopyDone(CopyDone::new())).await?;
-                        return Ok(Some(Response::Execution(Tag::new("COPY").with_rows(rows as usize))));
+                    return Err(error);
+                }
+            }
+            Step::End(error) => {
+                client.flush().await?;
+                return Err(error);
+            }
+            Step::Idle => {
+                // With PROGRESS, an idle stream says so every heartbeat (a
+                // dead client is noticed when the write fails).
+                if !feed.wait(&handle, Duration::from_millis(HEARTBEAT_MS)).await
+                    && request.progress
+                    && let Some(epoch) = sender.last_progress
+                {
+                    let beat =
+                        client.send(PgWireBackendMessage::CopyData(CopyData::new(progress_line(epoch, &columns))));
+                    match tokio::time::timeout(Duration::from_millis(limits.stall_ms), beat).await {
+                        Ok(result) => result?,
+                        Err(_) => return Err(stalled(limits.stall_ms, sender.last_progress)),
                     }
                 }
             }
-            Ok::<_, PgWireError>(None)
-        })
-        .await;
-        match sent {
-            Ok(Ok(Some(done))) => return Ok(done),
-            Ok(Ok(None)) => {}
-            Ok(Err(error)) => return Err(error),
-            Err(_) => return Err(stalled(stall_ms, last_progress)),
         }
-        if let Some(end) = polled.end {
-            client.flush().await?;
-            return Err(subscription_error(end, wait_ms));
-        }
-        if idle {
-            // Wait for the next commit; with PROGRESS, an idle stream says
-            // so every heartbeat (a dead client is noticed when it fails).
-            let heartbeat = Duration::from_millis(HEARTBEAT_MS);
-            if tokio::time::timeout(heartbeat, commits.changed()).await.is_err()
-                && request.progress
-                && let Some(epoch) = last_progress
-            {
-                let text = line(&Event::Progress { epoch, progress: true }, &columns, true).expect("a progress line");
-                let beat = client.send(PgWireBackendMessage::CopyData(CopyData::new(text.into_bytes().into())));
-                match tokio::time::timeout(Duration::from_millis(stall_ms), beat).await {
-                    Ok(result) => result?,
-                    Err(_) => return Err(stalled(stall_ms, last_progress)),
+        step = feed.next(&handle, &columns, request.progress).await?;
+    }
+}
+
+/// Writes items to one client, flushing at each epoch's end.
+struct Sender<'a> {
+    request: &'a SubscribeRequest,
+    columns: &'a [(String, Type)],
+    rows: u64,
+    last_progress: Option<Epoch>,
+}
+
+impl Sender<'_> {
+    /// Sends `items`; the final response once UP TO is reached.
+    async fn send<C>(&mut self, client: &mut C, items: Vec<Item>) -> PgWireResult<Option<Response>>
+    where
+        C: Sink<PgWireBackendMessage> + Unpin + Send,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let up_to = self.request.up_to;
+        for item in items {
+            match item {
+                // Past UP TO: the progress mark below ends the stream.
+                Item::Row { epoch, .. } if up_to.is_some_and(|up_to| epoch >= up_to) => {}
+                Item::Row { line, .. } => {
+                    client.feed(PgWireBackendMessage::CopyData(CopyData::new(line))).await?;
+                    self.rows += 1;
+                }
+                Item::Progress(epoch) => {
+                    if self.request.progress {
+                        let line = progress_line(epoch, self.columns);
+                        client.feed(PgWireBackendMessage::CopyData(CopyData::new(line))).await?;
+                        self.rows += 1;
+                    }
+                    self.last_progress = Some(epoch);
+                    // The epoch is complete: out now, not when a buffer fills.
+                    client.flush().await?;
+                    if up_to.is_some_and(|up_to| epoch + 1 >= up_to) {
+                        client.send(PgWireBackendMessage::CopyDone(CopyDone::new())).await?;
+                        return Ok(Some(Response::Execution(Tag::new("COPY").with_rows(self.rows as usize))));
+                    }
                 }
             }
         }
+        Ok(None)
     }
 }
 
@@ -407,6 +606,19 @@ fn stalled(stall_ms: u64, last_progress: Option<Epoch>) -> PgWireError {
         "53200",
         format!(
             "the subscriber fell behind: its client read nothing for {stall_ms} ms while its buffer was full{resume}"
+        ),
+    )
+}
+
+/// The error of a subscriber that fell further behind than the view's
+/// shared buffer holds.
+fn behind(view: &str) -> PgWireError {
+    user_error(
+        "53200",
+        format!(
+            "the subscriber fell behind: view \"{view}\" committed more changes than the subscriber buffer holds \
+             (--subscriber-buffer-bytes) before its client read them; subscribe again (AS OF its last progress \
+             WITH (SNAPSHOT = false) to resume)"
         ),
     )
 }

@@ -2,7 +2,8 @@
 //! reader of its own (no dataflow per subscriber), all getting every
 //! change, while one deliberately stalled subscriber of another view (its
 //! client never reads) is dropped with 53200 once its buffer stays full,
-//! and nobody else notices.
+//! and nobody else notices; and a burst larger than a view's shared ring,
+//! which a fast subscriber follows in full while a slow one is dropped.
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -120,6 +121,82 @@ async fn a_thousand_subscribers_get_every_change_and_a_stalled_one_is_dropped() 
         assert_eq!(lines, CHANGES);
     }
     eprintln!("{SUBSCRIBERS} subscribers got {CHANGES} changes each in {:?}", started.elapsed());
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
+
+/// Change rows (mp_progressed false) in COPY text with PROGRESS.
+fn change_rows(chunk: &[u8]) -> usize {
+    chunk.split(|b| *b == b'\n').filter(|line| line.split(|b| *b == b'\t').nth(1) == Some(b"f")).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_shared_buffer_drops_the_slow_subscriber_and_not_the_fast() {
+    const BATCHES: usize = 40;
+    const ROWS_PER_BATCH: usize = 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.subscriber_buffer_bytes = 8 << 20;
+    config.subscriber_stall_ms = 120_000; // not a stall: the slow one reads
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    let addr = endpoint.addr();
+    let url = format!("host={} port={} user=millpond", addr.ip(), addr.port());
+    let connect = || async {
+        let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+    };
+    let admin = connect().await;
+    admin
+        .batch_execute("CREATE TABLE big (k BIGINT PRIMARY KEY, pad TEXT); CREATE MATERIALIZED VIEW bigv AS SELECT k, pad FROM big")
+        .await
+        .unwrap();
+    let subscribe = "SUBSCRIBE bigv WITH (SNAPSHOT = false, PROGRESS)";
+    // Each stream starts with a progress row of the epoch it starts after.
+    let fast = connect().await;
+    let mut fast = Box::pin(fast.copy_out(subscribe).await.unwrap());
+    assert!(change_rows(&fast.next().await.unwrap().unwrap()) == 0, "a progress row first");
+    let slow = connect().await;
+    let mut slow = Box::pin(slow.copy_out(subscribe).await.unwrap());
+    assert!(change_rows(&slow.next().await.unwrap().unwrap()) == 0, "a progress row first");
+    let fast = tokio::spawn(async move {
+        let mut rows = 0;
+        while rows < BATCHES * ROWS_PER_BATCH {
+            let chunk = fast.next().await.expect("the stream goes on");
+            rows += change_rows(&chunk.unwrap_or_else(|e| panic!("after {rows} rows: {e:?}")));
+        }
+        rows
+    });
+    let slow = tokio::spawn(async move {
+        let mut rows = 0;
+        loop {
+            match slow.next().await {
+                Some(Ok(chunk)) => rows += change_rows(&chunk),
+                Some(Err(error)) => return (rows, error),
+                None => panic!("the slow stream ended without an error after {rows} rows"),
+            }
+            // About 1.6 rows a millisecond: a tenth of what the burst brings.
+            if rows % 8 == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+    // 16 MB of changes (twice that encoded, with and without mp_progressed).
+    let pad = "x".repeat(400);
+    for batch in 0..BATCHES {
+        let rows: Vec<String> =
+            (0..ROWS_PER_BATCH).map(|i| format!("({}, '{pad}')", batch * ROWS_PER_BATCH + i)).collect();
+        admin.batch_execute(&format!("INSERT INTO big VALUES {}", rows.join(", "))).await.unwrap();
+    }
+    let rows = tokio::time::timeout(Duration::from_secs(120), fast).await.expect("in time").unwrap();
+    assert_eq!(rows, BATCHES * ROWS_PER_BATCH, "the fast subscriber got every change, once");
+    let (slow_rows, error) = tokio::time::timeout(Duration::from_secs(120), slow).await.expect("in time").unwrap();
+    let db = error.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "53200", "{}", db.message());
+    assert!(db.message().contains("subscriber buffer"), "{}", db.message());
+    assert!(slow_rows < BATCHES * ROWS_PER_BATCH, "the slow one fell behind after {slow_rows} rows");
+    eprintln!("the slow subscriber was dropped after {slow_rows} of {} rows", BATCHES * ROWS_PER_BATCH);
     drop(endpoint);
     engine.shutdown().unwrap();
 }
