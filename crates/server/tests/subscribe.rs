@@ -268,3 +268,73 @@ async fn a_stream_of_a_dropped_view_retracts_its_rows_then_tells_the_client_to_r
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// The value of metric `name` with label `view="items"` (None: not exported).
+async fn items_metric(metrics: SocketAddr, name: &str) -> Option<u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(metrics).await.unwrap();
+    socket.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.unwrap();
+    let prefix = format!("{name}{{view=\"items\"}} ");
+    response.lines().find_map(|line| line.strip_prefix(prefix.as_str())?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_as_of_stream_joins_the_views_hub_once_caught_up_and_misses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path());
+    let metrics = millpond_server::MetricsEndpoint::start(
+        engine.clone(),
+        endpoint.gauges().clone(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let client = connect(endpoint.addr()).await;
+    items_view(&client).await;
+    let seen = committed_epoch(endpoint.addr());
+    for id in 3..=5 {
+        client.simple_query(&format!("INSERT INTO item VALUES ({id}, 'n{id}')")).await.unwrap();
+    }
+    // Its own reader first (AS OF needs history), then the shared ring.
+    let streaming = connect(endpoint.addr()).await;
+    let sql = format!("COPY (SUBSCRIBE items AS OF {seen} WITH (SNAPSHOT = false, PROGRESS)) TO STDOUT");
+    let mut stream = Box::pin(streaming.copy_out(&sql).await.unwrap());
+    let mut changes: Vec<(u64, String)> = Vec::new();
+    let mut read_until = async |changes: &mut Vec<(u64, String)>, count: usize| {
+        while changes.len() < count {
+            let chunk = tokio::time::timeout(Duration::from_secs(60), futures::StreamExt::next(&mut stream))
+                .await
+                .expect("a change in time")
+                .unwrap()
+                .unwrap();
+            let line = String::from_utf8(chunk.to_vec()).unwrap();
+            let fields: Vec<&str> = line.trim_end().split('\t').collect();
+            if fields[1] == "f" {
+                changes.push((fields[0].parse().unwrap(), format!("{} {} {}", fields[2], fields[3], fields[4])));
+            }
+        }
+    };
+    read_until(&mut changes, 3).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while items_metric(metrics.addr(), "millpond_fanout_positions").await != Some(1) {
+        assert!(Instant::now() < deadline, "the AS OF stream never joined the hub");
+        client.simple_query("SELECT 1").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for id in 6..=9 {
+        client.simple_query(&format!("INSERT INTO item VALUES ({id}, 'n{id}')")).await.unwrap();
+    }
+    client.simple_query("DELETE FROM item WHERE id = 3").await.unwrap();
+    read_until(&mut changes, 8).await;
+    // Each change once (an epoch's changes come in no particular order).
+    let mut got: Vec<&str> = changes.iter().map(|(_, change)| change.as_str()).collect();
+    got.sort_unstable();
+    assert_eq!(got, ["-1 3 n3", "1 3 n3", "1 4 n4", "1 5 n5", "1 6 n6", "1 7 n7", "1 8 n8", "1 9 n9"], "{changes:?}");
+    let epoch_of = |change: &str| changes.iter().find(|(_, c)| c == change).unwrap().0;
+    assert!(epoch_of("1 3 n3") < epoch_of("-1 3 n3"), "{changes:?}");
+    assert!(changes.windows(2).all(|w| w[0].0 <= w[1].0) && changes[0].0 > seen, "in epoch order: {changes:?}");
+    drop(metrics);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
