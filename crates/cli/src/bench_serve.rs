@@ -9,6 +9,10 @@
 //!   with 1 s and 100 ms epochs (ratio to the epoch interval);
 //! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
 //!
+//! The server runs as `millpond serve` does, its client threads at nice
+//! `--wire-nice` (10); the bench's own clients stand in for other machines
+//! and run at nice 19, the feeder at 0, beside the runtime's workers.
+//!
 //! Nothing here asserts a time; it prints a Markdown table for
 //! `docs/performance.md`.
 
@@ -40,7 +44,13 @@ pub(crate) struct ServeBenchArgs {
     /// Where to keep the runs (default: DATA_DIR/bench-serve); removed afterwards.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Nice value of the server's client threads, as `millpond serve --wire-nice`.
+    #[arg(long, default_value_t = 10)]
+    wire_nice: i32,
 }
+
+/// The nice value of the bench's client threads (stand-ins for other machines).
+const CLIENT_NICE: i32 = 19;
 
 const SCHEMA: &str = "CREATE SOURCE ev (k BIGINT, at BIGINT) FROM TOPIC 'ev' FORMAT JSON;
 CREATE MATERIALIZED VIEW feed AS SELECT k, at FROM ev";
@@ -56,7 +66,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(dir: &Path, epoch_ms: u64) -> Result<Server> {
+    fn start(dir: &Path, epoch_ms: u64, wire_nice: i32) -> Result<Server> {
         if dir.exists() {
             std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
         }
@@ -65,6 +75,7 @@ impl Server {
         engine.execute(SCHEMA)?;
         let mut pg = PgConfig::new("127.0.0.1:0".parse().expect("an address"));
         pg.connections_max = 4096;
+        pg.wire_nice = wire_nice;
         let endpoint = PgEndpoint::start(engine.clone(), pg)?;
         Ok(Server { engine, endpoint })
     }
@@ -161,17 +172,23 @@ async fn open_subscribers(
 }
 
 /// (dataflow events/s, changes/s delivered to all subscribers).
-async fn throughput(dir: &Path, subscribers: usize, events: u64) -> Result<(f64, f64)> {
-    let server = Server::start(dir, 100)?;
+async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> Result<(f64, f64)> {
+    let server = Server::start(dir, 100, nice)?;
     let delivered = Arc::new(AtomicU64::new(0));
     let tasks = open_subscribers(server.endpoint.addr(), subscribers, &delivered, None).await?;
     let started = Instant::now();
-    let mut next = 0;
-    while next < events {
-        let to = (next + APPEND_BATCH).min(events);
-        append(&server.engine, next, to)?;
-        next = to;
-    }
+    let feeder = {
+        let engine = server.engine.clone();
+        std::thread::spawn(move || -> Result<()> {
+            let mut next = 0;
+            while next < events {
+                let to = (next + APPEND_BATCH).min(events);
+                append(&engine, next, to)?;
+                next = to;
+            }
+            Ok(())
+        })
+    };
     let mut dataflow_done = None;
     let want = events * subscribers as u64;
     let deadline = Instant::now() + Duration::from_secs(1800);
@@ -189,6 +206,7 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64) -> Result<(f64,
     }
     let delivery = started.elapsed();
     let dataflow = dataflow_done.expect("set before the loop ends");
+    feeder.join().map_err(|_| anyhow::anyhow!("the feeder panicked"))??;
     server.stop()?;
     for task in tasks {
         task.abort();
@@ -198,22 +216,17 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64) -> Result<(f64,
 }
 
 /// Append-to-delivery latencies (µs) of one subscriber at `rate` events/s.
-async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64) -> Result<Vec<u64>> {
-    let server = Server::start(dir, epoch_ms)?;
+async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64, nice: i32) -> Result<Vec<u64>> {
+    let server = Server::start(dir, epoch_ms, nice)?;
     let delivered = Arc::new(AtomicU64::new(0));
     let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
     let tasks = open_subscribers(server.endpoint.addr(), 1, &delivered, Some(latencies.clone())).await?;
-    let chunk = (rate / 100).max(1);
-    let started = Instant::now();
-    let mut next = 0;
-    while started.elapsed() < Duration::from_secs(seconds) {
-        append(&server.engine, next, next + chunk)?;
-        next += chunk;
-        let due = Duration::from_secs_f64(next as f64 / rate as f64);
-        if let Some(wait) = due.checked_sub(started.elapsed()) {
-            tokio::time::sleep(wait).await;
-        }
+    let engine = server.engine.clone();
+    let feeder = std::thread::spawn(move || paced_feed(&engine, rate, seconds));
+    while !feeder.is_finished() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let next = feeder.join().map_err(|_| anyhow::anyhow!("the feeder panicked"))??;
     let deadline = Instant::now() + Duration::from_secs(60);
     while delivered.load(Ordering::Relaxed) < next && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -227,6 +240,23 @@ async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64) -> Result<V
     Ok(samples)
 }
 
+/// Appends at `rate` events/s for `seconds`, in 100 steps a second; the
+/// events appended.
+fn paced_feed(engine: &Engine, rate: u64, seconds: u64) -> Result<u64> {
+    let chunk = (rate / 100).max(1);
+    let started = Instant::now();
+    let mut next = 0;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        append(engine, next, next + chunk)?;
+        next += chunk;
+        let due = Duration::from_secs_f64(next as f64 / rate as f64);
+        if let Some(wait) = due.checked_sub(started.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    Ok(next)
+}
+
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
@@ -234,9 +264,9 @@ fn rss_kib() -> u64 {
 }
 
 /// RSS per idle subscriber (KiB) over 1000 of them.
-async fn idle_memory(dir: &Path) -> Result<f64> {
+async fn idle_memory(dir: &Path, nice: i32) -> Result<f64> {
     const IDLE: usize = 1000;
-    let server = Server::start(dir, 1000)?;
+    let server = Server::start(dir, 1000, nice)?;
     append(&server.engine, 0, 1000)?;
     let before = rss_kib();
     let delivered = Arc::new(AtomicU64::new(0));
@@ -252,8 +282,8 @@ async fn idle_memory(dir: &Path) -> Result<f64> {
 }
 
 /// SELECT latencies (µs, sorted) of `sql` over a view of `rows` rows.
-async fn select_latency(dir: &Path, rows: u64, queries: &[&str]) -> Result<Vec<Vec<u64>>> {
-    let server = Server::start(dir, 100)?;
+async fn select_latency(dir: &Path, rows: u64, queries: &[&str], nice: i32) -> Result<Vec<Vec<u64>>> {
+    let server = Server::start(dir, 100, nice)?;
     append(&server.engine, 0, rows)?;
     while server.committed_reads()? < rows {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -287,7 +317,14 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 
 pub(crate) fn run(data_dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     let dir = args.dir.clone().unwrap_or_else(|| data_dir.join("bench-serve"));
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(|| {
+            let tid = rustix::thread::gettid();
+            let _ = rustix::process::setpriority_process(Some(tid), CLIENT_NICE);
+        })
+        .enable_all()
+        .build()?;
     let result = runtime.block_on(measure(&dir, args));
     let _ = std::fs::remove_dir_all(&dir);
     result
@@ -301,8 +338,8 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         table.push(line);
     };
     // First, while the process has freed nothing that later allocations could reuse.
-    let idle = idle_memory(&dir.join("run")).await?;
-    let (alone, _) = throughput(&dir.join("run"), 0, args.events).await?;
+    let idle = idle_memory(&dir.join("run"), args.wire_nice).await?;
+    let (alone, _) = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?;
     row([
         format!("dataflow events/s, no subscriber ({} events)", args.events),
         format!("{alone:.0}"),
@@ -311,7 +348,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     ]);
     let mut peak = alone;
     for &subscribers in &args.subscribers {
-        let (dataflow, delivered) = throughput(&dir.join("run"), subscribers, args.events).await?;
+        let (dataflow, delivered) = throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?;
         if subscribers == 1 {
             peak = dataflow;
         }
@@ -330,7 +367,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     }
     let rate = (peak / 2.0).max(1.0) as u64;
     for epoch_ms in [1000, 100] {
-        let samples = latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds).await?;
+        let samples = latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds, args.wire_nice).await?;
         for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
             let ms = percentile(&samples, p) as f64 / 1000.0;
             row([
@@ -348,7 +385,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         format!("{:.2}", idle / 64.0),
     ]);
     let queries = ["SELECT COUNT(*) FROM feed", "SELECT k, at FROM feed WHERE k = 42"];
-    let selects = select_latency(&dir.join("run"), args.select_rows, &queries).await?;
+    let selects = select_latency(&dir.join("run"), args.select_rows, &queries, args.wire_nice).await?;
     let count_p50 = percentile(&selects[0], 0.5) as f64 / 1000.0;
     for (sql, samples) in queries.iter().zip(&selects) {
         let (p50, p99) = (percentile(samples, 0.5) as f64 / 1000.0, percentile(samples, 0.99) as f64 / 1000.0);

@@ -233,6 +233,10 @@ pub struct PgConfig {
     /// subscribers (one ring shared by all of them): a subscriber further
     /// behind than that is dropped (53200).
     pub subscriber_buffer_bytes: usize,
+    /// The nice value of the endpoint's threads (and the fan-out hubs they
+    /// start, which inherit it): above 0, clients get what CPU the
+    /// dataflow leaves when the machine is saturated (`priority`).
+    pub wire_nice: i32,
     /// How long a client has to send its first packet (startup, SSL or
     /// cancel request) in full; a slower one gets 08P01 and is closed.
     pub startup_timeout_ms: u64,
@@ -278,6 +282,7 @@ impl std::fmt::Debug for PgConfig {
             .field("password", &self.password.as_ref().map(|_| "<set>"))
             .field("subscriber_stall_ms", &self.subscriber_stall_ms)
             .field("subscriber_buffer_bytes", &self.subscriber_buffer_bytes)
+            .field("wire_nice", &self.wire_nice)
             .field("startup_timeout_ms", &self.startup_timeout_ms)
             .finish()
     }
@@ -291,6 +296,7 @@ impl PgConfig {
             password: None,
             subscriber_stall_ms: crate::subscribe::SUBSCRIBER_STALL_MS_DEFAULT,
             subscriber_buffer_bytes: crate::fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT,
+            wire_nice: crate::priority::WIRE_NICE_DEFAULT,
             startup_timeout_ms: STARTUP_TIMEOUT_MS_DEFAULT,
         }
     }
@@ -318,6 +324,10 @@ impl PgEndpoint {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("millpond-pg")
+            .on_thread_start({
+                let nice = config.wire_nice;
+                move || crate::priority::lower_current_thread(nice)
+            })
             .enable_all()
             .build()
             .map_err(io("starting the I/O threads of"))?;
@@ -338,6 +348,7 @@ impl PgEndpoint {
         let thread = std::thread::Builder::new()
             .name("millpond-pg-accept".into())
             .spawn(move || {
+                crate::priority::lower_current_thread(config.wire_nice);
                 let limits = (config.connections_max, config.startup_timeout_ms);
                 runtime.block_on(accept_loop(listener, handlers, limits, counted, stopped))
             })
