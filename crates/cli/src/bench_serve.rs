@@ -30,7 +30,7 @@ use millpond_server::{Engine, EngineConfig, PgConfig, PgEndpoint};
 #[derive(Debug, Args)]
 pub(crate) struct ServeBenchArgs {
     /// Events appended in each throughput run.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 1_000_000)]
     events: u64,
     /// Subscriber counts of the throughput runs (a run with none comes first).
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
@@ -112,11 +112,11 @@ fn append(engine: &Engine, from: u64, to: u64) -> Result<()> {
 }
 
 /// A subscriber of `feed`: counts the changes it receives into `delivered`,
-/// and, when `latencies` is given, records each one's age.
+/// and, when `latencies` is given, samples each one's latencies.
 async fn subscribe(
     addr: std::net::SocketAddr,
     delivered: Arc<AtomicU64>,
-    latencies: Option<Arc<std::sync::Mutex<Vec<u64>>>>,
+    latencies: Option<Arc<Latencies>>,
     opened: Arc<AtomicU64>,
 ) -> Result<()> {
     let target = format!("host={} port={} user=bench", addr.ip(), addr.port());
@@ -133,11 +133,7 @@ async fn subscribe(
         for line in lines {
             count += 1;
             if let (Some(latencies), Some(now)) = (&latencies, now) {
-                // mp_epoch, mp_diff, k, at
-                let at = line.split(|b| *b == b'\t').nth(3).and_then(|f| std::str::from_utf8(f).ok()?.parse().ok());
-                if let Some(at) = at {
-                    latencies.lock().expect("latencies").push(now.saturating_sub(at));
-                }
+                latencies.record(line, now);
             }
         }
         delivered.fetch_add(count, Ordering::Relaxed);
@@ -145,18 +141,47 @@ async fn subscribe(
     Ok(())
 }
 
-/// Opens `count` subscribers and waits until all stream.
+/// What the latency runs sample: per change, append to delivery; per epoch,
+/// commit (as the server's checkpoint watch would see it) to delivery.
+#[derive(Debug, Default)]
+struct Latencies {
+    /// µs from append to delivery, one per change.
+    appended: std::sync::Mutex<Vec<u64>>,
+    /// When each epoch was first seen committed (µs since the epoch).
+    committed_at: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
+    /// µs from commit to delivery, one per change.
+    committed: std::sync::Mutex<Vec<u64>>,
+}
+
+impl Latencies {
+    fn record(&self, line: &[u8], now: u64) {
+        // mp_epoch, mp_diff, k, at
+        let field =
+            |i: usize| -> Option<u64> { std::str::from_utf8(line.split(|b| *b == b'\t').nth(i)?).ok()?.parse().ok() };
+        if let Some(at) = field(3) {
+            self.appended.lock().expect("latencies").push(now.saturating_sub(at));
+        }
+        let seen = field(0).and_then(|epoch| self.committed_at.lock().expect("commits").get(&epoch).copied());
+        if let Some(seen) = seen {
+            self.committed.lock().expect("latencies").push(now.saturating_sub(seen));
+        }
+    }
+}
+
+/// Opens `count` subscribers and waits until all stream; each counts
+/// what it receives into its own counter.
 async fn open_subscribers(
     addr: std::net::SocketAddr,
     count: usize,
-    delivered: &Arc<AtomicU64>,
-    latencies: Option<Arc<std::sync::Mutex<Vec<u64>>>>,
-) -> Result<Vec<tokio::task::JoinHandle<Result<()>>>> {
+    latencies: Option<Arc<Latencies>>,
+) -> Result<Subscribers> {
     let opened = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
+    let mut subscribers = Subscribers { tasks: Vec::new(), counts: Vec::new() };
     for i in 0..count {
         let sample = if i == 0 { latencies.clone() } else { None };
-        tasks.push(tokio::spawn(subscribe(addr, delivered.clone(), sample, opened.clone())));
+        let delivered = Arc::new(AtomicU64::new(0));
+        subscribers.counts.push(delivered.clone());
+        subscribers.tasks.push(tokio::spawn(subscribe(addr, delivered, sample, opened.clone())));
         while (i + 1) as u64 > opened.load(Ordering::Relaxed) + OPENING_AT_ONCE as u64 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -168,14 +193,50 @@ async fn open_subscribers(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    Ok(tasks)
+    Ok(subscribers)
 }
 
-/// (dataflow events/s, changes/s delivered to all subscribers).
-async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> Result<(f64, f64)> {
+/// The bench's subscriber tasks and what each has received.
+struct Subscribers {
+    tasks: Vec<tokio::task::JoinHandle<Result<()>>>,
+    counts: Vec<Arc<AtomicU64>>,
+}
+
+impl Subscribers {
+    fn delivered(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Every subscriber has `events` changes, or its stream ended (dropped).
+    fn done(&self, events: u64) -> bool {
+        self.tasks.iter().zip(&self.counts).all(|(t, c)| t.is_finished() || c.load(Ordering::Relaxed) >= events)
+    }
+
+    /// Subscribers whose stream ended (the server dropped them).
+    fn ended(&self) -> usize {
+        self.tasks.iter().filter(|t| t.is_finished()).count()
+    }
+
+    fn abort(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// What one throughput run measured.
+struct Throughput {
+    /// The dataflow's events/s.
+    dataflow: f64,
+    /// Changes/s delivered to all subscribers.
+    delivered: f64,
+    /// Subscribers the server dropped during the run (53200).
+    dropped: usize,
+}
+
+async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> Result<Throughput> {
     let server = Server::start(dir, 100, nice)?;
-    let delivered = Arc::new(AtomicU64::new(0));
-    let tasks = open_subscribers(server.endpoint.addr(), subscribers, &delivered, None).await?;
+    let streams = open_subscribers(server.endpoint.addr(), subscribers, None).await?;
     let started = Instant::now();
     let feeder = {
         let engine = server.engine.clone();
@@ -190,54 +251,64 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
         })
     };
     let mut dataflow_done = None;
-    let want = events * subscribers as u64;
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
         if dataflow_done.is_none() && server.committed_reads()? >= events {
             dataflow_done = Some(started.elapsed());
         }
-        if dataflow_done.is_some() && delivered.load(Ordering::Relaxed) >= want {
+        if dataflow_done.is_some() && streams.done(events) {
             break;
         }
         if Instant::now() > deadline {
-            bail!("the run did not finish: {} of {want} delivered", delivered.load(Ordering::Relaxed));
+            bail!("the run did not finish: {} of {} delivered", streams.delivered(), events * subscribers as u64);
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let delivery = started.elapsed();
     let dataflow = dataflow_done.expect("set before the loop ends");
     feeder.join().map_err(|_| anyhow::anyhow!("the feeder panicked"))??;
+    let (delivered, dropped) = (streams.delivered(), streams.ended());
     server.stop()?;
-    for task in tasks {
-        task.abort();
-    }
+    streams.abort();
     let per_second = |n: u64, d: Duration| n as f64 / d.as_secs_f64();
-    Ok((per_second(events, dataflow), if subscribers == 0 { 0.0 } else { per_second(want, delivery) }))
+    Ok(Throughput {
+        dataflow: per_second(events, dataflow),
+        delivered: if subscribers == 0 { 0.0 } else { per_second(delivered, delivery) },
+        dropped,
+    })
 }
 
-/// Append-to-delivery latencies (µs) of one subscriber at `rate` events/s.
-async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64, nice: i32) -> Result<Vec<u64>> {
+/// Append-to-delivery and commit-to-delivery latencies (µs, sorted) of one
+/// subscriber at `rate` events/s.
+async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64, nice: i32) -> Result<(Vec<u64>, Vec<u64>)> {
     let server = Server::start(dir, epoch_ms, nice)?;
-    let delivered = Arc::new(AtomicU64::new(0));
-    let latencies = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let tasks = open_subscribers(server.endpoint.addr(), 1, &delivered, Some(latencies.clone())).await?;
+    let latencies = Arc::new(Latencies::default());
+    let streams = open_subscribers(server.endpoint.addr(), 1, Some(latencies.clone())).await?;
     let engine = server.engine.clone();
     let feeder = std::thread::spawn(move || paced_feed(&engine, rate, seconds));
+    // When each epoch commits, as a server's checkpoint watch sees it.
     while !feeder.is_finished() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        if let Some(meta) = server.engine.committed()? {
+            latencies.committed_at.lock().expect("commits").entry(meta.epoch).or_insert_with(now_micros);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let next = feeder.join().map_err(|_| anyhow::anyhow!("the feeder panicked"))??;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while delivered.load(Ordering::Relaxed) < next && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    while streams.delivered() < next && Instant::now() < deadline {
+        if let Some(meta) = server.engine.committed()? {
+            latencies.committed_at.lock().expect("commits").entry(meta.epoch).or_insert_with(now_micros);
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     server.stop()?;
-    for task in tasks {
-        task.abort();
-    }
-    let mut samples = std::mem::take(&mut *latencies.lock().expect("latencies"));
-    samples.sort_unstable();
-    Ok(samples)
+    streams.abort();
+    let sorted = |samples: &std::sync::Mutex<Vec<u64>>| {
+        let mut samples = std::mem::take(&mut *samples.lock().expect("latencies"));
+        samples.sort_unstable();
+        samples
+    };
+    Ok((sorted(&latencies.appended), sorted(&latencies.committed)))
 }
 
 /// Appends at `rate` events/s for `seconds`, in 100 steps a second; the
@@ -269,14 +340,11 @@ async fn idle_memory(dir: &Path, nice: i32) -> Result<f64> {
     let server = Server::start(dir, 1000, nice)?;
     append(&server.engine, 0, 1000)?;
     let before = rss_kib();
-    let delivered = Arc::new(AtomicU64::new(0));
-    let tasks = open_subscribers(server.endpoint.addr(), IDLE, &delivered, None).await?;
+    let streams = open_subscribers(server.endpoint.addr(), IDLE, None).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_kib();
     server.stop()?;
-    for task in tasks {
-        task.abort();
-    }
+    streams.abort();
     // Client and server share the process: the figure holds both sides.
     Ok(after.saturating_sub(before) as f64 / IDLE as f64)
 }
@@ -339,7 +407,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     };
     // First, while the process has freed nothing that later allocations could reuse.
     let idle = idle_memory(&dir.join("run"), args.wire_nice).await?;
-    let (alone, _) = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?;
+    let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?.dataflow;
     row([
         format!("dataflow events/s, no subscriber ({} events)", args.events),
         format!("{alone:.0}"),
@@ -348,34 +416,40 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     ]);
     let mut peak = alone;
     for &subscribers in &args.subscribers {
-        let (dataflow, delivered) = throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?;
+        let run = throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?;
         if subscribers == 1 {
-            peak = dataflow;
+            peak = run.dataflow;
         }
         row([
             format!("dataflow events/s with {subscribers} subscribers"),
-            format!("{dataflow:.0}"),
+            format!("{:.0}", run.dataflow),
             format!("{alone:.0} (none)"),
-            format!("{:.2}", dataflow / alone),
+            format!("{:.2}", run.dataflow / alone),
         ]);
         row([
-            format!("changes/s delivered to {subscribers} subscribers (all)"),
-            format!("{delivered:.0}"),
-            format!("{:.0} (events/s × subscribers)", dataflow * subscribers as f64),
-            format!("{:.2}", delivered / (dataflow * subscribers as f64)),
+            format!("changes/s delivered to {subscribers} subscribers (all; {} dropped, 53200)", run.dropped),
+            format!("{:.0}", run.delivered),
+            format!("{:.0} (events/s × subscribers)", run.dataflow * subscribers as f64),
+            format!("{:.2}", run.delivered / (run.dataflow * subscribers as f64)),
         ]);
     }
     let rate = (peak / 2.0).max(1.0) as u64;
     for epoch_ms in [1000, 100] {
-        let samples = latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds, args.wire_nice).await?;
-        for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
-            let ms = percentile(&samples, p) as f64 / 1000.0;
-            row([
-                format!("append-to-delivery {name}, {epoch_ms} ms epochs, {rate} events/s ({} samples)", samples.len()),
-                format!("{ms:.1} ms"),
-                format!("{epoch_ms} ms (the epoch)"),
-                format!("{:.2}", ms / epoch_ms as f64),
-            ]);
+        let (appended, committed) =
+            latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds, args.wire_nice).await?;
+        for (from, samples) in [("append", &appended), ("commit", &committed)] {
+            for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+                let ms = percentile(samples, p) as f64 / 1000.0;
+                row([
+                    format!(
+                        "{from}-to-delivery {name}, {epoch_ms} ms epochs, {rate} events/s ({} samples)",
+                        samples.len()
+                    ),
+                    format!("{ms:.1} ms"),
+                    format!("{epoch_ms} ms (the epoch)"),
+                    format!("{:.2}", ms / epoch_ms as f64),
+                ]);
+            }
         }
     }
     row([

@@ -42,6 +42,10 @@ pub(crate) struct ServeArgs {
     /// dataflow the rest; 0 gives clients an equal share.
     #[arg(long, default_value_t = 10)]
     wire_nice: i32,
+    /// The largest message a client may send after its startup packet (a
+    /// query, or a prepared statement's parameters); more is refused (54000).
+    #[arg(long, default_value_t = millpond_server::MESSAGE_BYTES_MAX_DEFAULT)]
+    message_bytes_max: usize,
     /// Require SCRAM-SHA-256 authentication with this password (any user
     /// name); unset, clients are trusted (the endpoint binds loopback by default).
     #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
@@ -75,6 +79,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     pg.subscriber_buffer_bytes = args.subscriber_buffer_bytes;
     pg.subscriber_stall_ms = args.subscriber_stall_ms;
     pg.wire_nice = args.wire_nice;
+    pg.message_bytes_max = args.message_bytes_max;
     pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;
     let metrics = match args.metrics_listen {

@@ -21,6 +21,7 @@
 
 mod cell;
 mod commits;
+mod connection;
 mod cursor;
 mod durable;
 mod engine;
@@ -33,6 +34,7 @@ mod priority;
 mod subscribe;
 mod subscription;
 
+pub use connection::MESSAGE_BYTES_MAX_DEFAULT;
 pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
 pub use fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT;

@@ -240,6 +240,9 @@ pub struct PgConfig {
     /// How long a client has to send its first packet (startup, SSL or
     /// cancel request) in full; a slower one gets 08P01 and is closed.
     pub startup_timeout_ms: u64,
+    /// The largest frontend message after the startup packet (a Query,
+    /// Parse or Bind); a longer one gets 54000 and a closed connection.
+    pub message_bytes_max: usize,
 }
 
 /// [`PgConfig::startup_timeout_ms`] unless configured.
@@ -284,6 +287,7 @@ impl std::fmt::Debug for PgConfig {
             .field("subscriber_buffer_bytes", &self.subscriber_buffer_bytes)
             .field("wire_nice", &self.wire_nice)
             .field("startup_timeout_ms", &self.startup_timeout_ms)
+            .field("message_bytes_max", &self.message_bytes_max)
             .finish()
     }
 }
@@ -298,6 +302,7 @@ impl PgConfig {
             subscriber_buffer_bytes: crate::fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT,
             wire_nice: crate::priority::WIRE_NICE_DEFAULT,
             startup_timeout_ms: STARTUP_TIMEOUT_MS_DEFAULT,
+            message_bytes_max: crate::connection::MESSAGE_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -349,7 +354,11 @@ impl PgEndpoint {
             .name("millpond-pg-accept".into())
             .spawn(move || {
                 crate::priority::lower_current_thread(config.wire_nice);
-                let limits = (config.connections_max, config.startup_timeout_ms);
+                let limits = crate::connection::ConnectionLimits {
+                    message_bytes_max: config.message_bytes_max,
+                    startup_timeout_ms: config.startup_timeout_ms,
+                };
+                let limits = (config.connections_max, limits);
                 runtime.block_on(accept_loop(listener, handlers, limits, counted, stopped))
             })
             .map_err(io("spawning the accept thread of"))?;
@@ -381,7 +390,7 @@ impl Drop for PgEndpoint {
 async fn accept_loop(
     listener: std::net::TcpListener,
     handlers: Arc<Handlers>,
-    (connections_max, startup_timeout_ms): (usize, u64),
+    (connections_max, limits): (usize, crate::connection::ConnectionLimits),
     gauges: Arc<Gauges>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -405,7 +414,7 @@ async fn accept_loop(
         tokio::spawn(async move {
             let _served = Counted::new(&gauges.connections);
             // A client too slow with its first packet is closed: it holds a slot.
-            let deadline = std::time::Duration::from_millis(startup_timeout_ms);
+            let deadline = std::time::Duration::from_millis(limits.startup_timeout_ms);
             if !matches!(tokio::time::timeout(deadline, first_packet(&socket)).await, Ok(Ok(()))) {
                 let message = "the startup packet did not arrive in time, or is not one";
                 let _ = socket.write_all(&error_response("FATAL", "08P01", message)).await;
@@ -414,7 +423,7 @@ async fn accept_loop(
                 return;
             }
             // A client's protocol error ends its connection only.
-            let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+            crate::connection::serve(socket, handlers, limits).await;
             drop(slot);
         });
     }
@@ -443,7 +452,7 @@ async fn first_packet(socket: &tokio::net::TcpStream) -> std::io::Result<()> {
 }
 
 /// An ErrorResponse message ('E') with severity, SQLSTATE and message fields.
-fn error_response(severity: &str, code: &str, message: &str) -> Vec<u8> {
+pub(crate) fn error_response(severity: &str, code: &str, message: &str) -> Vec<u8> {
     let mut fields = Vec::new();
     for (tag, value) in [(b'S', severity), (b'V', severity), (b'C', code), (b'M', message)] {
         fields.push(tag);

@@ -469,3 +469,64 @@ async fn a_byte_at_a_time_client_is_closed_while_others_are_served() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// Reads backend messages until one of `kind` (included), or the end.
+async fn read_until_message(socket: &mut tokio::net::TcpStream, kind: u8) -> Vec<(u8, Vec<u8>)> {
+    let mut messages = Vec::new();
+    loop {
+        let mut header = [0u8; 5];
+        if socket.read_exact(&mut header).await.is_err() {
+            return messages;
+        }
+        let length = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut body = vec![0u8; length - 4];
+        socket.read_exact(&mut body).await.unwrap();
+        messages.push((header[0], body));
+        if header[0] == kind {
+            return messages;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_cap_is_refused_by_its_header_and_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.message_bytes_max = 1 << 20;
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    let client = connect(endpoint.addr()).await.unwrap();
+    // Under the cap: a query of about 900 KB works.
+    let rows: Vec<String> = (0..100_000).map(|k| format!("({k})")).collect();
+    let insert = format!("CREATE TABLE t (k BIGINT PRIMARY KEY); INSERT INTO t VALUES {}", rows.join(", "));
+    assert!(insert.len() > 800_000 && insert.len() < 1 << 20);
+    assert_eq!(query(&client, &insert).await.unwrap().0, [0, 100_000]);
+    // A client announces a 1 GiB query and sends only its header.
+    let mut raw = tokio::net::TcpStream::connect(endpoint.addr()).await.unwrap();
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    body.extend_from_slice(b"user\0raw\0\0");
+    let mut packet = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&body);
+    raw.write_all(&packet).await.unwrap();
+    let ready = read_until_message(&mut raw, b'Z').await;
+    assert_eq!(ready.last().map(|m| m.0), Some(b'Z'), "the startup completes: {ready:?}");
+    let mut header = vec![b'Q'];
+    header.extend_from_slice(&(1u32 << 30).to_be_bytes());
+    raw.write_all(&header).await.unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(30), read_until_message(&mut raw, 0)).await.unwrap();
+    let (kind, error) = answer.first().expect("an answer before the close");
+    let error = String::from_utf8_lossy(error);
+    assert_eq!(*kind, b'E', "{error}");
+    assert!(error.contains("54000") && error.contains("1073741824 bytes") && error.contains("'Q'"), "{error}");
+    assert_eq!(answer.len(), 1, "then the connection is closed");
+    // The Extended protocol is held to it too: a Parse over the cap.
+    let big = format!("SELECT '{}'", "x".repeat(2 << 20));
+    let error = client.prepare(&big).await.unwrap_err();
+    assert_eq!(error.code().map(|c| c.code()), Some("54000"), "{error}");
+    // Everyone else goes on.
+    let other = connect(endpoint.addr()).await.unwrap();
+    let (_, rows) = query(&other, "SELECT COUNT(*) FROM t").await.unwrap();
+    assert_eq!(rows, [vec![Some("100000".to_owned())]]);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
