@@ -2,8 +2,9 @@
 //! end to end through the binary: rows are JSON objects keyed by column
 //! name in SELECT order, statements take effect at the next run, and bad
 //! SQL is an error naming file:line:column that changes nothing.
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
@@ -442,6 +443,44 @@ fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
     let refused = sql("SELECT nope FROM totals");
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("SQLSTATE 42703"), "{stderr}");
+    // `millpond produce` too: stdin goes to the server as COPY FROM STDIN.
+    let created = sql("CREATE SOURCE clicks (page TEXT) FROM TOPIC 'clicks' FORMAT JSON;\n\
+         CREATE MATERIALIZED VIEW per_page AS SELECT page, COUNT(*) AS n FROM clicks GROUP BY page");
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let mut produce = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["produce", "clicks", "--key-field", "page"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = (0..3000).map(|i| format!("{{\"page\":\"p{}\"}}\n", i % 3)).collect();
+    produce.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let produced = produce.wait_with_output().unwrap();
+    assert!(produced.status.success(), "{}", String::from_utf8_lossy(&produced.stderr));
+    assert!(
+        String::from_utf8_lossy(&produced.stdout).starts_with("produced 3000 records to 'clicks' (through the server")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (ok, out, _) = psql(port, "SELECT page, n FROM per_page ORDER BY page");
+        if ok && out == "p0|1000\np1|1000\np2|1000\n" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the produced records never reached the view: {out}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["produce", "view.per_page"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("SQLSTATE 42501"), "{stderr}");
     // The parameters drivers check at startup.
     let (ok, out, err) = psql(port, "\\echo :SERVER_VERSION_NAME :SERVER_VERSION_NUM");
     assert!(ok && out.starts_with("15.0 (Millpond ") && out.trim_end().ends_with(" 150000"), "{out} {err}");

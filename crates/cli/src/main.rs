@@ -103,7 +103,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             topic::repair(&open_log_with(&cli.data_dir, repair)?, &name, partition)
         }
         Command::Topic(command) => topic::run(&open_log(&cli.data_dir)?, command),
-        Command::Produce(args) => produce::run(&open_log(&cli.data_dir)?, &args),
+        Command::Produce(args) => match remote::server_for(&cli.data_dir, args.server) {
+            // The server owns the log: the records go through it.
+            Some(server) => produce::run_remote(server, &args),
+            None => produce::run(&open_log(&cli.data_dir)?, &args),
+        },
         Command::Consume(args) => consume::run(&open_log(&cli.data_dir)?, &args),
         Command::Demo(args) => demo::run(&cli.data_dir, &args),
         Command::Gen(command) => generate::run(&open_log(&cli.data_dir)?, command),

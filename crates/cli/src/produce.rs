@@ -29,6 +29,70 @@ pub(crate) struct ProduceArgs {
     /// (the summary then goes to stderr).
     #[arg(long)]
     report: bool,
+    /// Send the records to the server at this address (`COPY topic FROM
+    /// STDIN` over the Postgres wire); by default to the one that owns the
+    /// data directory, if it runs.
+    #[arg(long)]
+    pub(crate) server: Option<std::net::SocketAddr>,
+    /// The server's password (SCRAM-SHA-256), when it has one.
+    #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
+    pub(crate) password: Option<String>,
+}
+
+/// Bytes of stdin sent per COPY message to a server.
+const REMOTE_CHUNK_BYTES: usize = 64 * 1024;
+
+/// `millpond produce` through a running server: stdin streamed as
+/// `COPY topic FROM STDIN [WITH (KEY_FIELD 'f')]`; the server routes and
+/// appends the records (docs/server.md).
+pub(crate) fn run_remote(addr: std::net::SocketAddr, args: &ProduceArgs) -> Result<()> {
+    if args.partition.is_some() || args.report {
+        bail!(
+            "--partition and --report need the log itself, and the server at {addr} owns it: \
+             without them the server routes records by key"
+        );
+    }
+    let quoted = format!("\"{}\"", args.topic.replace('"', "\"\""));
+    let sql = match &args.key_field {
+        Some(field) => format!("COPY {quoted} FROM STDIN WITH (KEY_FIELD '{}')", field.replace('\'', "''")),
+        None => format!("COPY {quoted} FROM STDIN"),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let produced = runtime.block_on(async {
+        let mut config = tokio_postgres::Config::new();
+        config.host(addr.ip().to_string()).port(addr.port()).user("millpond").dbname("millpond");
+        if let Some(password) = &args.password {
+            config.password(password);
+        }
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .with_context(|| format!("connecting to the server at {addr}"))?;
+        tokio::spawn(connection);
+        let sink = client.copy_in::<_, bytes::Bytes>(&sql).await.map_err(|e| remote_error(&e))?;
+        futures::pin_mut!(sink);
+        let mut stdin = std::io::stdin().lock();
+        let mut chunk = vec![0u8; REMOTE_CHUNK_BYTES];
+        loop {
+            let read = stdin.read(&mut chunk).context("reading stdin")?;
+            if read == 0 {
+                break;
+            }
+            let data = bytes::Bytes::copy_from_slice(&chunk[..read]);
+            futures::SinkExt::send(&mut sink, data).await.map_err(|e| remote_error(&e))?;
+        }
+        sink.finish().await.map_err(|e| remote_error(&e))
+    })?;
+    println!("produced {produced} records to '{}' (through the server at {addr})", args.topic);
+    Ok(())
+}
+
+/// A server's error as the CLI prints it: its SQLSTATE and message.
+fn remote_error(error: &tokio_postgres::Error) -> anyhow::Error {
+    match error.as_db_error() {
+        Some(db) => anyhow::anyhow!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => anyhow::anyhow!("{error}"),
+    }
 }
 
 #[derive(Debug, Default)]

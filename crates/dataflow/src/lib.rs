@@ -64,7 +64,7 @@ pub use collection::{Collection, Data, Key};
 pub use config::{ChangelogHold, ChangelogHolds};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
-pub use naming::{changelog_topic, dead_letter_topic};
+pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use source::{RawRecord, json, raw};
 pub use topics::{RecordView, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked};

@@ -24,7 +24,7 @@ pub fn dead_letter_topic(source: &str) -> String {
 
 /// Whether `topic` is named like a topic a sink writes: a changelog or a
 /// dead-letter topic.
-pub(crate) fn is_sink_topic_name(topic: &str) -> bool {
+pub fn is_sink_topic_name(topic: &str) -> bool {
     topic.starts_with(CHANGELOG_TOPIC_PREFIX) || topic.ends_with(DEAD_LETTER_TOPIC_SUFFIX)
 }
 

@@ -287,6 +287,27 @@ impl Engine {
         Ok(self.topics.append(topic, records)?)
     }
 
+    /// Appends `records` to `topic` for a client (`COPY topic FROM STDIN`):
+    /// the topic must exist and be one that the outside writes (a source's),
+    /// not a table's (INSERT writes those), a view's changelog or
+    /// dead-letter topic, or an internal one.
+    pub fn produce(&self, topic: &str, records: Vec<millpond_dataflow::TopicRecord>) -> Result<()> {
+        let refused = |reason: &str| Err(Error::TopicRefused { topic: topic.to_owned(), reason: reason.to_owned() });
+        if topic.starts_with("__") {
+            return refused("an internal topic is written by the server only");
+        }
+        if topic.starts_with(TABLE_TOPIC_PREFIX) {
+            return refused("a table's topic is written by INSERT, UPDATE and DELETE only");
+        }
+        if millpond_dataflow::is_sink_topic_name(topic) {
+            return refused("a view's changelog or dead-letter topic is written by the runtime only");
+        }
+        if !self.topics.exists(topic) {
+            return Err(Error::NoTopic(topic.to_owned()));
+        }
+        Ok(self.topics.append(topic, records)?)
+    }
+
     /// The records `topic` has held, over all its partitions (its end
     /// offsets summed; 0 if there is no such topic).
     pub fn records_in(&self, topic: &str) -> Result<u64> {

@@ -15,6 +15,11 @@ pub enum Error {
     Run(String),
     #[error("invalid server configuration: {0}")]
     Config(String),
+    /// A topic that clients may not write.
+    #[error("topic \"{topic}\": {reason}")]
+    TopicRefused { topic: String, reason: String },
+    #[error("there is no topic \"{0}\" (create it, or a source of it, first)")]
+    NoTopic(String),
     /// A stored record that does not read.
     #[error("{what} at offset {offset}: {message}")]
     Corrupt { what: &'static str, offset: u64, message: String },

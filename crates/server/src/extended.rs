@@ -187,6 +187,9 @@ impl ExtendedQueryHandler for Extended {
         let sql = bound_sql(portal)?;
         let engine = self.engine.clone();
         let settings = crate::pg::settings_of(client);
+        if crate::copy_in::parse_copy_from(&sql).is_some() {
+            return crate::pg::start_copy_in(&engine, &settings, &sql, true);
+        }
         if let Some(request) = crate::subscribe::parse_copy_subscribe(&sql) {
             let request = request.map_err(|message| user_error("42601", message))?;
             let (waiter, waiting, view) = (engine.clone(), settings.clone(), request.view.clone());

@@ -22,6 +22,7 @@
 mod cell;
 mod commits;
 mod connection;
+mod copy_in;
 mod cursor;
 mod durable;
 mod engine;

@@ -75,6 +75,8 @@ pub(crate) struct Settings {
     /// Set when the query running on the connection is abandoned (its
     /// client cancelled it): a one-off SELECT computing on stops then.
     interrupted: std::sync::atomic::AtomicBool,
+    /// The `COPY topic FROM STDIN` in progress, if any.
+    copy_in: std::sync::Mutex<Option<crate::copy_in::CopyIn>>,
 }
 
 /// Held by a running query's future: dropped (cancelled, or done), it
@@ -474,6 +476,127 @@ struct Handlers {
     cancel: Arc<DefaultCancelHandler>,
 }
 
+/// The COPY sub-protocol: `COPY topic FROM STDIN` ([`crate::copy_in`]).
+#[async_trait]
+impl pgwire::api::copy::CopyHandler for Queries {
+    async fn on_copy_data<C>(&self, client: &mut C, data: pgwire::messages::copy::CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let settings = settings_of(client);
+        let batch =
+            settings.copy_in.lock().unwrap_or_else(|e| e.into_inner()).as_mut().and_then(|c| c.feed(&data.data));
+        if let Some(batch) = batch {
+            append_copied(&self.engine, &settings, batch).await;
+        }
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: pgwire::messages::copy::CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let settings = settings_of(client);
+        let last = settings.copy_in.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(|c| c.finish());
+        if let Some(batch) = last {
+            append_copied(&self.engine, &settings, batch).await;
+        }
+        let Some(copy) = settings.copy_in.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Err(user_error("08P01", "CopyDone without a COPY in progress".into()));
+        };
+        if let Some((code, message)) = copy.failed {
+            return Err(user_error(code, message));
+        }
+        pgwire::api::query::send_execution_response(client, Tag::new("COPY").with_rows(copy.appended as usize)).await
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: pgwire::messages::copy::CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let copy = settings_of(client).copy_in.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let appended = copy.map_or(0, |c| c.appended);
+        user_error(
+            "57014",
+            format!("COPY ended by the client ({}); {appended} records were appended before it", fail.message),
+        )
+    }
+}
+
+/// Starts `COPY topic FROM STDIN` on the connection (the statement must be
+/// one). A topic that may not be written is refused at once, or, with
+/// `defer_refusal` (the extended protocol: tokio-postgres loses its place
+/// in the exchange when Execute of a COPY fails), at the COPY's end.
+pub(crate) fn start_copy_in(
+    engine: &Engine,
+    settings: &Settings,
+    statement: &str,
+    defer_refusal: bool,
+) -> PgWireResult<Response> {
+    let Some(request) = crate::copy_in::parse_copy_from(statement) else {
+        return Err(user_error("42601", "expected COPY topic FROM STDIN".into()));
+    };
+    let (request, refused) = match request {
+        Ok(request) => {
+            // An empty append checks the topic before any data is sent.
+            let refused = engine.produce(&request.topic, Vec::new()).err();
+            (request, refused.map(|error| (topic_error_code(&error), error.to_string())))
+        }
+        Err(message) => {
+            (crate::copy_in::CopyRequest { topic: String::new(), key_field: None }, Some(("42601", message)))
+        }
+    };
+    let mut copy = crate::copy_in::CopyIn::new(request);
+    if let Some((code, message)) = refused {
+        if !defer_refusal {
+            return Err(user_error(code, message));
+        }
+        copy.failed = Some((code, message));
+    }
+    *settings.copy_in.lock().unwrap_or_else(|e| e.into_inner()) = Some(copy);
+    let empty = futures::stream::empty::<PgWireResult<pgwire::messages::copy::CopyData>>();
+    Ok(Response::CopyIn(pgwire::api::results::CopyResponse::new(0, 1, empty)))
+}
+
+/// The SQLSTATE of a refused append.
+fn topic_error_code(error: &Error) -> &'static str {
+    match error {
+        Error::NoTopic(_) => "42P01",
+        Error::TopicRefused { .. } => "42501",
+        _ => "XX000",
+    }
+}
+
+/// Appends one batch of a COPY (synced before it returns); an error fails the COPY.
+async fn append_copied(engine: &Arc<Engine>, settings: &Settings, batch: Vec<millpond_dataflow::TopicRecord>) {
+    let Some(topic) =
+        settings.copy_in.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.request.topic.clone())
+    else {
+        return;
+    };
+    let count = batch.len() as u64;
+    let engine = engine.clone();
+    let appended = tokio::task::spawn_blocking(move || engine.produce(&topic, batch)).await;
+    let mut copy = settings.copy_in.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(copy) = copy.as_mut() else { return };
+    match appended {
+        Ok(Ok(())) => copy.appended += count,
+        Ok(Err(error)) => {
+            let message = format!("{error}; {} records were appended before it", copy.appended);
+            copy.failed.get_or_insert((topic_error_code(&error), message));
+        }
+        Err(error) => {
+            copy.failed.get_or_insert(("XX000", error.to_string()));
+        }
+    }
+}
+
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
         self.queries.clone()
@@ -486,6 +609,9 @@ impl PgWireServerHandlers for Handlers {
     }
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         self.cancel.clone()
+    }
+    fn copy_handler(&self) -> Arc<impl pgwire::api::copy::CopyHandler> {
+        self.queries.clone()
     }
 }
 
@@ -602,6 +728,12 @@ impl SimpleQueryHandler for Queries {
         let engine = self.engine.clone();
         let settings = settings_of(client);
         let statements = split_statements(query);
+        if statements.iter().any(|s| crate::copy_in::parse_copy_from(s).is_some()) {
+            let [statement] = statements.as_slice() else {
+                return Err(user_error("0A000", "send COPY ... FROM STDIN as a query of its own".into()));
+            };
+            return start_copy_in(&engine, &settings, statement, false).map(|response| vec![response]);
+        }
         if let Some(request) = statements.iter().find_map(|s| crate::subscribe::parse_copy_subscribe(s)) {
             if statements.len() > 1 {
                 return Err(user_error("0A000", "send COPY (SUBSCRIBE ...) TO STDOUT as a query of its own".into()));

@@ -530,3 +530,103 @@ async fn a_message_over_the_cap_is_refused_by_its_header_and_others_go_on() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// The first row of a simple query, as text, once `done` holds for it (60 s at most).
+async fn row_when(client: &Client, sql: &str, done: impl Fn(&[Option<String>]) -> bool) -> Vec<Option<String>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, rows) = query(client, sql).await.unwrap();
+        if let Some(row) = rows.first().filter(|row| done(row)) {
+            return row.clone();
+        }
+        assert!(Instant::now() < deadline, "{sql} never got there: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_from_stdin_appends_to_a_sources_topic_while_views_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 8);
+    let client = connect(endpoint.addr()).await.unwrap();
+    query(
+        &client,
+        "CREATE SOURCE ev (k BIGINT, v TEXT) FROM TOPIC 'ev' FORMAT JSON;\n\
+         CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n, SUM(k) AS s FROM ev;\n\
+         CREATE TABLE t (k BIGINT PRIMARY KEY)",
+    )
+    .await
+    .unwrap();
+    // tokio-postgres streams 10 000 lines in chunks that split lines anywhere.
+    let lines: String = (1..=10_000).map(|k| format!("{{\"k\":{k},\"v\":\"line {k}\"}}\n")).collect();
+    let sink = client.copy_in("COPY ev FROM STDIN WITH (KEY_FIELD 'k')").await.unwrap();
+    futures::pin_mut!(sink);
+    for chunk in lines.as_bytes().chunks(777) {
+        futures::SinkExt::send(&mut sink, bytes::Bytes::copy_from_slice(chunk)).await.unwrap();
+    }
+    assert_eq!(sink.finish().await.unwrap(), 10_000);
+    let row = row_when(&client, "SELECT n, s FROM c", |row| row[0].as_deref() == Some("10000")).await;
+    assert_eq!(row, [Some("10000".to_owned()), Some("50005000".to_owned())]);
+    // psql's \copy sends COPY ... FROM STDIN; the last line needs no newline.
+    let file = dir.path().join("more.jsonl");
+    std::fs::write(&file, "{\"k\":1}\n{\"k\":2}\n{\"k\":3}").unwrap();
+    let addr = endpoint.addr();
+    let output = std::process::Command::new("psql")
+        .args([
+            "-h",
+            &addr.ip().to_string(),
+            "-p",
+            &addr.port().to_string(),
+            "-U",
+            "millpond",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ])
+        .arg("-c")
+        .arg(format!("\\copy ev FROM '{}'", file.display()))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "COPY 3");
+    row_when(&client, "SELECT n FROM c", |row| row[0].as_deref() == Some("10003")).await;
+    // What may not be written, or does not read, is refused with its
+    // SQLSTATE: at once over the simple protocol (psql), at the COPY's end
+    // over the extended one (tokio-postgres).
+    let refusals = [
+        ("COPY nothing FROM STDIN", "42P01"),
+        ("COPY \"view.c\" FROM STDIN", "42501"),
+        ("COPY \"table.t\" FROM STDIN", "42501"),
+        ("COPY __millpond_catalog FROM STDIN", "42501"),
+    ];
+    for (sql, code) in refusals {
+        let output = std::process::Command::new("psql")
+            .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-U", "millpond", "-X"])
+            .args(["-v", "VERBOSITY=verbose", "-c", sql])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(code), "{sql}: {stderr}");
+        let sink = client.copy_in::<_, bytes::Bytes>(sql).await.unwrap();
+        futures::pin_mut!(sink);
+        futures::SinkExt::send(&mut sink, bytes::Bytes::from_static(b"{\"k\":1}\n")).await.unwrap();
+        let error = sink.finish().await.unwrap_err();
+        assert_eq!(error.code().map(|c| c.code()), Some(code), "{sql}: {error}");
+    }
+    let sink = client.copy_in::<_, bytes::Bytes>("COPY ev FROM '/etc/passwd'").await.unwrap();
+    futures::pin_mut!(sink);
+    let error = sink.finish().await.unwrap_err();
+    assert_eq!(error.code().map(|c| c.code()), Some("42601"), "{error}");
+    let sink = client.copy_in("COPY ev FROM STDIN WITH (KEY_FIELD 'k')").await.unwrap();
+    futures::pin_mut!(sink);
+    futures::SinkExt::send(&mut sink, bytes::Bytes::from_static(b"{\"k\":7}\nnot json\n{\"k\":8}\n")).await.unwrap();
+    let error = sink.finish().await.unwrap_err();
+    let db = error.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "22P02");
+    assert!(db.message().starts_with("line 2: not JSON"), "{}", db.message());
+    // The connection goes on after the failed COPY.
+    assert_eq!(query(&client, "SELECT 1").await.unwrap().1, [vec![Some("1".to_owned())]]);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
