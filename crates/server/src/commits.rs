@@ -2,13 +2,17 @@
 //! server and handed to every subscriber, so that N subscribers cost one
 //! read of `checkpoint.json` per commit, not N per poll.
 //!
+//! Threads that wait on their own (the fan-out hubs) register a [`Wake`]
+//! and are woken at each commit instead of polling.
+//!
 //! Invariants: the published value only moves forward (a checkpoint
 //! whose epoch is lower than the one published is never handed out); the
-//! file is parsed only when its modification time or length changed.
+//! file is parsed only when its modification time or length changed; every
+//! registered wake is notified after the value it should see is published.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -28,10 +32,36 @@ pub(crate) struct Timing {
 /// The latest published checkpoint (None before the first).
 pub(crate) type Commit = Option<Arc<CheckpointMeta>>;
 
+/// A thread's doorbell: notified, its next (or current) wait returns.
+#[derive(Debug, Default)]
+pub(crate) struct Wake {
+    rung: Mutex<bool>,
+    bell: Condvar,
+}
+
+impl Wake {
+    pub(crate) fn notify(&self) {
+        *self.rung.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.bell.notify_all();
+    }
+
+    /// Waits until notified (since the last wait) or `timeout` passes.
+    pub(crate) fn wait(&self, timeout: Duration) {
+        let rung = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut rung, _) =
+            self.bell.wait_timeout_while(rung, timeout, |rung| !*rung).unwrap_or_else(|e| e.into_inner());
+        *rung = false;
+    }
+}
+
+/// The wakes to notify at each commit.
+type Wakes = Arc<Mutex<Vec<Weak<Wake>>>>;
+
 /// Watches a data directory's checkpoint on its own thread; stops when dropped.
 #[derive(Debug)]
 pub(crate) struct Commits {
     receiver: watch::Receiver<Commit>,
+    wakes: Wakes,
     /// When the last commit was seen, and the interval before it.
     timing: Arc<Mutex<Timing>>,
     stop: Arc<AtomicBool>,
@@ -44,11 +74,20 @@ impl Commits {
         let (sender, receiver) = watch::channel(initial);
         let stop = Arc::new(AtomicBool::new(false));
         let timing = Arc::new(Mutex::new(Timing::default()));
-        let (path, stopping, timed) = (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone());
+        let wakes = Wakes::default();
+        let (path, stopping, timed, ringing) =
+            (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone(), wakes.clone());
         let thread = std::thread::Builder::new()
             .name("millpond-commits".into())
-            .spawn(move || follow(&path, &sender, &stopping, &timed))?;
-        Ok(Commits { receiver, timing, stop, thread: Some(thread) })
+            .spawn(move || follow(&path, &sender, &stopping, &timed, &ringing))?;
+        Ok(Commits { receiver, wakes, timing, stop, thread: Some(thread) })
+    }
+
+    /// Notifies `wake` at every later commit, while it lives.
+    pub(crate) fn register(&self, wake: &Arc<Wake>) {
+        let mut wakes = self.wakes.lock().unwrap_or_else(|e| e.into_inner());
+        wakes.retain(|w| w.strong_count() > 0);
+        wakes.push(Arc::downgrade(wake));
     }
 
     /// A receiver that sees every later commit (and the current one).
@@ -70,7 +109,7 @@ impl Drop for Commits {
     }
 }
 
-fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool, timing: &Mutex<Timing>) {
+fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool, timing: &Mutex<Timing>, wakes: &Wakes) {
     let mut seen: Option<(SystemTime, u64)> = None;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(COMMIT_POLL_MS));
@@ -91,6 +130,37 @@ fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool, tim
                 timing.last = Some(now);
             }
             sender.send_replace(Some(Arc::new(meta)));
+            let live: Vec<Arc<Wake>> =
+                wakes.lock().unwrap_or_else(|e| e.into_inner()).iter().filter_map(Weak::upgrade).collect();
+            for wake in live {
+                wake.notify();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_rung_before_the_wait_is_not_lost_and_a_wait_times_out() {
+        let wake = Arc::new(Wake::default());
+        wake.notify();
+        let started = Instant::now();
+        wake.wait(Duration::from_secs(30));
+        assert!(started.elapsed() < Duration::from_secs(5), "a ring before the wait ends it at once");
+        let started = Instant::now();
+        wake.wait(Duration::from_millis(50));
+        assert!(started.elapsed() >= Duration::from_millis(50), "the ring was used up: this wait times out");
+        let ringer = wake.clone();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            ringer.notify();
+        });
+        let started = Instant::now();
+        wake.wait(Duration::from_secs(30));
+        assert!(started.elapsed() < Duration::from_secs(5), "a ring during the wait ends it");
+        thread.join().unwrap();
     }
 }

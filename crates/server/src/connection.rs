@@ -8,7 +8,9 @@
 //! later message: a type byte, a length, then the body) and fails the read
 //! as soon as a header announces more than the cap, before the body is
 //! read. The loop then answers 54000 naming the message and its size and
-//! closes the connection; other clients are not affected.
+//! closes the connection (reading and dropping what the client still sends
+//! for up to a second, so the error is not lost to a reset); other clients
+//! are not affected.
 //!
 //! Invariants: no frontend message longer than `message_bytes_max` is ever
 //! handed to pgwire; what `Capped` counts is exactly the bytes it returned
@@ -269,10 +271,18 @@ async fn refuse_error<C>(framed: &mut Framed<Capped<TcpStream>, C>, error: &str)
     }
 }
 
-/// Writes a FATAL error and closes the socket.
+/// How long a refused client's remaining bytes are read and dropped after
+/// its error is written: closing with unread bytes would reset the
+/// connection, and the client could lose the error before reading it.
+const LINGER_MS: u64 = 1_000;
+
+/// Writes a FATAL error and closes the socket (after a bounded linger).
 async fn refuse(socket: &mut TcpStream, code: &str, message: &str) {
     let _ = socket.write_all(&crate::pg::error_response("FATAL", code, message)).await;
     let _ = socket.shutdown().await;
+    let mut sink = vec![0u8; 64 << 10];
+    let drain = async { while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(Duration::from_millis(LINGER_MS), drain).await;
 }
 
 #[cfg(test)]

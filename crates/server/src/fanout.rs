@@ -37,7 +37,7 @@ use millpond_dataflow::{Epoch, Event, Subscription};
 use millpond_sql::Type;
 use tokio::sync::{oneshot, watch};
 
-use crate::commits::{COMMIT_POLL_MS, Commit};
+use crate::commits::{Commit, Commits, Wake};
 use crate::pg::VIEW_READY_POLL_MS;
 use crate::subscribe::line;
 
@@ -55,6 +55,9 @@ const ROWS_PER_ENTRY_MAX: usize = 1024;
 const ENTRY_BYTES_MAX: usize = 64 << 10;
 /// Bytes of entries a subscriber takes from the ring at once.
 const TAKE_BYTES_MAX: usize = 64 << 10;
+/// How long an idle hub sleeps at most between looks at its stop flag
+/// (a commit, a snapshot request or the last subscriber leaving wakes it).
+const IDLE_WAIT_MS: u64 = 1_000;
 /// Changelog records the hub reads per poll (its memory bound per poll,
 /// and small beside the ring, so a burst is appended in steps that
 /// subscribers can follow).
@@ -210,6 +213,8 @@ pub(crate) struct Hub {
     /// Snapshot joins waiting for an epoch boundary at or after theirs.
     requests: Mutex<Vec<(Epoch, oneshot::Sender<Joined>)>>,
     stop: AtomicBool,
+    /// Rung at each commit, snapshot request and stop.
+    wake: Arc<Wake>,
     /// Subscribers found behind the ring so far (each then ends, 53200).
     behind: AtomicU64,
 }
@@ -265,6 +270,7 @@ impl Hub {
     pub(crate) fn request_snapshot(&self, min_epoch: Epoch) -> oneshot::Receiver<Joined> {
         let (sender, receiver) = oneshot::channel();
         self.requests.lock().unwrap_or_else(|e| e.into_inner()).push((min_epoch, sender));
+        self.wake.notify();
         receiver
     }
 
@@ -306,6 +312,7 @@ pub(crate) struct HubHandle {
 impl Drop for HubHandle {
     fn drop(&mut self) {
         self.hub.stop.store(true, Ordering::Release);
+        self.hub.wake.notify();
     }
 }
 
@@ -320,7 +327,7 @@ impl Hubs {
     pub(crate) fn get(
         &self,
         data_dir: &std::path::Path,
-        commits: watch::Receiver<Commit>,
+        commits: &Commits,
         view: &str,
         columns: Vec<(String, Type)>,
         ring_bytes_max: usize,
@@ -341,8 +348,11 @@ impl Hubs {
             appended: watch::channel(0).0,
             requests: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            wake: Arc::new(Wake::default()),
             behind: AtomicU64::new(0),
         });
+        commits.register(&hub.wake);
+        let commits = commits.subscribe();
         let (running, dir) = (hub.clone(), data_dir.to_path_buf());
         std::thread::Builder::new()
             .name(format!("millpond-fanout-{view}"))
@@ -380,8 +390,10 @@ fn run(hub: &Hub, data_dir: &std::path::Path, mut commits: watch::Receiver<Commi
             Ok(false) => continue,
             Ok(true) => answer_requests(hub, &reader),
         }
+        // A commit, a request or the stop that came since rang already:
+        // the wait then returns at once.
         if !commits.has_changed().unwrap_or(false) {
-            std::thread::sleep(Duration::from_millis(COMMIT_POLL_MS));
+            hub.wake.wait(Duration::from_millis(IDLE_WAIT_MS));
         }
     }
 }
@@ -396,7 +408,7 @@ fn open(hub: &Hub, data_dir: &std::path::Path) -> Option<Subscription> {
         match Subscription::open(data_dir, &hub.view, None, false) {
             Ok(reader) => return Some(reader),
             Err(millpond_dataflow::Error::UnknownView(_)) => {
-                std::thread::sleep(Duration::from_millis(VIEW_READY_POLL_MS));
+                hub.wake.wait(Duration::from_millis(VIEW_READY_POLL_MS));
             }
             Err(error) => {
                 end(hub, crate::subscribe::error_parts(error, 0));

@@ -508,7 +508,7 @@ where
     };
     let handle = engine
         .hubs
-        .get(engine.data_dir(), engine.commits.subscribe(), &request.view, columns.clone(), limits.buffer_bytes)
+        .get(engine.data_dir(), &engine.commits, &request.view, columns.clone(), limits.buffer_bytes)
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     let (mut feed, first) = start(&engine, &handle, &request, wait_ms).await?;
     let width = 2 + usize::from(request.progress) + columns.len();
