@@ -481,6 +481,15 @@ fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("SQLSTATE 42501"), "{stderr}");
+    // `consume` needs the log itself: it says who holds it and what to do.
+    let consumed = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["consume", "clicks"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&consumed.stderr);
+    assert!(!consumed.status.success() && stderr.contains("owns the log") && stderr.contains("SELECT"), "{stderr}");
     // The parameters drivers check at startup.
     let (ok, out, err) = psql(port, "\\echo :SERVER_VERSION_NAME :SERVER_VERSION_NUM");
     assert!(ok && out.starts_with("15.0 (Millpond ") && out.trim_end().ends_with(" 150000"), "{out} {err}");
