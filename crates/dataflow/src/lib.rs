@@ -68,4 +68,4 @@ pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use source::{RawRecord, json, raw};
 pub use topics::{RecordView, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked};
-pub use view::{Event, Snapshot, Subscription, ViewInfo, list_views, read_view};
+pub use view::{Event, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at};

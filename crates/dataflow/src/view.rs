@@ -88,6 +88,25 @@ pub fn read_view(data_dir: &Path, name: &str) -> Result<Snapshot> {
     Ok(Snapshot { epoch, rows })
 }
 
+/// The contents of view `name` as of committed epoch `epoch` (a reader of
+/// several views reads them all at one epoch). Fails as a subscription
+/// AS OF `epoch` does when that epoch is no longer retained or not yet
+/// committed.
+pub fn read_view_at(data_dir: &Path, name: &str, epoch: Epoch) -> Result<Snapshot> {
+    let mut subscription = Subscription::open(data_dir, name, Some(epoch), true)?;
+    let mut rows = Vec::new();
+    while let Some(event) = subscription.queue.pop_front() {
+        match event {
+            Event::Change { diff, row, epoch: at } => {
+                debug_assert_eq!(at, epoch, "the snapshot's rows come before its progress mark");
+                rows.push((row, diff));
+            }
+            Event::Progress { .. } => break,
+        }
+    }
+    Ok(Snapshot { epoch, rows })
+}
+
 /// What a subscription yields.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]

@@ -12,7 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::time::Duration;
 
-use millpond_dataflow::{CheckpointMeta, Error, Event, Subscription, ViewInfo, list_views, read_view};
+use millpond_dataflow::{CheckpointMeta, Error, Event, Subscription, ViewInfo, list_views, read_view, read_view_at};
 use millpond_log::{FlushPolicy, Header, Log, LogOptions, Record, TopicConfig};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -575,6 +575,29 @@ fn a_bounded_poll_reads_a_large_commit_in_pieces_and_yields_the_same_stream() {
     assert!(calls >= 5, "3000 rows of 2 KiB take several bounded polls, not {calls}");
     assert_eq!(got, expected);
     assert_eq!(bounded.progressed(), 4);
+}
+
+#[test]
+fn a_view_reads_at_an_earlier_committed_epoch_and_not_a_later_one() {
+    let dir = data_dir();
+    let dir = dir.path();
+    let end = append(
+        dir,
+        &[
+            vec![change(&row("a"), 1, 1, 1), change(&row("b"), 1, 1, 1)],
+            vec![change(&row("a"), 0, 2, -1), change(&row("c"), 2, 2, 2)],
+            vec![change(&row("b"), 0, 3, -1)],
+        ],
+    );
+    publish(dir, 3, end);
+    let sorted = |mut snapshot: millpond_dataflow::Snapshot| {
+        snapshot.rows.sort_by_key(|(row, _)| row.to_string());
+        (snapshot.epoch, snapshot.rows)
+    };
+    assert_eq!(sorted(read_view_at(dir, VIEW, 1).unwrap()), (1, vec![(row("a"), 1), (row("b"), 1)]));
+    assert_eq!(sorted(read_view_at(dir, VIEW, 2).unwrap()), (2, vec![(row("b"), 1), (row("c"), 2)]));
+    assert_eq!(sorted(read_view_at(dir, VIEW, 3).unwrap()), sorted(read_view(dir, VIEW).unwrap()));
+    assert!(matches!(read_view_at(dir, VIEW, 4), Err(Error::EpochUnavailable { epoch: 4, .. })));
 }
 
 // Random bytes where the format wants JSON and 8-byte integers: the readers

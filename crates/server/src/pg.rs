@@ -979,10 +979,8 @@ fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) ->
     let wait_ms = settings.wait_ms();
     let bound = engine.query(query, &settings.system_context()).map_err(|e| statement_error(&e, query))?;
     await_writes(engine, settings, &bound.views().collect::<Vec<_>>())?;
-    let mut snapshots = std::collections::BTreeMap::new();
-    for view in bound.views() {
-        snapshots.insert(view.to_owned(), committed_rows(engine, view, wait_ms)?);
-    }
+    let views: Vec<&str> = bound.views().collect();
+    let snapshots = consistent_rows(engine, &views, wait_ms)?;
     // The statement timeout cuts a one-off query while it computes, as a cancel does.
     let deadline = settings.statement_timeout_ms().map(|ms| started + std::time::Duration::from_millis(ms));
     let stop = || {
@@ -1037,6 +1035,46 @@ pub(crate) fn await_writes(engine: &Engine, settings: &Settings, views: &[&str])
             Err(e) => return Err(user_error("XX000", format!("reading the committed checkpoint: {e}"))),
         }
     }
+}
+
+/// Reads of views that keep landing on different epochs before giving up.
+const CONSISTENT_READS_MAX: usize = 3;
+
+/// The rows of every view in `views`, all as of one committed epoch (every
+/// view commits in the same checkpoint): each is read as of its last
+/// commit, and those read before a later commit landed are read again as
+/// of the latest epoch seen.
+fn consistent_rows(
+    engine: &Engine,
+    views: &[&str],
+    wait_ms: u64,
+) -> PgWireResult<std::collections::BTreeMap<String, millpond_dataflow::Snapshot>> {
+    let mut snapshots = std::collections::BTreeMap::new();
+    for view in views {
+        snapshots.insert((*view).to_owned(), committed_rows(engine, view, wait_ms)?);
+    }
+    for _ in 0..CONSISTENT_READS_MAX {
+        let epoch = snapshots.values().map(|s| s.epoch).max().unwrap_or(0);
+        let behind: Vec<String> = snapshots.iter().filter(|(_, s)| s.epoch < epoch).map(|(v, _)| v.clone()).collect();
+        if behind.is_empty() {
+            return Ok(snapshots);
+        }
+        for view in behind {
+            match millpond_dataflow::read_view_at(engine.data_dir(), &view, epoch) {
+                Ok(snapshot) => snapshots.insert(view, snapshot),
+                // Compacted past that epoch meanwhile: read the latest again.
+                Err(millpond_dataflow::Error::EpochUnavailable { .. }) => {
+                    snapshots.insert(view.clone(), committed_rows(engine, &view, wait_ms)?)
+                }
+                Err(e) => return Err(user_error("XX000", format!("reading view \"{view}\": {e}"))),
+            };
+        }
+    }
+    let epochs: Vec<String> = snapshots.iter().map(|(v, s)| format!("{v} at {}", s.epoch)).collect();
+    Err(user_error(
+        "40001",
+        format!("could not read the views at one epoch ({}); run the query again", epochs.join(", ")),
+    ))
 }
 
 /// The rows of view `name` as of its last committed epoch. A view in the

@@ -282,7 +282,7 @@ impl Expr {
 
 impl Rel {
     /// This operator's expressions, mutably (not its inputs').
-    fn exprs_mut(&mut self) -> Vec<&mut Expr> {
+    pub(crate) fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
             Rel::Get { input: Input::Function { args, .. }, .. } => args.iter_mut().collect(),
             Rel::Get { .. } | Rel::Unit | Rel::Distinct { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => {
@@ -300,7 +300,7 @@ impl Rel {
         }
     }
     /// This operator's inputs, mutably.
-    fn inputs_mut(&mut self) -> Vec<&mut Rel> {
+    pub(crate) fn inputs_mut(&mut self) -> Vec<&mut Rel> {
         match self {
             Rel::Get { .. } | Rel::Unit => Vec::new(),
             Rel::Project { input, .. }

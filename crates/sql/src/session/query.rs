@@ -27,7 +27,7 @@ use crate::eval::{array_elements, eval};
 use crate::interpreter::{Inputs, Rows, evaluate};
 use crate::parse::{Stmt, parse};
 use crate::plan::TableFunction;
-use crate::plan::{Input, Rel};
+use crate::plan::{Expr, Input, Rel};
 use crate::system::SystemContext;
 use crate::value::Value;
 use crate::value::{Row, Type};
@@ -97,23 +97,30 @@ impl Session {
     }
 }
 
+/// The materialized views `rel` reads, its subqueries' included.
 fn collect_views(rel: &Rel, out: &mut BTreeMap<String, Vec<(String, Type)>>) {
-    match rel {
-        Rel::Get { input: Input::View { view }, columns, .. } => {
-            out.insert(view.clone(), columns.clone());
-        }
-        Rel::Get { .. } | Rel::Unit => {}
-        Rel::Project { input, .. }
-        | Rel::Filter { input, .. }
-        | Rel::Aggregate { input, .. }
-        | Rel::Distinct { input }
-        | Rel::TopK { input, .. }
-        | Rel::Window { input, .. } => collect_views(input, out),
-        Rel::Join { left, right, .. } => {
-            collect_views(left, out);
-            collect_views(right, out);
-        }
-        Rel::UnionAll { inputs } => inputs.iter().for_each(|i| collect_views(i, out)),
+    // Walked through a copy (the walkers are mutable); one-off plans are small.
+    collect_views_in(&mut rel.clone(), out);
+}
+
+fn collect_views_in(rel: &mut Rel, out: &mut BTreeMap<String, Vec<(String, Type)>>) {
+    if let Rel::Get { input: Input::View { view }, columns, .. } = rel {
+        out.insert(view.clone(), columns.clone());
+    }
+    for expr in rel.exprs_mut() {
+        collect_subquery_views(expr, out);
+    }
+    for input in rel.inputs_mut() {
+        collect_views_in(input, out);
+    }
+}
+
+fn collect_subquery_views(expr: &mut Expr, out: &mut BTreeMap<String, Vec<(String, Type)>>) {
+    if let Expr::Subquery { rel, .. } = expr {
+        collect_views_in(rel, out);
+    }
+    for child in expr.children_mut() {
+        collect_subquery_views(child, out);
     }
 }
 
