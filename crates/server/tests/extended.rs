@@ -106,6 +106,18 @@ except psycopg.Error as e:
     print("error", e.sqlstate)
 cur.execute("SHOW TABLES")
 print(cur.fetchall())
+cur.execute("CREATE SOURCE ev (k BIGINT) FROM TOPIC 'ev' FORMAT JSON")
+with cur.copy("COPY ev FROM STDIN") as copy:
+    for k in range(1000):
+        copy.write('{"k": %d}\n' % k)
+print("copied", cur.rowcount)
+try:
+    with cur.copy("COPY nope FROM STDIN") as copy:
+        copy.write("x\n")
+except psycopg.Error as e:
+    print("error", e.sqlstate)
+cur.execute("SELECT COUNT(*), SUM(k) FROM ev")
+print(cur.fetchone())
 "#;
 
 #[test]
@@ -129,6 +141,9 @@ fn psycopg_speaks_the_extended_protocol() {
             "(701000,)",
             "error 42P01",
             "[('city',)]",
+            "copied 1000",
+            "error 42P01",
+            "(1000, 499500)",
         ]
     );
     drop(endpoint);
