@@ -114,22 +114,19 @@ pub(crate) fn render(engine: &Engine, gauges: &Gauges) -> String {
     let _ = writeln!(out, "millpond_pg_connections {}", gauges.connections.load(Ordering::Relaxed));
     metric(&mut out, "millpond_pg_subscribers", "gauge", "SUBSCRIBE streams being served.");
     let _ = writeln!(out, "millpond_pg_subscribers {}", gauges.subscribers.load(Ordering::Relaxed));
-    let hubs = engine.hubs.running();
+    let hubs: Vec<(String, crate::fanout::HubStats)> =
+        engine.hubs.running().iter().map(|h| (h.hub.view().to_owned(), h.hub.stats())).collect();
+    let per_hub = |out: &mut String, name: &str, value: &dyn Fn(&crate::fanout::HubStats) -> u64| {
+        for (view, stats) in &hubs {
+            let _ = writeln!(out, "{name}{{view=\"{view}\"}} {}", value(stats));
+        }
+    };
     metric(&mut out, "millpond_fanout_ring_bytes", "gauge", "Bytes of encoded changes in a view's shared ring.");
-    for handle in &hubs {
-        let (view, stats) = (handle.hub.view(), handle.hub.stats());
-        let _ = writeln!(out, "millpond_fanout_ring_bytes{{view=\"{view}\"}} {}", stats.ring_bytes);
-    }
+    per_hub(&mut out, "millpond_fanout_ring_bytes", &|s| s.ring_bytes as u64);
     metric(&mut out, "millpond_fanout_positions", "gauge", "Subscribers reading a view's shared ring.");
-    for handle in &hubs {
-        let (view, stats) = (handle.hub.view(), handle.hub.stats());
-        let _ = writeln!(out, "millpond_fanout_positions{{view=\"{view}\"}} {}", stats.positions);
-    }
+    per_hub(&mut out, "millpond_fanout_positions", &|s| s.positions as u64);
     metric(&mut out, "millpond_fanout_behind_total", "counter", "Subscribers dropped for falling behind the ring.");
-    for handle in &hubs {
-        let (view, stats) = (handle.hub.view(), handle.hub.stats());
-        let _ = writeln!(out, "millpond_fanout_behind_total{{view=\"{view}\"}} {}", stats.behind);
-    }
+    per_hub(&mut out, "millpond_fanout_behind_total", &|s| s.behind);
     let Ok(Some(meta)) = engine.committed() else { return out };
     let stats = engine.view_stats(&meta);
     metric(&mut out, "millpond_view_committed_epoch", "gauge", "The view's last committed epoch.");
