@@ -312,7 +312,7 @@ impl<'s> Job<'s> {
     /// is new); the view's own state (row multiplicities) is kept.
     pub fn materialize_definition<D: Data>(&mut self, name: &str, definition: &str, collection: Collection<'s, D>) {
         if self.ctx.claim("view", name) {
-            crate::sink::materialize(collection, name, definition);
+            crate::view_sink::materialize(collection, name, definition);
         }
     }
 }

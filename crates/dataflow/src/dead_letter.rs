@@ -282,7 +282,7 @@ fn sink(letters: Collection<'_, Box<DeadLetter>>, topic: &str, prepared: Prepare
     let shared = letters.ctx.shared.clone();
     let Prepared { mut marks, cut: mut prepared } = prepared;
     let topic = topic.to_owned();
-    epoch_sink(letters, &format!("dead-letters:{topic}"), None, move |epoch: Epoch, updates| {
+    epoch_sink(letters, &format!("dead-letters:{topic}"), move |epoch: Epoch, updates| {
         let admitted = marks.admit(updates.iter().filter(|(_, diff)| *diff > 0).map(|(letter, _)| &**letter));
         if admitted.is_empty() {
             return Ok(());

@@ -52,6 +52,7 @@ mod stash;
 pub mod state;
 pub mod topics;
 pub mod view;
+mod view_sink;
 
 /// A timestamp: the number of a checkpoint epoch. Epoch 0 is "nothing".
 pub type Epoch = u64;
@@ -68,4 +69,4 @@ pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use source::{RawRecord, json, raw};
 pub use topics::{RecordView, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked};
-pub use view::{Event, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at};
+pub use view::{Event, RawEvent, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at};

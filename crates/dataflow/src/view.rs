@@ -33,8 +33,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use millpond_log::{OffsetRecord, PartitionReader};
+use millpond_log::{PartitionReader, RecordView};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::Epoch;
 use crate::checkpoint::CheckpointMeta;
@@ -78,9 +79,9 @@ pub struct Snapshot {
 /// The contents of view `name` as of the last committed epoch.
 pub fn read_view(data_dir: &Path, name: &str) -> Result<Snapshot> {
     let mut subscription = Subscription::open(data_dir, name, None, true)?;
-    let epoch = subscription.as_of;
+    let epoch = subscription.as_of();
     let mut rows = Vec::new();
-    while let Some(event) = subscription.queue.pop_front() {
+    while let Some(event) = subscription.next_queued() {
         if let Event::Change { diff, row, .. } = event {
             rows.push((row, diff));
         }
@@ -95,7 +96,7 @@ pub fn read_view(data_dir: &Path, name: &str) -> Result<Snapshot> {
 pub fn read_view_at(data_dir: &Path, name: &str, epoch: Epoch) -> Result<Snapshot> {
     let mut subscription = Subscription::open(data_dir, name, Some(epoch), true)?;
     let mut rows = Vec::new();
-    while let Some(event) = subscription.queue.pop_front() {
+    while let Some(event) = subscription.next_queued() {
         match event {
             Event::Change { diff, row, epoch: at } => {
                 debug_assert_eq!(at, epoch, "the snapshot's rows come before its progress mark");
@@ -118,13 +119,55 @@ pub enum Event {
     Progress { epoch: Epoch, progress: bool },
 }
 
+/// An [`Event`] whose row is still the JSON text of the changelog record
+/// (validated when read): what a reader that re-encodes rows takes
+/// without building a JSON tree per change ([`Subscription::next_raw`]).
+#[derive(Clone, Debug)]
+pub enum RawEvent {
+    Change { epoch: Epoch, diff: i64, row: Box<RawValue> },
+    Progress { epoch: Epoch, progress: bool },
+}
+
+impl RawEvent {
+    pub fn epoch(&self) -> Epoch {
+        match self {
+            RawEvent::Change { epoch, .. } | RawEvent::Progress { epoch, .. } => *epoch,
+        }
+    }
+
+    /// The event with its row parsed.
+    pub fn parse(self) -> Event {
+        match self {
+            RawEvent::Change { epoch, diff, row } => {
+                let row = serde_json::from_str(row.get()).expect("a raw row is JSON validated when it was read");
+                Event::Change { epoch, diff, row }
+            }
+            RawEvent::Progress { epoch, progress } => Event::Progress { epoch, progress },
+        }
+    }
+}
+
 /// A view's changes as a blocking iterator (it polls `checkpoint.json`).
 #[derive(Debug)]
 pub struct Subscription {
     data_dir: PathBuf,
-    view: String,
     topic: String,
     reader: PartitionReader,
+    /// Where the changelog being read began (`ViewChangelog::since`).
+    since: Epoch,
+    /// The error to return once the queued retractions of a dropped view
+    /// have been yielded.
+    dropped: Option<Error>,
+    fold: Fold,
+    /// How long to sleep when nothing new is committed.
+    pub poll_interval: Duration,
+}
+
+/// What a subscription has read: the rows it holds and the events queued.
+/// Apart from the reader, so a read can hand records to it borrowed.
+#[derive(Debug)]
+struct Fold {
+    view: String,
     /// The snapshot epoch.
     as_of: Epoch,
     /// Multiplicity per row (JSON bytes) as of what has been read; empty
@@ -138,14 +181,7 @@ pub struct Subscription {
     last_progress: Epoch,
     /// The greatest epoch of any record read (records come in epoch order).
     read_epoch: Epoch,
-    /// Where the changelog being read began (`ViewChangelog::since`).
-    since: Epoch,
-    /// The error to return once the queued retractions of a dropped view
-    /// have been yielded.
-    dropped: Option<Error>,
-    queue: VecDeque<Event>,
-    /// How long to sleep when nothing new is committed.
-    pub poll_interval: Duration,
+    queue: VecDeque<RawEvent>,
 }
 
 impl Subscription {
@@ -156,115 +192,60 @@ impl Subscription {
         let topic = meta.views.get(name).cloned().ok_or_else(|| Error::UnknownView(name.to_owned()))?;
         let since = meta.changelogs.get(name).map_or(0, |d| d.since);
         let as_of = as_of.unwrap_or(meta.epoch);
-        if as_of < since && !snapshot {
-            return Err(Error::EpochUnavailable {
-                view: name.to_owned(),
-                epoch: as_of,
-                reason: format!(
-                    "the view's changelog began at epoch {since} (the view was created, or created again, then): \
-                     what a reader holds as of epoch {as_of} cannot be continued; subscribe with a fresh snapshot"
-                ),
-            });
-        }
-        if as_of > meta.epoch {
-            return Err(Error::EpochUnavailable {
-                view: name.to_owned(),
-                epoch: as_of,
-                reason: format!("it is not committed yet (the last committed epoch is {})", meta.epoch),
-            });
-        }
-        if let Some(&(compacted, _)) = meta.compactable.get(&topic)
-            && as_of < compacted
-        {
-            return Err(Error::EpochUnavailable {
-                view: name.to_owned(),
-                epoch: as_of,
-                reason: format!(
-                    "the changelog may be compacted through epoch {compacted}; start at or after it \
-                     (or from a fresh snapshot)"
-                ),
-            });
-        }
+        check_as_of(&meta, name, &topic, since, as_of, snapshot)?;
         let reader = PartitionReader::new(data_dir, &topic, 0, 0)?;
         let mut subscription = Subscription {
             data_dir: data_dir.to_path_buf(),
-            view: name.to_owned(),
             topic,
             reader,
-            as_of,
-            counts: BTreeMap::new(),
-            track_rows: true,
-            last_epoch: 0,
-            last_progress: as_of,
-            read_epoch: 0,
             since,
             dropped: None,
-            queue: VecDeque::new(),
+            fold: Fold {
+                view: name.to_owned(),
+                as_of,
+                counts: BTreeMap::new(),
+                track_rows: true,
+                last_epoch: 0,
+                last_progress: as_of,
+                read_epoch: 0,
+                queue: VecDeque::new(),
+            },
             poll_interval: Duration::from_millis(50),
         };
         // Fold everything up to the snapshot epoch; later committed changes queue up.
         let end = meta.sinks.get(&subscription.topic).copied().unwrap_or(0);
         let mut after = Vec::new();
-        loop {
-            let records = subscription.reader.read(end, READ_BYTES_MAX)?;
-            if records.is_empty() {
-                break;
-            }
-            for record in records {
-                let (epoch, diff) = subscription.parse(&record)?;
-                subscription.check_epoch(&record, epoch, meta.epoch)?;
-                if epoch <= as_of {
-                    parse_row(name, record.offset, record.record.key.as_deref().unwrap_or_default())?;
-                    subscription.last_epoch = epoch;
-                    let count = record_count(&record);
-                    let key = record.record.key.clone().unwrap_or_default();
-                    if count == 0 {
-                        subscription.counts.remove(&key);
-                    } else {
-                        subscription.counts.insert(key, count);
-                    }
-                } else {
-                    after.push((record, epoch, diff));
+        let mut failed = None;
+        let Subscription { reader, fold, .. } = &mut subscription;
+        while failed.is_none()
+            && reader.read_each(end, READ_BYTES_MAX, |record| {
+                if failed.is_none()
+                    && let Err(e) = fold.fold_before(&record, meta.epoch, &mut after)
+                {
+                    failed = Some(e);
                 }
-            }
+            })? > 0
+        {}
+        if let Some(error) = failed {
+            return Err(error);
         }
-        if subscription.reader.next_offset() < end {
-            return Err(Error::CorruptChangelog {
-                view: name.to_owned(),
-                offset: subscription.reader.next_offset(),
-                reason: format!("the changelog ends before the committed end offset {end}"),
-            });
-        }
-        // A snapshot of the committed epoch must hold the rows its commit counted.
-        let counted = meta.changelogs.get(name).and_then(|c| c.rows);
-        if let Some(rows) = counted.filter(|_| as_of == meta.epoch)
-            && rows != subscription.counts.len() as u64
-        {
-            return Err(Error::CorruptChangelog {
-                view: name.to_owned(),
-                offset: end,
-                reason: format!(
-                    "it no longer covers committed epoch {}: its records fold to {} rows, the checkpoint counted \
-                     {rows} (compacted past the committed epoch, or damaged)",
-                    meta.epoch,
-                    subscription.counts.len()
-                ),
-            });
-        }
+        subscription.check_end(end)?;
+        subscription.fold.check_counted(&meta, end)?;
+        let fold = &mut subscription.fold;
         if snapshot {
-            for (row, count) in &subscription.counts {
-                let row = parse_row(&subscription.view, 0, row)?;
-                subscription.queue.push_back(Event::Change { epoch: as_of, diff: *count, row });
+            for (row, count) in &fold.counts {
+                let row = raw_row(&fold.view, 0, row)?;
+                fold.queue.push_back(RawEvent::Change { epoch: as_of, diff: *count, row });
             }
-            subscription.queue.push_back(Event::Progress { epoch: as_of, progress: true });
+            fold.queue.push_back(RawEvent::Progress { epoch: as_of, progress: true });
         }
-        subscription.last_epoch = subscription.last_epoch.max(as_of);
-        for (record, epoch, diff) in after {
-            subscription.change(&record, epoch, diff)?;
+        fold.last_epoch = fold.last_epoch.max(as_of);
+        for (offset, key, count, epoch, diff) in after {
+            fold.change(offset, &key, count, epoch, diff)?;
         }
         // Every epoch with changes gets its own mark, then the committed one.
-        subscription.finish_through(subscription.last_epoch);
-        subscription.finish_through(meta.epoch);
+        fold.finish_through(fold.last_epoch);
+        fold.finish_through(meta.epoch);
         Ok(subscription)
     }
 
@@ -275,105 +256,25 @@ impl Subscription {
     /// the retractions of a dropped view (the next poll fails with
     /// `ViewDropped { retracted: false }`, and the reader must re-snapshot).
     pub fn forget_rows(&mut self) {
-        self.track_rows = false;
-        self.counts = BTreeMap::new();
+        self.fold.track_rows = false;
+        self.fold.counts = BTreeMap::new();
     }
 
     /// The epoch of the snapshot.
     pub fn as_of(&self) -> Epoch {
-        self.as_of
+        self.fold.as_of
     }
 
-    fn parse(&self, record: &OffsetRecord) -> Result<(Epoch, i64)> {
-        let header = |name: &str| {
-            record
-                .record
-                .headers
-                .iter()
-                .find(|h| h.key == name)
-                .and_then(|h| h.value.as_deref())
-                .and_then(|v| <[u8; 8]>::try_from(v).ok())
-                .map(i64::from_be_bytes)
-        };
-        match (header(EPOCH_HEADER), header(DIFF_HEADER), &record.record.key) {
-            (Some(epoch), Some(diff), Some(_)) if epoch > 0 => Ok((epoch as Epoch, diff)),
-            _ => Err(Error::CorruptChangelog {
-                view: self.view.clone(),
-                offset: record.offset,
-                reason: "a changelog record needs a key and 8-byte epoch and diff headers".into(),
-            }),
-        }
-    }
-
-    /// Records come in epoch order, and none below the committed end offset
-    /// can be of an epoch after the committed one.
-    fn check_epoch(&mut self, record: &OffsetRecord, epoch: Epoch, committed: Epoch) -> Result<()> {
-        let reason = if epoch < self.read_epoch {
-            format!("epoch {epoch} after epoch {}", self.read_epoch)
-        } else if epoch > committed {
-            format!("epoch {epoch} below the end offset of committed epoch {committed}")
-        } else {
-            self.read_epoch = epoch;
-            return Ok(());
-        };
-        Err(Error::CorruptChangelog { view: self.view.clone(), offset: record.offset, reason })
-    }
-
-    /// Queues one change after the snapshot, checking it continues the row.
-    fn change(&mut self, record: &OffsetRecord, epoch: Epoch, diff: i64) -> Result<()> {
-        if epoch < self.last_epoch {
+    /// The job syncs the changelog before it publishes the end offset.
+    fn check_end(&self, end: u64) -> Result<()> {
+        if self.reader.next_offset() < end {
             return Err(Error::CorruptChangelog {
-                view: self.view.clone(),
-                offset: record.offset,
-                reason: format!("epoch {epoch} after epoch {}", self.last_epoch),
+                view: self.fold.view.clone(),
+                offset: self.reader.next_offset(),
+                reason: format!("the changelog ends before the committed end offset {end}"),
             });
         }
-        if epoch > self.last_epoch {
-            self.finish_through(self.last_epoch);
-            self.last_epoch = epoch;
-        }
-        let key = record.record.key.clone().unwrap_or_default();
-        if !self.track_rows {
-            let row = parse_row(&self.view, record.offset, &key)?;
-            self.queue.push_back(Event::Change { epoch, diff, row });
-            return Ok(());
-        }
-        let count = record_count(record);
-        let held = self.counts.get(&key).copied().unwrap_or(0);
-        let Some(before) = count.checked_sub(diff) else {
-            return Err(Error::CorruptChangelog {
-                view: self.view.clone(),
-                offset: record.offset,
-                reason: format!("multiplicity {count} and change {diff} overflow"),
-            });
-        };
-        if held != before {
-            return Err(Error::EpochUnavailable {
-                view: self.view.clone(),
-                epoch: self.as_of,
-                reason: format!(
-                    "the changelog was compacted past it (at offset {} a row goes from {} to {count}, \
-                     but this reader holds {held}); subscribe again with a later --as-of or a fresh snapshot",
-                    record.offset, before
-                ),
-            });
-        }
-        if count == 0 {
-            self.counts.remove(&key);
-        } else {
-            self.counts.insert(key.clone(), count);
-        }
-        let row = parse_row(&self.view, record.offset, &key)?;
-        self.queue.push_back(Event::Change { epoch, diff, row });
         Ok(())
-    }
-
-    /// Queues a progress mark for `epoch` unless one at or past it was queued.
-    fn finish_through(&mut self, epoch: Epoch) {
-        if epoch > self.last_progress {
-            self.queue.push_back(Event::Progress { epoch, progress: true });
-            self.last_progress = epoch;
-        }
     }
 
     /// Reads whatever has been committed since the last call; queues events.
@@ -403,99 +304,104 @@ impl Subscription {
         if let Some(error) = self.dropped.take() {
             return Err(error);
         }
-        let since = meta.changelogs.get(&self.view).map(|d| d.since);
-        if meta.views.get(&self.view) != Some(&self.topic) || since != Some(self.since) {
+        let since = meta.changelogs.get(&self.fold.view).map(|d| d.since);
+        if meta.views.get(&self.fold.view) != Some(&self.topic) || since != Some(self.since) {
             // The job dropped the view (RuntimeConfig::drop_undeclared; its
             // changelog is being deleted), and maybe created it again.
             self.retract_all(meta.epoch, since.is_some());
             return Ok(true);
         }
         if let Some(&(compacted, _)) = meta.compactable.get(&self.topic)
-            && compacted > self.last_progress
+            && compacted > self.fold.last_progress
         {
             // This reader fell further behind than the compaction lag.
             return Err(Error::EpochUnavailable {
-                view: self.view.clone(),
-                epoch: self.last_progress,
+                view: self.fold.view.clone(),
+                epoch: self.fold.last_progress,
                 reason: format!("the changelog may now be compacted through epoch {compacted}; subscribe again"),
             });
         }
         let end = meta.sinks.get(&self.topic).copied().unwrap_or(0);
         let mut read = 0usize;
+        let mut failed = None;
         loop {
             if read >= records_max {
                 return Ok(false);
             }
-            let records = self.reader.read(end, READ_BYTES_MAX)?;
-            if records.is_empty() {
+            let Subscription { reader, fold, .. } = self;
+            let records = reader.read_each(end, READ_BYTES_MAX, |record| {
+                if failed.is_none()
+                    && let Err(e) = fold.fold_after(&record, meta.epoch)
+                {
+                    failed = Some(e);
+                }
+            })?;
+            if let Some(error) = failed {
+                return Err(error);
+            }
+            if records == 0 {
                 break;
             }
-            read += records.len();
-            for record in records {
-                let (epoch, diff) = self.parse(&record)?;
-                self.check_epoch(&record, epoch, meta.epoch)?;
-                self.change(&record, epoch, diff)?;
-            }
+            read += records;
         }
-        if self.reader.next_offset() < end {
-            // The job syncs the changelog before it publishes the end offset.
-            return Err(Error::CorruptChangelog {
-                view: self.view.clone(),
-                offset: self.reader.next_offset(),
-                reason: format!("the changelog ends before the committed end offset {end}"),
-            });
-        }
+        self.check_end(end)?;
         // Every epoch with changes gets its own mark, then the committed one.
-        self.finish_through(self.last_epoch);
-        self.finish_through(meta.epoch);
+        self.fold.finish_through(self.fold.last_epoch);
+        self.fold.finish_through(meta.epoch);
         Ok(true)
     }
 
     /// The rows held as of what has been read (the row's JSON bytes and its
     /// multiplicity), in byte order; none after [`Subscription::forget_rows`].
     pub fn held_rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
-        self.counts.iter().map(|(row, count)| (row.as_slice(), *count))
+        self.fold.counts.iter().map(|(row, count)| (row.as_slice(), *count))
     }
 
     /// The last epoch whose progress mark has been queued.
     pub fn progressed(&self) -> Epoch {
-        self.last_progress
+        self.fold.last_progress
     }
 
     /// Queues the retraction of every row held, at `epoch` (the commit that
     /// dropped the view), and its progress mark; the next poll fails.
     fn retract_all(&mut self, epoch: Epoch, recreated: bool) {
+        let fold = &mut self.fold;
         // The dropping commit follows every epoch read; the max only guards
         // against a published checkpoint that went back.
-        let epoch = epoch.max(self.last_progress + 1);
-        for (row, count) in std::mem::take(&mut self.counts) {
-            let row = parse_row(&self.view, 0, &row).expect("rows held were parsed when read");
-            self.queue.push_back(Event::Change { epoch, diff: -count, row });
+        let epoch = epoch.max(fold.last_progress + 1);
+        for (row, count) in std::mem::take(&mut fold.counts) {
+            let row = raw_row(&fold.view, 0, &row).expect("rows held were validated when read");
+            fold.queue.push_back(RawEvent::Change { epoch, diff: -count, row });
         }
-        self.finish_through(epoch);
-        let retracted = self.track_rows;
-        self.dropped = Some(Error::ViewDropped { view: self.view.clone(), epoch, recreated, retracted });
+        fold.finish_through(epoch);
+        let retracted = fold.track_rows;
+        self.dropped = Some(Error::ViewDropped { view: fold.view.clone(), epoch, recreated, retracted });
     }
 
     /// How many events are read and not yet taken.
     pub fn queued_len(&self) -> usize {
-        self.queue.len()
+        self.fold.queue.len()
     }
 
     /// The next event already read, if any (reads nothing).
     pub fn next_queued(&mut self) -> Option<Event> {
-        self.queue.pop_front()
+        self.fold.queue.pop_front().map(RawEvent::parse)
+    }
+
+    /// [`Subscription::next_queued`] with the row left as JSON text.
+    pub fn next_raw(&mut self) -> Option<RawEvent> {
+        self.fold.queue.pop_front()
     }
 
     /// The next event, waiting for one (polling) for at most `timeout`.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Event>> {
         let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
-            if let Some(event) = self.queue.pop_front() {
+            if let Some(event) = self.next_queued() {
                 return Ok(Some(event));
             }
             self.poll()?;
-            if !self.queue.is_empty() {
+            if !self.fold.queue.is_empty() {
                 continue;
             }
             let now = std::time::Instant::now();
@@ -519,11 +425,188 @@ impl Iterator for Subscription {
     }
 }
 
-fn record_count(record: &OffsetRecord) -> i64 {
-    record.record.value.as_deref().and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, i64::from_be_bytes)
+/// Refuses a subscription as of an epoch its changelog cannot give.
+fn check_as_of(
+    meta: &CheckpointMeta,
+    name: &str,
+    topic: &str,
+    since: Epoch,
+    as_of: Epoch,
+    snapshot: bool,
+) -> Result<()> {
+    let unavailable = |reason: String| Err(Error::EpochUnavailable { view: name.to_owned(), epoch: as_of, reason });
+    if as_of < since && !snapshot {
+        return unavailable(format!(
+            "the view's changelog began at epoch {since} (the view was created, or created again, then): \
+             what a reader holds as of epoch {as_of} cannot be continued; subscribe with a fresh snapshot"
+        ));
+    }
+    if as_of > meta.epoch {
+        return unavailable(format!("it is not committed yet (the last committed epoch is {})", meta.epoch));
+    }
+    if let Some(&(compacted, _)) = meta.compactable.get(topic)
+        && as_of < compacted
+    {
+        return unavailable(format!(
+            "the changelog may be compacted through epoch {compacted}; start at or after it \
+             (or from a fresh snapshot)"
+        ));
+    }
+    Ok(())
 }
 
-fn parse_row(view: &str, offset: u64, key: &[u8]) -> Result<serde_json::Value> {
+/// A change read past the snapshot epoch while opening: offset, row, the
+/// multiplicity the record carries, epoch, diff.
+type After = (u64, Vec<u8>, i64, Epoch, i64);
+
+impl Fold {
+    /// Opening: folds a record of an epoch up to `as_of` into the rows held;
+    /// keeps a later one in `after`.
+    fn fold_before(&mut self, record: &RecordView<'_>, committed: Epoch, after: &mut Vec<After>) -> Result<()> {
+        let (epoch, diff, key) = self.parse(record)?;
+        self.check_epoch(record.offset, epoch, committed)?;
+        let count = record_count(record);
+        if epoch > self.as_of {
+            after.push((record.offset, key.to_vec(), count, epoch, diff));
+            return Ok(());
+        }
+        validate_row(&self.view, record.offset, key)?;
+        self.last_epoch = epoch;
+        self.hold(key, count);
+        Ok(())
+    }
+
+    /// Following: queues a change read after the snapshot.
+    fn fold_after(&mut self, record: &RecordView<'_>, committed: Epoch) -> Result<()> {
+        let (epoch, diff, key) = self.parse(record)?;
+        self.check_epoch(record.offset, epoch, committed)?;
+        self.change(record.offset, key, record_count(record), epoch, diff)
+    }
+
+    fn parse<'r>(&self, record: &RecordView<'r>) -> Result<(Epoch, i64, &'r [u8])> {
+        let header = |name: &str| {
+            record.header(name).flatten().and_then(|v| <[u8; 8]>::try_from(v).ok()).map(i64::from_be_bytes)
+        };
+        match (header(EPOCH_HEADER), header(DIFF_HEADER), record.key) {
+            (Some(epoch), Some(diff), Some(key)) if epoch > 0 => Ok((epoch as Epoch, diff, key)),
+            _ => Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset: record.offset,
+                reason: "a changelog record needs a key and 8-byte epoch and diff headers".into(),
+            }),
+        }
+    }
+
+    /// Records come in epoch order, and none below the committed end offset
+    /// can be of an epoch after the committed one.
+    fn check_epoch(&mut self, offset: u64, epoch: Epoch, committed: Epoch) -> Result<()> {
+        let reason = if epoch < self.read_epoch {
+            format!("epoch {epoch} after epoch {}", self.read_epoch)
+        } else if epoch > committed {
+            format!("epoch {epoch} below the end offset of committed epoch {committed}")
+        } else {
+            self.read_epoch = epoch;
+            return Ok(());
+        };
+        Err(Error::CorruptChangelog { view: self.view.clone(), offset, reason })
+    }
+
+    /// A snapshot of the committed epoch must hold the rows its commit counted.
+    fn check_counted(&self, meta: &CheckpointMeta, end: u64) -> Result<()> {
+        let counted = meta.changelogs.get(&self.view).and_then(|c| c.rows);
+        if let Some(rows) = counted.filter(|_| self.as_of == meta.epoch)
+            && rows != self.counts.len() as u64
+        {
+            return Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset: end,
+                reason: format!(
+                    "it no longer covers committed epoch {}: its records fold to {} rows, the checkpoint counted \
+                     {rows} (compacted past the committed epoch, or damaged)",
+                    meta.epoch,
+                    self.counts.len()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Queues one change after the snapshot, checking it continues the row
+    /// (`count` is the multiplicity the record says the row now has).
+    fn change(&mut self, offset: u64, key: &[u8], count: i64, epoch: Epoch, diff: i64) -> Result<()> {
+        if epoch < self.last_epoch {
+            return Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset,
+                reason: format!("epoch {epoch} after epoch {}", self.last_epoch),
+            });
+        }
+        if epoch > self.last_epoch {
+            self.finish_through(self.last_epoch);
+            self.last_epoch = epoch;
+        }
+        let row = raw_row(&self.view, offset, key)?;
+        if self.track_rows {
+            self.track(offset, key, count, diff)?;
+        }
+        self.queue.push_back(RawEvent::Change { epoch, diff, row });
+        Ok(())
+    }
+
+    /// Moves a row held from `count - diff` to `count`.
+    fn track(&mut self, offset: u64, key: &[u8], count: i64, diff: i64) -> Result<()> {
+        let held = self.counts.get(key).copied().unwrap_or(0);
+        let Some(before) = count.checked_sub(diff) else {
+            return Err(Error::CorruptChangelog {
+                view: self.view.clone(),
+                offset,
+                reason: format!("multiplicity {count} and change {diff} overflow"),
+            });
+        };
+        if held != before {
+            return Err(Error::EpochUnavailable {
+                view: self.view.clone(),
+                epoch: self.as_of,
+                reason: format!(
+                    "the changelog was compacted past it (at offset {offset} a row goes from {before} to {count}, \
+                     but this reader holds {held}); subscribe again with a later --as-of or a fresh snapshot"
+                ),
+            });
+        }
+        self.hold(key, count);
+        Ok(())
+    }
+
+    /// Sets the multiplicity held for `key` (0: not held).
+    fn hold(&mut self, key: &[u8], count: i64) {
+        if count == 0 {
+            self.counts.remove(key);
+        } else if let Some(held) = self.counts.get_mut(key) {
+            *held = count;
+        } else {
+            self.counts.insert(key.to_vec(), count);
+        }
+    }
+
+    /// Queues a progress mark for `epoch` unless one at or past it was queued.
+    fn finish_through(&mut self, epoch: Epoch) {
+        if epoch > self.last_progress {
+            self.queue.push_back(RawEvent::Progress { epoch, progress: true });
+            self.last_progress = epoch;
+        }
+    }
+}
+
+fn record_count(record: &RecordView<'_>) -> i64 {
+    record.value.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, i64::from_be_bytes)
+}
+
+/// A changelog row as JSON text, validated (without building a tree).
+fn raw_row(view: &str, offset: u64, key: &[u8]) -> Result<Box<RawValue>> {
+    validate_row(view, offset, key).map(<RawValue>::to_owned)
+}
+
+fn validate_row<'k>(view: &str, offset: u64, key: &'k [u8]) -> Result<&'k RawValue> {
     serde_json::from_slice(key).map_err(|e| Error::CorruptChangelog {
         view: view.to_owned(),
         offset,

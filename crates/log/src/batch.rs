@@ -258,7 +258,7 @@ pub struct RecordView<'a> {
     header_count: usize,
 }
 
-impl RecordView<'_> {
+impl<'a> RecordView<'a> {
     /// Headers as owned values.
     pub fn headers(&self) -> Vec<Header> {
         let mut cursor = Cursor { bytes: self.headers, pos: 0 };
@@ -270,6 +270,21 @@ impl RecordView<'_> {
                 Header { key: String::from_utf8_lossy(key).into_owned(), value: value.map(<[u8]>::to_vec) }
             })
             .collect()
+    }
+
+    /// The value of the first header named `name` (`Some(None)`: a null
+    /// value), borrowed from the batch.
+    pub fn header(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        let mut cursor = Cursor { bytes: self.headers, pos: 0 };
+        for _ in 0..self.header_count {
+            // Validated at parse time: every header decodes.
+            let key = cursor.bytes_or_null().ok().flatten().unwrap_or_default();
+            let value = cursor.bytes_or_null().ok().flatten();
+            if key == name.as_bytes() {
+                return Some(value);
+            }
+        }
+        None
     }
 
     /// An owned copy, as it would be appended.

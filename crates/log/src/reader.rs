@@ -16,7 +16,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::batch::{self, BatchView, Record};
+use crate::batch::{self, BatchView, Record, RecordView};
 use crate::error::{Error, Result};
 use crate::segment;
 
@@ -70,6 +70,17 @@ impl PartitionReader {
     /// an empty vector when nothing below `upto` is readable yet.
     pub fn read(&mut self, upto: u64, max_bytes: usize) -> Result<Vec<OffsetRecord>> {
         let mut out = Vec::new();
+        self.read_each(upto, max_bytes, |record| {
+            out.push(OffsetRecord { offset: record.offset, record: record.to_record() });
+        })?;
+        Ok(out)
+    }
+
+    /// [`PartitionReader::read`], handing each record to `each` borrowed
+    /// from the batch just read instead of copying it (a reader's hot
+    /// path). Returns how many records it handed over.
+    pub fn read_each(&mut self, upto: u64, max_bytes: usize, mut each: impl FnMut(RecordView<'_>)) -> Result<usize> {
+        let mut out = 0usize;
         let mut attempts = 0;
         let mut swap_waits = 0;
         let mut read_bytes = 0usize;
@@ -93,7 +104,7 @@ impl PartitionReader {
             self.next_offset = self.next_offset.max(first);
             let index = bases.iter().rposition(|&b| b <= self.next_offset).expect("first base is at most next");
             let base = bases[index];
-            match self.read_segment(base, upto, max_bytes.saturating_sub(read_bytes), &mut out) {
+            match self.read_segment(base, upto, max_bytes.saturating_sub(read_bytes), &mut each, &mut out) {
                 Ok((consumed, at_end)) => {
                     read_bytes += consumed;
                     if at_end {
@@ -133,7 +144,8 @@ impl PartitionReader {
         base: u64,
         upto: u64,
         max_bytes: usize,
-        out: &mut Vec<OffsetRecord>,
+        each: &mut impl FnMut(RecordView<'_>),
+        out: &mut usize,
     ) -> io::Result<(usize, bool)> {
         use std::os::unix::fs::MetadataExt;
         let mut file = File::open(segment::log_path(&self.dir, base))?;
@@ -176,13 +188,14 @@ impl PartitionReader {
                 io::Error::new(io::ErrorKind::InvalidData, format!("batch at byte {position} of segment {base}: {e}"))
             })?;
             assert_eq!(view.base_offset(), base_offset);
-            let before = out.len();
+            let before = *out;
             for record in view.records() {
                 if record.offset >= self.next_offset && record.offset < upto {
-                    out.push(OffsetRecord { offset: record.offset, record: record.to_record() });
+                    each(record);
+                    *out += 1;
                 }
             }
-            if out.len() > before {
+            if *out > before {
                 consumed += size;
             }
             if view.last_offset() >= upto {

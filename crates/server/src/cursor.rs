@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use millpond_dataflow::{Event, Subscription};
+use millpond_dataflow::{RawEvent, Subscription};
 use millpond_sql::{Type, Value};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{QueryResponse, Response, Tag};
@@ -167,21 +167,20 @@ impl Cursor {
         let up_to = self.request.up_to;
         for event in polled.events {
             match event {
-                Event::Change { epoch, .. } if up_to.is_some_and(|u| epoch >= u) => {}
-                Event::Change { epoch, diff, row } => {
+                RawEvent::Change { epoch, .. } if up_to.is_some_and(|u| epoch >= u) => {}
+                RawEvent::Change { epoch, diff, row } => {
                     let mut values = vec![Value::Int(epoch as i64)];
                     if self.request.progress {
                         values.push(Value::Bool(false));
                     }
                     values.push(Value::Int(diff));
                     let view = &self.columns[values.len()..];
-                    let json = serde_json::to_vec(&row).expect("a JSON value serializes");
-                    let decoded =
-                        millpond_sql::decode_json_row(&json, view).unwrap_or_else(|_| vec![Value::Null; view.len()]);
+                    let decoded = millpond_sql::decode_json_row(row.get().as_bytes(), view)
+                        .unwrap_or_else(|_| vec![Value::Null; view.len()]);
                     values.extend(decoded);
                     self.pending.push_back(values);
                 }
-                Event::Progress { epoch, .. } => {
+                RawEvent::Progress { epoch, .. } => {
                     if self.request.progress {
                         let mut values = vec![Value::Int(epoch as i64), Value::Bool(true), Value::Null];
                         values.resize(self.columns.len(), Value::Null);

@@ -32,14 +32,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use millpond_dataflow::{Epoch, Event, Subscription};
+use bytes::Bytes;
+use millpond_dataflow::{Epoch, RawEvent, Subscription};
 use millpond_sql::Type;
+use serde_json::value::RawValue;
 use tokio::sync::{oneshot, watch};
 
 use crate::commits::{Commit, Commits, Wake};
+use crate::copy_line::LinesBuilder;
 use crate::pg::VIEW_READY_POLL_MS;
-use crate::subscribe::line;
 
 /// The ring's cap in bytes of encoded lines, per view, unless configured:
 /// how far (in bytes of changes) a subscriber may fall behind the newest
@@ -71,14 +72,9 @@ pub(crate) struct Lines {
 }
 
 impl Lines {
-    fn build(texts: impl Iterator<Item = String>) -> Lines {
-        let mut buf = BytesMut::new();
-        let mut ends = Vec::new();
-        for text in texts {
-            buf.extend_from_slice(text.as_bytes());
-            ends.push(u32::try_from(buf.len()).expect("an entry's lines stay far below 4 GiB"));
-        }
-        Lines { buf: buf.freeze(), ends }
+    fn build(builder: LinesBuilder) -> Lines {
+        let (buf, ends) = builder.finish();
+        Lines { buf, ends }
     }
 
     /// Each line, a slice sharing the buffer.
@@ -420,63 +416,56 @@ fn open(hub: &Hub, data_dir: &std::path::Path) -> Option<Subscription> {
 
 /// Moves what the reader queued into the ring, as entries.
 fn append(hub: &Hub, reader: &mut Subscription) {
-    let mut rows: Vec<Event> = Vec::new();
-    let mut row_bytes = 0;
+    let mut rows = Rows::default();
     let mut pushed = false;
-    while let Some(event) = reader.next_queued() {
-        let epoch = event_epoch(&event);
-        let boundary = rows.first().is_some_and(|first| event_epoch(first) != epoch);
-        let full = rows.len() >= ROWS_PER_ENTRY_MAX || row_bytes >= ENTRY_BYTES_MAX;
-        if matches!(event, Event::Progress { .. }) || boundary || full {
-            pushed |= push_rows(hub, &mut rows);
-            row_bytes = 0;
+    while let Some(event) = reader.next_raw() {
+        let epoch = event.epoch();
+        let boundary = rows.epoch.is_some_and(|first| first != epoch);
+        let full = rows.len() >= ROWS_PER_ENTRY_MAX || rows.plain.buf.len() >= ENTRY_BYTES_MAX;
+        if matches!(event, RawEvent::Progress { .. }) || boundary || full {
+            pushed |= rows.push_to(hub);
         }
         match event {
-            Event::Progress { epoch, .. } => {
+            RawEvent::Progress { epoch, .. } => {
                 hub.ring().push(Entry::Progress { epoch }, hub.ring_bytes_max);
                 pushed = true;
             }
-            change => {
-                if let Event::Change { row, .. } = &change {
-                    row_bytes += approximate_bytes(row);
-                }
-                rows.push(change);
+            RawEvent::Change { epoch, diff, row } => {
+                rows.epoch = Some(epoch);
+                rows.plain.push_change(epoch, diff, &row, &hub.columns, false);
+                rows.flagged.push_change(epoch, diff, &row, &hub.columns, true);
             }
         }
     }
-    pushed |= push_rows(hub, &mut rows);
+    pushed |= rows.push_to(hub);
     if pushed {
         let next = hub.ring().next_seq();
         hub.appended.send_replace(next);
     }
 }
 
-/// About the bytes of a row's COPY line (its JSON's scalars).
-fn approximate_bytes(row: &serde_json::Value) -> usize {
-    match row {
-        serde_json::Value::Object(fields) => fields.values().map(approximate_bytes).sum::<usize>() + fields.len(),
-        serde_json::Value::String(text) => text.len(),
-        serde_json::Value::Array(items) => items.iter().map(approximate_bytes).sum(),
-        _ => 8,
-    }
+/// Changes of one epoch being encoded into an entry.
+#[derive(Default)]
+struct Rows {
+    epoch: Option<Epoch>,
+    plain: LinesBuilder,
+    flagged: LinesBuilder,
 }
 
-fn event_epoch(event: &Event) -> Epoch {
-    match event {
-        Event::Change { epoch, .. } | Event::Progress { epoch, .. } => *epoch,
+impl Rows {
+    fn len(&self) -> usize {
+        self.plain.ends.len()
     }
-}
 
-/// Encodes `rows` (changes of one epoch) as one entry; false if none.
-fn push_rows(hub: &Hub, rows: &mut Vec<Event>) -> bool {
-    let Some(first) = rows.first() else { return false };
-    let epoch = event_epoch(first);
-    debug_assert!(rows.iter().all(|r| event_epoch(r) == epoch && matches!(r, Event::Change { .. })));
-    let lines = |flagged: bool| Lines::build(rows.iter().filter_map(|r| line(r, &hub.columns, flagged)));
-    let entry = Entry::Rows { epoch, plain: lines(false), flagged: lines(true) };
-    rows.clear();
-    hub.ring().push(entry, hub.ring_bytes_max);
-    true
+    /// Pushes what is encoded as one entry; false if nothing is.
+    fn push_to(&mut self, hub: &Hub) -> bool {
+        let Some(epoch) = self.epoch.take() else { return false };
+        let rows = std::mem::take(self);
+        debug_assert!(!rows.plain.is_empty() && rows.plain.ends.len() == rows.flagged.ends.len());
+        let entry = Entry::Rows { epoch, plain: Lines::build(rows.plain), flagged: Lines::build(rows.flagged) };
+        hub.ring().push(entry, hub.ring_bytes_max);
+        true
+    }
 }
 
 /// At an epoch boundary: gives every waiting snapshot join the snapshot
@@ -507,15 +496,13 @@ fn answer_requests(hub: &Hub, reader: &Subscription) {
 }
 
 fn encode_snapshot(hub: &Hub, reader: &Subscription, epoch: Epoch) -> Snapshot {
-    let events: Vec<Event> = reader
-        .held_rows()
-        .map(|(row, count)| {
-            let row = serde_json::from_slice(row).expect("the reader parsed every row it holds");
-            Event::Change { epoch, diff: count, row }
-        })
-        .collect();
-    let lines = |flagged: bool| Lines::build(events.iter().filter_map(|e| line(e, &hub.columns, flagged)));
-    Snapshot { epoch, plain: lines(false), flagged: lines(true) }
+    let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
+    for (row, count) in reader.held_rows() {
+        let row: &RawValue = serde_json::from_slice(row).expect("the reader validated every row it holds");
+        plain.push_change(epoch, count, row, &hub.columns, false);
+        flagged.push_change(epoch, count, row, &hub.columns, true);
+    }
+    Snapshot { epoch, plain: Lines::build(plain), flagged: Lines::build(flagged) }
 }
 
 /// Ends the stream for every subscriber (after the entries they have).
@@ -533,14 +520,23 @@ fn end(hub: &Hub, end: End) {
 mod tests {
     use super::*;
 
+    fn texts(texts: &[&str]) -> Lines {
+        let mut buf = Vec::new();
+        let mut ends = Vec::new();
+        for text in texts {
+            buf.extend_from_slice(text.as_bytes());
+            ends.push(buf.len() as u32);
+        }
+        Lines { buf: buf.into(), ends }
+    }
+
     fn rows(epoch: Epoch, text: &str) -> Entry {
-        let plain = Lines::build(std::iter::once(text.to_owned()));
-        Entry::Rows { epoch, flagged: Lines::build(std::iter::once(text.to_owned())), plain }
+        Entry::Rows { epoch, plain: texts(&[text]), flagged: texts(&[text]) }
     }
 
     #[test]
     fn lines_slice_one_buffer() {
-        let lines = Lines::build(["a\n".to_owned(), "bc\n".to_owned(), String::new(), "d\n".to_owned()].into_iter());
+        let lines = texts(&["a\n", "bc\n", "", "d\n"]);
         let got: Vec<Bytes> = lines.iter().collect();
         assert_eq!(got, [&b"a\n"[..], b"bc\n", b"", b"d\n"]);
         assert_eq!(lines.len(), 4);

@@ -23,6 +23,7 @@ mod cell;
 mod commits;
 mod connection;
 mod copy_in;
+mod copy_line;
 mod cursor;
 mod durable;
 mod engine;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{Sink, SinkExt};
-use millpond_dataflow::{Epoch, Event, Subscription};
+use millpond_dataflow::{Epoch, Event, RawEvent, Subscription};
 use millpond_sql::Type;
 use pgwire::api::ClientInfo;
 use pgwire::api::results::{Response, Tag};
@@ -35,6 +35,7 @@ use pgwire::messages::copy::{CopyData, CopyDone, CopyOutResponse};
 use tokio::sync::watch;
 
 use crate::commits::Commit;
+use crate::copy_line::LinesBuilder;
 use crate::engine::Engine;
 use crate::fanout::{Entry, Found, HubHandle, Joined};
 use crate::pg::{VIEW_READY_POLL_MS, text_of, user_error};
@@ -223,7 +224,7 @@ pub(crate) fn copy_field(out: &mut String, value: Option<&str>) {
 /// What one poll of a subscription gave: events, the error that ends it,
 /// and whether it caught up with the commit (nothing read and not taken).
 pub(crate) struct Polled {
-    pub(crate) events: Vec<Event>,
+    pub(crate) events: Vec<RawEvent>,
     pub(crate) end: Option<millpond_dataflow::Error>,
     pub(crate) caught_up: bool,
 }
@@ -233,9 +234,9 @@ pub(crate) struct Polled {
 /// commit, bounded however much was committed at once.
 pub(crate) fn poll_at(subscription: &mut Subscription, commit: &crate::commits::Commit) -> Polled {
     let mut events = Vec::new();
-    let take = |subscription: &mut Subscription, events: &mut Vec<Event>| {
+    let take = |subscription: &mut Subscription, events: &mut Vec<RawEvent>| {
         while events.len() < EVENTS_PER_POLL_MAX
-            && let Some(event) = subscription.next_queued()
+            && let Some(event) = subscription.next_raw()
         {
             events.push(event);
         }
@@ -369,15 +370,16 @@ impl Feed {
             Feed::Own { subscription, commits } => {
                 let commit = commits.borrow_and_update().clone();
                 let mut own = subscription.take().expect("the reader is back after each poll");
-                let (own, polled) = tokio::task::spawn_blocking(move || {
+                let columns = columns.to_vec();
+                let (own, polled, items) = tokio::task::spawn_blocking(move || {
                     let polled = poll_at(&mut own, &commit);
-                    (own, polled)
+                    let items = own_items(&polled.events, &columns, progress);
+                    (own, polled, items)
                 })
                 .await
                 .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
                 let progressed = own.progressed();
                 *subscription = Some(own);
-                let items = own_items(&polled.events, columns, progress);
                 if let Some(end) = polled.end {
                     // What was read before the error goes first.
                     return Ok(Step::Items(items, Some(subscription_error(end, 0))));
@@ -413,15 +415,25 @@ impl Feed {
     }
 }
 
-fn own_items(events: &[Event], columns: &[(String, Type)], progress: bool) -> Vec<Item> {
+/// A poll's events as items, the changes encoded into one buffer.
+fn own_items(events: &[RawEvent], columns: &[(String, Type)], progress: bool) -> Vec<Item> {
+    let mut lines = LinesBuilder::default();
+    for event in events {
+        if let RawEvent::Change { epoch, diff, row } = event {
+            lines.push_change(*epoch, *diff, row, columns, progress);
+        }
+    }
+    let (buf, ends) = lines.finish();
+    let mut starts = std::iter::once(0).chain(ends.iter().map(|&end| end as usize));
+    let mut ends = ends.iter();
     events
         .iter()
         .map(|event| match event {
-            Event::Change { epoch, .. } => Item::Row {
-                epoch: *epoch,
-                line: line(event, columns, progress).expect("a change has a line").into_bytes().into(),
-            },
-            Event::Progress { epoch, .. } => Item::Progress(*epoch),
+            RawEvent::Change { epoch, .. } => {
+                let (start, end) = (starts.next().expect("a start per line"), *ends.next().expect("a line per change"));
+                Item::Row { epoch: *epoch, line: buf.slice(start..end as usize) }
+            }
+            RawEvent::Progress { epoch, .. } => Item::Progress(*epoch),
         })
         .collect()
 }
