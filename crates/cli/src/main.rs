@@ -30,6 +30,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use millpond_log::{Log, LogOptions, Repair};
 
+/// mimalloc instead of glibc's malloc: the runtime allocates and frees many
+/// small rows per record, and glibc's free-list upkeep (malloc_consolidate,
+/// unlink_chunk) was about half of a worker's time (docs/performance.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "millpond", version, about = "Millpond: a stream-processing runtime whose log is the database")]
 struct Cli {
