@@ -42,6 +42,7 @@ mod context;
 pub mod dead_letter;
 mod error;
 mod join;
+mod json_check;
 mod keyed;
 mod naming;
 mod opstate;

@@ -606,10 +606,14 @@ fn raw_row(view: &str, offset: u64, key: &[u8]) -> Result<Box<RawValue>> {
     validate_row(view, offset, key).map(<RawValue>::to_owned)
 }
 
+/// The row's JSON text, checked as a parse into a tree would check it (so
+/// that every later parse of it succeeds).
 fn validate_row<'k>(view: &str, offset: u64, key: &'k [u8]) -> Result<&'k RawValue> {
-    serde_json::from_slice(key).map_err(|e| Error::CorruptChangelog {
+    let corrupt = |e: serde_json::Error| Error::CorruptChangelog {
         view: view.to_owned(),
         offset,
         reason: format!("the row is not JSON: {e}"),
-    })
+    };
+    crate::json_check::check(key).map_err(corrupt)?;
+    serde_json::from_slice(key).map_err(corrupt)
 }

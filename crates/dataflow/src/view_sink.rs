@@ -196,6 +196,7 @@ impl ViewFold {
 
     /// Writes epoch `epoch`'s changes and records its sink position.
     fn write(&mut self, shared: &Shared, epoch: Epoch) -> Result<()> {
+        assert!(self.replaced.is_none_or(|first| epoch >= first), "no epoch of a run precedes its first");
         let open = self.open.remove(&epoch).expect("a ready epoch is open");
         if let Some(e) = open.error {
             return Err(crate::Error::InvalidJob(format!("a row of view '{}' is not JSON: {e}", self.name)));

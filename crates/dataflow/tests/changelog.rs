@@ -231,6 +231,9 @@ fn bad_records() -> Vec<(&'static str, Record)> {
         ("no key", Record { key: None, ..good.clone() }),
         ("a key that is not JSON", Record { key: Some(b"{\"k\": oops".to_vec()), ..good.clone() }),
         ("a key that is not UTF-8", Record { key: Some(vec![b'"', 0xff, 0xfe, b'"']), ..good.clone() }),
+        // Valid syntax that a JSON tree refuses: caught where it is read.
+        ("a key with a lone surrogate", Record { key: Some(br#"{"k":"\ud800"}"#.to_vec()), ..good.clone() }),
+        ("a key with a number out of range", Record { key: Some(br#"{"k":1e400}"#.to_vec()), ..good.clone() }),
     ]
 }
 
