@@ -24,8 +24,8 @@ use crate::subscribe::line;
 /// COPY text lines being written into one buffer (see `fanout::Lines`).
 #[derive(Debug, Default)]
 pub(crate) struct LinesBuilder {
-    pub(crate) buf: BytesMut,
-    pub(crate) ends: Vec<u32>,
+    buf: BytesMut,
+    ends: Vec<u32>,
     /// The fields after `mp_epoch` of the change being written.
     tail: Vec<u8>,
 }
@@ -66,8 +66,18 @@ impl LinesBuilder {
         self.ends.push(u32::try_from(self.buf.len()).expect("an entry's lines stay far below 4 GiB"));
     }
 
+    /// Lines written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.ends.is_empty()
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn bytes(&self) -> usize {
+        self.buf.len()
     }
 
     /// The buffer and the end of each line in it.

@@ -421,7 +421,7 @@ fn append(hub: &Hub, reader: &mut Subscription) {
     while let Some(event) = reader.next_raw() {
         let epoch = event.epoch();
         let boundary = rows.epoch.is_some_and(|first| first != epoch);
-        let full = rows.len() >= ROWS_PER_ENTRY_MAX || rows.plain.buf.len() >= ENTRY_BYTES_MAX;
+        let full = rows.len() >= ROWS_PER_ENTRY_MAX || rows.plain.bytes() >= ENTRY_BYTES_MAX;
         if matches!(event, RawEvent::Progress { .. }) || boundary || full {
             pushed |= rows.push_to(hub);
         }
@@ -454,14 +454,14 @@ struct Rows {
 
 impl Rows {
     fn len(&self) -> usize {
-        self.plain.ends.len()
+        self.plain.len()
     }
 
     /// Pushes what is encoded as one entry; false if nothing is.
     fn push_to(&mut self, hub: &Hub) -> bool {
         let Some(epoch) = self.epoch.take() else { return false };
         let rows = std::mem::take(self);
-        debug_assert!(!rows.plain.is_empty() && rows.plain.ends.len() == rows.flagged.ends.len());
+        debug_assert!(!rows.plain.is_empty() && rows.plain.len() == rows.flagged.len());
         let entry = Entry::Rows { epoch, plain: Lines::build(rows.plain), flagged: Lines::build(rows.flagged) };
         hub.ring().push(entry, hub.ring_bytes_max);
         true
