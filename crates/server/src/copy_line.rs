@@ -80,9 +80,17 @@ impl LinesBuilder {
         self.buf.len()
     }
 
-    /// The buffer and the end of each line in it.
-    pub(crate) fn finish(self) -> (Bytes, Vec<u32>) {
-        (self.buf.freeze(), self.ends)
+    /// The buffer and the end of each line in it. A buffer that grew well
+    /// past what it holds is copied to its size, so that what a ring counts
+    /// (the lines' bytes) is about what it keeps allocated.
+    pub(crate) fn finish(mut self) -> (Bytes, Vec<u32>) {
+        let buf = if self.buf.capacity() > self.buf.len() + self.buf.len() / 4 {
+            Bytes::copy_from_slice(&self.buf)
+        } else {
+            self.buf.freeze()
+        };
+        self.ends.shrink_to_fit();
+        (buf, self.ends)
     }
 }
 
