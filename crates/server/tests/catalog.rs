@@ -46,12 +46,43 @@ async fn psql_describes_relations_with_its_own_catalog_queries() {
     connect(addr).await.batch_execute(SETUP).await.unwrap();
     let owned = |rows: &[&str]| rows.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>();
     let lines = tokio::task::spawn_blocking(move || {
-        [r"\d", r"\dt", r"\dv", r"\dm", r"\dE", r"\l", r"\dn", r"\d cheap", r"\d+ cheap", r"\d items", r"\d+ clicks"]
-            .map(|c| psql(addr, c))
+        [
+            r"\d",
+            r"\dt",
+            r"\dv",
+            r"\dm",
+            r"\dE",
+            r"\l",
+            r"\dn",
+            r"\d cheap",
+            r"\d+ cheap",
+            r"\d items",
+            r"\d+ clicks",
+            r"\du",
+            r"\df",
+        ]
+        .map(|c| psql(addr, c))
     })
     .await
     .unwrap();
-    let [all, tables, views, materialized, foreign, databases, schemas, cheap, cheap_verbose, items, clicks] = lines;
+    let [
+        all,
+        tables,
+        views,
+        materialized,
+        foreign,
+        databases,
+        schemas,
+        cheap,
+        cheap_verbose,
+        items,
+        clicks,
+        roles,
+        functions,
+    ] = lines;
+    // \du: the one role, owner of everything; \df: no functions of the user's.
+    assert_eq!(roles, owned(&["millpond|Superuser, Create role, Create DB|{}"]));
+    assert_eq!(functions, owned(&[]));
     assert_eq!(
         all,
         owned(&[

@@ -15,7 +15,9 @@
 //!   collision in name order), a system relation's oid is fixed, so a
 //!   client may look an object up by name and then query it by oid.
 //! - Millpond has one schema for user objects (`public`), one database, no
-//!   roles, privileges, indexes, constraints, defaults or comments: the
+//!   roles but its one owner, no functions of its own (`pg_proc` is empty:
+//!   SQL's built-ins are not listed), privileges, indexes, constraints,
+//!   defaults or comments: the
 //!   relations describing those are empty, and the functions reading them
 //!   answer NULL (or TRUE for privilege checks).
 //! - Sources are foreign tables (`relkind` 'f': their rows live in a topic
@@ -74,6 +76,8 @@ pub(crate) enum SystemTable {
     PgDatabase,
     PgSettings,
     PgRoles,
+    PgAuthMembers,
+    PgProc,
     PgViews,
     PgMatviews,
     PgAm,
@@ -143,6 +147,14 @@ const TABLES: &[TableEntry] = &[
         ("oid", I), ("rolname", T), ("rolsuper", B), ("rolinherit", B), ("rolcreaterole", B),
         ("rolcreatedb", B), ("rolcanlogin", B), ("rolreplication", B), ("rolconnlimit", I),
         ("rolvaliduntil", T), ("rolbypassrls", B), ("rolconfig", T),
+    ]),
+    (SystemTable::PgAuthMembers, "pg_catalog", "pg_auth_members", 1261, &[
+        ("oid", I), ("roleid", I), ("member", I), ("grantor", I), ("admin_option", B),
+    ]),
+    (SystemTable::PgProc, "pg_catalog", "pg_proc", 1255, &[
+        ("oid", I), ("proname", T), ("pronamespace", I), ("proowner", I), ("prolang", I), ("prokind", T),
+        ("prosecdef", B), ("proretset", B), ("pronargs", I), ("prorettype", I), ("proargtypes", T),
+        ("proargnames", T), ("prosrc", T),
     ]),
     (SystemTable::PgViews, "pg_catalog", "pg_views", 12_002, &[
         ("schemaname", T), ("viewname", T), ("viewowner", T), ("definition", T),
@@ -757,7 +769,11 @@ impl Binder<'_> {
             "current_database" | "current_catalog" | "current_schema" | "current_user" | "session_user" | "version" => {
                 0..=0
             }
-            "pg_get_userbyid" | "pg_table_is_visible" | "pg_type_is_visible" | "pg_encoding_to_char" => 1..=1,
+            "pg_get_userbyid"
+            | "pg_table_is_visible"
+            | "pg_type_is_visible"
+            | "pg_function_is_visible"
+            | "pg_encoding_to_char" => 1..=1,
             "format_type" => 2..=2,
             "array_to_string" => 2..=3,
             "quote_ident" | "quote_literal" => 1..=1,
@@ -806,7 +822,7 @@ impl Binder<'_> {
                 let oid = oid_arg(&mut args)?;
                 (strict(oid, Expr::Literal(text(OWNER_NAME))), Type::Text)
             }
-            "pg_table_is_visible" | "pg_type_is_visible" => {
+            "pg_table_is_visible" | "pg_type_is_visible" | "pg_function_is_visible" => {
                 let oid = oid_arg(&mut args)?;
                 let (low, high) = (*INFORMATION_SCHEMA_OIDS.start(), *INFORMATION_SCHEMA_OIDS.end());
                 let inside = Expr::binary(
