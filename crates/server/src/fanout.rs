@@ -432,8 +432,12 @@ fn append(hub: &Hub, reader: &mut Subscription) {
             }
             RawEvent::Change { epoch, diff, row } => {
                 rows.epoch = Some(epoch);
-                rows.plain.push_change(epoch, diff, &row, &hub.columns, false);
-                rows.flagged.push_change(epoch, diff, &row, &hub.columns, true);
+                LinesBuilder::push_change_to_both(
+                    &mut rows.plain,
+                    &mut rows.flagged,
+                    (epoch, diff, &row),
+                    &hub.columns,
+                );
             }
         }
     }
@@ -499,8 +503,7 @@ fn encode_snapshot(hub: &Hub, reader: &Subscription, epoch: Epoch) -> Snapshot {
     let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
     for (row, count) in reader.held_rows() {
         let row: &RawValue = serde_json::from_slice(row).expect("the reader validated every row it holds");
-        plain.push_change(epoch, count, row, &hub.columns, false);
-        flagged.push_change(epoch, count, row, &hub.columns, true);
+        LinesBuilder::push_change_to_both(&mut plain, &mut flagged, (epoch, count, row), &hub.columns);
     }
     Snapshot { epoch, plain: Lines::build(plain), flagged: Lines::build(flagged) }
 }
