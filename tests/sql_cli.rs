@@ -481,15 +481,70 @@ fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("SQLSTATE 42501"), "{stderr}");
-    // `consume` needs the log itself: it says who holds it and what to do.
-    let consumed = Command::new(env!("CARGO_BIN_EXE_millpond"))
+    // `consume` too: the records come through the server (COPY topic TO STDOUT).
+    let consume = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_millpond"))
+            .arg("--data-dir")
+            .arg(dir)
+            .arg("consume")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "consume {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        lines(&String::from_utf8_lossy(&output.stdout))
+    };
+    let all = consume(&["clicks"]);
+    assert_eq!(all.len(), 3000);
+    let values: Vec<String> = all.iter().map(|r| r["value"].as_str().unwrap().to_owned()).collect();
+    let mut sorted = values.clone();
+    sorted.sort();
+    let mut expected: Vec<String> = input.lines().map(str::to_owned).collect();
+    expected.sort();
+    assert_eq!(sorted, expected, "every produced record, once");
+    assert_eq!(consume(&["clicks", "--max", "5"]).len(), 5);
+    // A group through the server: what one run printed, the next does not.
+    let first = consume(&["clicks", "--group", "g", "--max", "1000"]);
+    let rest = consume(&["clicks", "--group", "g"]);
+    assert_eq!((first.len(), rest.len()), (1000, 2000));
+    let position = |r: &Value| (r["partition"].as_u64().unwrap(), r["offset"].as_u64().unwrap());
+    let mut seen: Vec<(u64, u64)> = first.iter().chain(&rest).map(position).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 3000, "the two runs together read each record once");
+    assert!(consume(&["clicks", "--group", "g"]).is_empty(), "nothing left for the group");
+    // A bad request names what is wrong, with its SQLSTATE.
+    let refused = Command::new(env!("CARGO_BIN_EXE_millpond"))
         .arg("--data-dir")
         .arg(dir)
-        .args(["consume", "clicks"])
+        .args(["consume", "nope"])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&consumed.stderr);
-    assert!(!consumed.status.success() && stderr.contains("owns the log") && stderr.contains("SELECT"), "{stderr}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("SQLSTATE 42P01") && stderr.contains("nope"), "{stderr}");
+    // --follow prints records as they are produced.
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["consume", "clicks", "--offset", "end", "--follow", "--format", "raw"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500)); // it starts at the end as it is now
+    let mut produce = Command::new(env!("CARGO_BIN_EXE_millpond"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["produce", "clicks"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    produce.stdin.take().unwrap().write_all(b"{\"page\":\"late\"}\n").unwrap();
+    assert!(produce.wait().unwrap().success());
+    let mut followed = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(follower.stdout.take().unwrap()), &mut followed).unwrap();
+    assert_eq!(followed, "{\"page\":\"late\"}\n");
+    follower.kill().unwrap();
+    follower.wait().unwrap();
     // The parameters drivers check at startup.
     let (ok, out, err) = psql(port, "\\echo :SERVER_VERSION_NAME :SERVER_VERSION_NUM");
     assert!(ok && out.starts_with("15.0 (Millpond ") && out.trim_end().ends_with(" 150000"), "{out} {err}");
@@ -502,6 +557,11 @@ fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
     let mut rows = lines(&ok_read(dir));
     rows.sort_by_key(|r| r["name"].as_str().unwrap().to_owned());
     assert_eq!(rows[1], json!({"name": "pear", "sales": 2, "total": "5"}));
+    // The group's acknowledgements are the log's committed offsets: the
+    // local path, without the server, starts after them (at the late record).
+    let late = lines(&self::ok(dir, &["consume", "clicks", "--group", "g"]));
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0]["value"], "{\"page\":\"late\"}");
 }
 
 fn ok_read(dir: &Path) -> String {

@@ -1,7 +1,9 @@
 //! `millpond consume TOPIC`: records as JSON lines (or raw values). Without
 //! `--follow` the partitions are printed one after another, in partition
 //! and offset order; with it, one reader thread per partition prints as
-//! records arrive (in offset order within each partition).
+//! records arrive (in offset order within each partition). While a server
+//! owns the log, the records come through it (`COPY topic TO STDOUT`, and
+//! `ACK GROUP` on a second connection for `--group`: docs/server.md).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,8 +12,8 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use millpond_log::{Log, RecordView};
-use serde::Serialize;
+use millpond_log::{Log, RecordView, Start};
+use millpond_server::RecordFormat;
 
 /// Bytes read per fetch.
 const FETCH_BYTES_MAX: usize = 1 << 20;
@@ -48,6 +50,14 @@ pub(crate) struct ConsumeArgs {
     /// value); `raw`: each value's bytes as they are, one per line.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     format: Format,
+    /// Read through the server at this address (`COPY topic TO STDOUT` over
+    /// the Postgres wire); by default through the one that owns the data
+    /// directory, if it runs.
+    #[arg(long)]
+    pub(crate) server: Option<std::net::SocketAddr>,
+    /// The server's password (SCRAM-SHA-256), when it has one.
+    #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -56,75 +66,36 @@ enum Format {
     Raw,
 }
 
-/// A start position given with `--offset`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Start {
-    At(u64),
-    Beginning,
-    End,
-    /// This many records before the end (never before the log start).
-    BeforeEnd(u64),
-}
-
 fn parse_start(text: &str) -> std::result::Result<Start, String> {
-    let number =
-        |digits: &str| digits.parse::<u64>().map_err(|_| format!("'{text}' is not beginning, end, -N or an offset"));
-    match text {
-        "beginning" => Ok(Start::Beginning),
-        "end" => Ok(Start::End),
-        _ => match text.strip_prefix('-') {
-            Some(digits) => number(digits).map(Start::BeforeEnd),
-            None => number(text).map(Start::At),
-        },
-    }
+    Start::parse(text)
 }
 
-/// One output line.
-#[derive(Debug, Serialize)]
-struct Line<'a> {
-    partition: u32,
-    offset: u64,
-    timestamp: i64,
-    key: Option<std::borrow::Cow<'a, str>>,
-    value: Option<std::borrow::Cow<'a, str>>,
-    /// Header name to value (lossy UTF-8), in record order; absent when none.
-    #[serde(skip_serializing_if = "Headers::is_empty")]
-    headers: Headers,
+fn line_of(partition: u32, record: &RecordView<'_>, format: Format) -> Vec<u8> {
+    let mut line = Vec::new();
+    millpond_server::record_line(partition, record, format.into(), &mut line);
+    line
 }
 
-/// Headers as a JSON object in record order (a repeated name repeats).
-#[derive(Debug)]
-struct Headers(Vec<millpond_log::Header>);
-
-impl Headers {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl Serialize for Headers {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for header in &self.0 {
-            map.serialize_entry(&header.key, &header.value.as_deref().map(String::from_utf8_lossy))?;
+impl From<Format> for RecordFormat {
+    fn from(format: Format) -> RecordFormat {
+        match format {
+            Format::Json => RecordFormat::Json,
+            Format::Raw => RecordFormat::Raw,
         }
-        map.end()
     }
 }
 
-fn line_of(partition: u32, record: &RecordView<'_>, format: Format) -> Result<Vec<u8>> {
-    if format == Format::Raw {
-        return Ok(record.value.unwrap_or_default().to_vec());
-    }
-    Ok(serde_json::to_vec(&Line {
-        partition,
-        offset: record.offset,
-        timestamp: record.timestamp_ms,
-        key: record.key.map(String::from_utf8_lossy),
-        value: record.value.map(String::from_utf8_lossy),
-        headers: Headers(record.headers()),
-    })?)
+/// Where `args` start each partition.
+fn start_of(args: &ConsumeArgs) -> Result<Start> {
+    Ok(if let Some(start) = &args.offset {
+        start.clone()
+    } else if let Some(time) = &args.from_time {
+        Start::Time(crate::time::parse_time_ms(time)?)
+    } else if let (false, Some(group)) = (args.from_beginning, &args.group) {
+        Start::Group(group.clone())
+    } else {
+        Start::Beginning
+    })
 }
 
 /// What a reader thread hands to the printer.
@@ -143,35 +114,22 @@ pub(crate) fn run(log: &Log, args: &ConsumeArgs) -> Result<()> {
         Some(p) => vec![p],
         None => (0..config.partitions).collect(),
     };
-    let from_time = args.from_time.as_deref().map(crate::time::parse_time_ms).transpose()?;
+    let start = start_of(args)?;
     let mut starts = Vec::new();
     for &partition in &partitions {
-        let committed = args.group.as_deref().and_then(|g| log.committed_offset(g, &args.topic, partition));
-        let low = log.low_watermark(&args.topic, partition)?;
-        let high = log.high_watermark(&args.topic, partition)?;
-        let start = if let Some(start) = args.offset {
-            match start {
-                Start::At(offset) => offset,
-                Start::Beginning => low,
-                Start::End => high,
-                Start::BeforeEnd(n) => high.saturating_sub(n).max(low),
-            }
-        } else if let Some(time) = from_time {
-            log.offset_for_time(&args.topic, partition, time)?
-        } else if let (false, Some(committed)) = (args.from_beginning, committed) {
-            if committed < low {
-                eprintln!(
-                    "warning: group '{}' on {}/{partition}: offsets {committed}..{low} were deleted by retention \
-                     before the group read them; starting at {low}",
-                    args.group.as_deref().unwrap_or_default(),
-                    args.topic
-                );
-            }
-            committed.max(low)
-        } else {
-            low
-        };
-        starts.push((partition, start));
+        let resolved = log.resolve_start(&args.topic, partition, &start)?;
+        if let Some(lost) = resolved.lost {
+            eprintln!(
+                "warning: group '{}' on {}/{partition}: offsets {}..{} were deleted by retention before the group \
+                 read them; starting at {}",
+                args.group.as_deref().unwrap_or_default(),
+                args.topic,
+                lost.start,
+                lost.end,
+                resolved.offset
+            );
+        }
+        starts.push((partition, resolved.offset));
     }
 
     let stop = AtomicBool::new(false);
@@ -220,10 +178,7 @@ fn tail(
             log.wait_for(topic, partition, offset, Duration::from_millis(250))?;
             continue;
         }
-        let lines = fetch
-            .records()
-            .map(|r| Ok((r.offset, line_of(partition, &r, args.format)?)))
-            .collect::<Result<Vec<_>>>()?;
+        let lines = fetch.records().map(|r| (r.offset, line_of(partition, &r, args.format))).collect::<Vec<_>>();
         offset = fetch.next_offset();
         if sender.send(Ok(Chunk { partition, lines })).is_err() {
             return Ok(()); // the printer is done
@@ -259,4 +214,148 @@ fn print(log: &Log, args: &ConsumeArgs, receiver: &mpsc::Receiver<Result<Chunk>>
     }
     out.flush()?;
     Ok(())
+}
+
+/// Acknowledgements a remote `--group` consumer holds back at most: after
+/// this many records printed it flushes stdout and acknowledges them, even
+/// while more are arriving.
+const ACK_RECORDS_MAX: u64 = 4096;
+
+/// SQL text for a name, quoted as an identifier.
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// SQL text for a string literal.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The `COPY topic TO STDOUT` that reads what `args` ask for, each line
+/// with its partition and offset in front (`POSITIONS`).
+fn copy_statement(args: &ConsumeArgs) -> Result<String> {
+    let format = match args.format {
+        Format::Json => "json",
+        Format::Raw => "raw",
+    };
+    let mut options = vec!["POSITIONS".to_owned(), format!("FORMAT {format}")];
+    if let Some(partition) = args.partition {
+        options.push(format!("PARTITION {partition}"));
+    }
+    options.push(match start_of(args)? {
+        Start::At(offset) => format!("OFFSET {offset}"),
+        Start::Beginning => "OFFSET 'beginning'".to_owned(),
+        Start::End => "OFFSET 'end'".to_owned(),
+        Start::BeforeEnd(n) => format!("OFFSET '-{n}'"),
+        Start::Time(ms) => format!("FROM_TIME {ms}"),
+        Start::Group(group) => format!("GROUP {}", literal(&group)),
+    });
+    if args.follow {
+        options.push("FOLLOW".to_owned());
+    }
+    if let Some(max) = args.max {
+        options.push(format!("MAX {max}"));
+    }
+    Ok(format!("COPY {} TO STDOUT WITH ({})", quoted(&args.topic), options.join(", ")))
+}
+
+/// Connects to the server; its notices (a group's offsets lost to
+/// retention) are printed on stderr as warnings.
+async fn connect(addr: std::net::SocketAddr, args: &ConsumeArgs) -> Result<tokio_postgres::Client> {
+    let mut config = tokio_postgres::Config::new();
+    config.host(addr.ip().to_string()).port(addr.port()).user("millpond").dbname("millpond");
+    if let Some(password) = &args.password {
+        config.password(password);
+    }
+    let (client, mut connection) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| anyhow::anyhow!("connecting to the server at {addr}: {e}"))?;
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = futures::StreamExt::next(&mut messages).await {
+            if let tokio_postgres::AsyncMessage::Notice(notice) = message {
+                eprintln!("warning: {}", notice.message());
+            }
+        }
+    });
+    Ok(client)
+}
+
+/// `millpond consume` through a running server: the records come as
+/// `COPY topic TO STDOUT` lines; with `--group`, what reached stdout is
+/// acknowledged on a second connection (`ACK GROUP`), as the local path
+/// commits after each flush.
+pub(crate) fn run_remote(addr: std::net::SocketAddr, args: &ConsumeArgs) -> Result<()> {
+    let sql = copy_statement(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let reader = connect(addr, args).await?;
+        let acker = match &args.group {
+            Some(_) => Some(connect(addr, args).await?),
+            None => None,
+        };
+        let stream = reader.copy_out(&sql).await.map_err(|e| crate::produce::remote_error(&e))?;
+        futures::pin_mut!(stream);
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut pending = std::collections::BTreeMap::<u32, u64>::new();
+        let mut unacked = 0u64;
+        loop {
+            use futures::{FutureExt, StreamExt};
+            // Acknowledge once nothing more is waiting (or enough is held).
+            let ready = match stream.next().now_or_never() {
+                Some(message) => Some(message),
+                None => {
+                    acknowledge(&mut out, acker.as_ref(), args, &mut pending).await?;
+                    unacked = 0;
+                    Some(stream.next().await)
+                }
+            };
+            let Some(Some(message)) = ready else { break };
+            let line = message.map_err(|e| crate::produce::remote_error(&e))?;
+            let (partition, offset, rest) = positioned(&line)?;
+            out.write_all(rest)?;
+            pending.insert(partition, offset);
+            unacked += 1;
+            if unacked >= ACK_RECORDS_MAX {
+                acknowledge(&mut out, acker.as_ref(), args, &mut pending).await?;
+                unacked = 0;
+            }
+        }
+        acknowledge(&mut out, acker.as_ref(), args, &mut pending).await
+    })
+}
+
+/// A `POSITIONS` line: its partition, offset and the rest (the record's
+/// line with its newline).
+fn positioned(line: &[u8]) -> Result<(u32, u64, &[u8])> {
+    let mut fields = line.splitn(3, |b| *b == b'\t');
+    let mut number = || -> Option<u64> { std::str::from_utf8(fields.next()?).ok()?.parse().ok() };
+    let (partition, offset) = (number(), number());
+    match (partition, offset, fields.next()) {
+        (Some(partition), Some(offset), Some(rest)) => Ok((partition as u32, offset, rest)),
+        _ => bail!("the server sent a line without its partition and offset: {:?}", String::from_utf8_lossy(line)),
+    }
+}
+
+/// Flushes stdout, then (with `--group`) acknowledges the last offset
+/// printed of each partition.
+async fn acknowledge(
+    out: &mut impl Write,
+    acker: Option<&tokio_postgres::Client>,
+    args: &ConsumeArgs,
+    pending: &mut std::collections::BTreeMap<u32, u64>,
+) -> Result<()> {
+    out.flush()?;
+    let (Some(acker), Some(group)) = (acker, &args.group) else { return Ok(()) };
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let statements: Vec<String> = std::mem::take(pending)
+        .into_iter()
+        .map(|(partition, offset)| {
+            format!("ACK GROUP {} TOPIC {} PARTITION {partition} THROUGH {offset}", literal(group), quoted(&args.topic))
+        })
+        .collect();
+    acker.batch_execute(&statements.join(";\n")).await.map_err(|e| crate::produce::remote_error(&e))
 }

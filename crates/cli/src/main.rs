@@ -114,16 +114,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Some(server) => produce::run_remote(server, &args),
             None => produce::run(&open_log(&cli.data_dir)?, &args),
         },
-        Command::Consume(args) => {
-            if let Some(server) = remote::server_for(&cli.data_dir, None) {
-                anyhow::bail!(
-                    "the server at {server} owns the log of {}: stop it to consume here, or read the topic \
-                     through it (SELECT ... FROM a source over it, with psql or `millpond sql`)",
-                    cli.data_dir.display()
-                );
-            }
-            consume::run(&open_log(&cli.data_dir)?, &args)
-        }
+        Command::Consume(args) => match remote::server_for(&cli.data_dir, args.server) {
+            // The server owns the log: the records come through it.
+            Some(server) => consume::run_remote(server, &args),
+            None => consume::run(&open_log(&cli.data_dir)?, &args),
+        },
         Command::Demo(args) => demo::run(&cli.data_dir, &args),
         Command::Gen(command) => generate::run(&open_log(&cli.data_dir)?, command),
         Command::Bench(command) => bench::run(&cli.data_dir, command),

@@ -88,7 +88,7 @@ pub(crate) fn run_remote(addr: std::net::SocketAddr, args: &ProduceArgs) -> Resu
 }
 
 /// A server's error as the CLI prints it: its SQLSTATE and message.
-fn remote_error(error: &tokio_postgres::Error) -> anyhow::Error {
+pub(crate) fn remote_error(error: &tokio_postgres::Error) -> anyhow::Error {
     match error.as_db_error() {
         Some(db) => anyhow::anyhow!("{} (SQLSTATE {})", db.message(), db.code().code()),
         None => anyhow::anyhow!("{error}"),

@@ -66,8 +66,13 @@ pub use collection::{Collection, Data, Key};
 pub use config::{ChangelogHold, ChangelogHolds};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
+/// The log's error, for callers that tell its cases apart (an unknown
+/// topic, an offset out of range).
+pub use millpond_log::Error as LogError;
 pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use source::{RawRecord, json, raw};
-pub use topics::{RecordView, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked};
+pub use topics::{
+    Fetch, RecordView, Resolved, Start, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked,
+};
 pub use view::{Event, RawEvent, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at};

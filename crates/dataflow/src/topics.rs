@@ -12,7 +12,7 @@ use millpond_log::{CleanupPolicy, Error as LogError, Header, Log, LogOptions, Re
 
 use crate::error::Result;
 
-pub use millpond_log::RecordView;
+pub use millpond_log::{Fetch, RecordView, Resolved, Start};
 
 /// How a topic is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +118,23 @@ impl Topics {
     /// The offset the next record of `topic`'s `partition` will get.
     pub fn end_offset(&self, topic: &str, partition: u32) -> Result<u64> {
         Ok(self.log.high_watermark(topic, partition)?)
+    }
+
+    /// Where a reader of `topic`'s `partition` starts for `start`
+    /// ([`millpond_log::Log::resolve_start`]).
+    pub fn resolve_start(&self, topic: &str, partition: u32, start: &Start) -> Result<Resolved> {
+        Ok(self.log.resolve_start(topic, partition, start)?)
+    }
+
+    /// Whole batches of `topic`'s `partition` from `offset`, about
+    /// `max_bytes` (at least one batch; empty at the end).
+    pub fn fetch(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
+        Ok(self.log.fetch(topic, partition, offset, max_bytes)?)
+    }
+
+    /// Commits `offset` (the next one to read) for consumer `group`.
+    pub fn commit_group_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
+        Ok(self.log.commit_offset(group, topic, partition, offset)?)
     }
 
     /// Appends `records` (routed by key, Kafka's partitioner) and syncs every

@@ -16,6 +16,7 @@
 //! - `cleaner`: compaction and its crash-atomic swap.
 //! - `meta`: topic metadata (`meta.json`) and topic incarnation ids.
 //! - `offsets`: the consumer-offsets topic.
+//! - `start`: where a reader starts (offset, end, time, a group's commit).
 //! - [`clock`]: time behind a trait, with a manual clock for tests.
 //! - [`storage`]: file I/O behind a trait: the filesystem, an in-memory
 //!   double that models crashes, and fault injection.
@@ -36,6 +37,7 @@ mod partition;
 pub mod partitioner;
 pub mod reader;
 mod segment;
+mod start;
 pub mod storage;
 
 pub use batch::{BatchView, Header, Record, RecordView};
@@ -47,4 +49,5 @@ pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, INTERNAL_TOPIC_PREFIX, Log, LogOpti
 pub use meta::{TopicId, read_topic_id};
 pub use partition::{AppendInfo, CutReason, PartitionInfo, RecoveryCut};
 pub use reader::{OffsetRecord, PartitionReader};
+pub use start::{Resolved, Start};
 pub use storage::{FaultPlan, FaultStorage, MemStorage, RealStorage, Storage};

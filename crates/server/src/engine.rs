@@ -162,6 +162,11 @@ impl Engine {
         Ok(engine)
     }
 
+    /// The open log's topics (what clients read and write through it).
+    pub(crate) fn topics(&self) -> &Topics {
+        &self.topics
+    }
+
     /// The data directory.
     pub fn data_dir(&self) -> &std::path::Path {
         &self.config.data_dir

@@ -190,6 +190,10 @@ impl ExtendedQueryHandler for Extended {
         if crate::copy_in::parse_copy_from(&sql).is_some() {
             return crate::pg::start_copy_in(&engine, &settings, &sql, true);
         }
+        if let Some(request) = crate::consume::parse_copy_to(&sql) {
+            let request = request.map_err(|message| user_error("42601", message))?;
+            return crate::consume::stream(client, engine, request, self.limits).await;
+        }
         if let Some(request) = crate::subscribe::parse_copy_subscribe(&sql) {
             let request = request.map_err(|message| user_error("42601", message))?;
             let (waiter, waiting, view) = (engine.clone(), settings.clone(), request.view.clone());

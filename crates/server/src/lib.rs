@@ -8,7 +8,8 @@
 //! subscriber), `pg` (the Postgres wire endpoint, simple protocol), `extended` (its
 //! extended protocol: Parse, Bind, Describe, Execute), `cell` (values in
 //! the wire formats, parameters as literals), `subscribe` (`COPY (SUBSCRIBE
-//! ...) TO STDOUT` and `SUBSCRIBE` streamed over it), `cursor` (DECLARE ...
+//! ...) TO STDOUT` and `SUBSCRIBE` streamed over it), `consume` (`COPY topic TO STDOUT`, a
+//! topic's records, and `ACK GROUP`), `cursor` (DECLARE ...
 //! CURSOR FOR SUBSCRIBE, FETCH, CLOSE), `subscription` (durable
 //! subscriptions: their store and changelog holds), `durable` (their
 //! statements over the wire), `metrics` (the Prometheus text endpoint),
@@ -22,6 +23,7 @@
 mod cell;
 mod commits;
 mod connection;
+mod consume;
 mod copy_in;
 mod copy_line;
 mod cursor;
@@ -37,6 +39,7 @@ mod subscribe;
 mod subscription;
 
 pub use connection::MESSAGE_BYTES_MAX_DEFAULT;
+pub use consume::{RecordFormat, record_line};
 pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
 pub use fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT;

@@ -734,6 +734,13 @@ impl SimpleQueryHandler for Queries {
             };
             return start_copy_in(&engine, &settings, statement, false).map(|response| vec![response]);
         }
+        if let Some(request) = statements.iter().find_map(|s| crate::consume::parse_copy_to(s)) {
+            if statements.len() > 1 {
+                return Err(user_error("0A000", "send COPY topic TO STDOUT as a query of its own".into()));
+            }
+            let request = request.map_err(|message| user_error("42601", message))?;
+            return Ok(vec![crate::consume::stream(client, engine, request, self.limits).await?]);
+        }
         if let Some(request) = statements.iter().find_map(|s| crate::subscribe::parse_copy_subscribe(s)) {
             if statements.len() > 1 {
                 return Err(user_error("0A000", "send COPY (SUBSCRIBE ...) TO STDOUT as a query of its own".into()));
@@ -789,6 +796,11 @@ pub(crate) fn answer(
         Ok(())
     };
     for statement in split_statements(query) {
+        if crate::consume::is_group_ack(statement) {
+            flush(&mut batch, &mut responses)?;
+            responses.push(crate::consume::ack(engine, statement)?);
+            continue;
+        }
         if crate::durable::is_subscription_statement(statement) {
             flush(&mut batch, &mut responses)?;
             responses.push(crate::durable::execute(engine, settings, statement)?);
