@@ -107,6 +107,9 @@ pub struct RuntimeConfig {
     /// Positions in views' changelogs that compaction must keep readable
     /// (a server's durable subscriptions), read at every commit.
     pub changelog_holds: ChangelogHolds,
+    /// The cap of RocksDB's block cache (data, index and filter blocks), in
+    /// bytes ([`crate::state::STATE_CACHE_BYTES_DEFAULT`]).
+    pub state_cache_bytes: usize,
 }
 
 impl RuntimeConfig {
@@ -126,7 +129,12 @@ impl RuntimeConfig {
             drop_undeclared: false,
             on_retention_gap: RetentionGapPolicy::Fail,
             changelog_holds: ChangelogHolds::default(),
+            state_cache_bytes: crate::state::STATE_CACHE_BYTES_DEFAULT,
         }
+    }
+    pub fn state_cache_bytes(mut self, bytes: usize) -> Self {
+        self.state_cache_bytes = bytes;
+        self
     }
     /// Shares `holds` with this run (see [`ChangelogHold`]).
     pub fn changelog_holds(mut self, holds: ChangelogHolds) -> Self {

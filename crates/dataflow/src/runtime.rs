@@ -120,7 +120,9 @@ impl Runtime {
         }
         let log = topics.log().clone();
         let store: Arc<dyn StateStore> = match config.state {
-            StateBackend::RocksDb => Arc::new(RocksStore::open(config.data_dir.join("state"))?),
+            StateBackend::RocksDb => {
+                Arc::new(RocksStore::open_with_cache(config.data_dir.join("state"), config.state_cache_bytes)?)
+            }
             StateBackend::Memory => Arc::new(MemoryStore::new()),
         };
         let mut checkpoints = Checkpoints::open(store, log.clone(), config.data_dir.clone(), config.checkpoints)?;

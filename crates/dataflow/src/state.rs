@@ -163,6 +163,55 @@ fn registry_keyspace(store: &dyn StateStore, lock: &Mutex<()>, name: &str) -> Re
     Ok(Keyspace(next))
 }
 
+/// The default cap of RocksDB's block cache.
+pub const STATE_CACHE_BYTES_DEFAULT: usize = 256 << 20;
+/// Bloom filter bits per key in each table file: about 1 % false positives,
+/// so a lookup of a key that is not there (every new row, every new group)
+/// reads no data block.
+const BLOOM_BITS_PER_KEY: f64 = 10.0;
+/// The share of each memtable given to its bloom filter over whole keys: a
+/// miss skips the skip list.
+const MEMTABLE_BLOOM_RATIO: f64 = 0.1;
+/// One memtable's size; up to [`WRITE_BUFFERS_MAX`] are held while flushing.
+const WRITE_BUFFER_BYTES: usize = 64 << 20;
+const WRITE_BUFFERS_MAX: i32 = 3;
+/// Table files' block size: larger blocks keep the index small when state
+/// outgrows the cache.
+const BLOCK_BYTES: usize = 16 << 10;
+
+/// The database's options (docs/state.md, "RocksDB options").
+fn rocks_options(cache: &rocksdb::Cache) -> rocksdb::Options {
+    let mut table = rocksdb::BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_block_size(BLOCK_BYTES);
+    table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
+    table.set_whole_key_filtering(true);
+    // Index and filter blocks live in the (capped) cache, level 0's pinned.
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    let mut options = rocksdb::Options::default();
+    options.create_if_missing(true);
+    options.set_block_based_table_factory(&table);
+    // Flushes and the first compactions write uncompressed: they are the
+    // background work that competes with the runtime for the cores.
+    use rocksdb::DBCompressionType::{Lz4, None as Plain};
+    options.set_compression_per_level(&[Plain, Plain, Lz4, Lz4, Lz4, Lz4, Lz4]);
+    if let Ok(mut env) = rocksdb::Env::new() {
+        env.lower_thread_pool_cpu_priority();
+        env.lower_high_priority_thread_pool_cpu_priority();
+        options.set_env(&env);
+    }
+    options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
+    options.set_memtable_whole_key_filtering(true);
+    options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+    options.set_max_write_buffer_number(WRITE_BUFFERS_MAX);
+    options.set_level_compaction_dynamic_level_bytes(true);
+    options.set_max_background_jobs(2);
+    options.set_bytes_per_sync(1 << 20);
+    options
+}
+
 /// State in RocksDB: one database, every keyspace behind its id prefix.
 pub struct RocksStore {
     db: rocksdb::DB,
@@ -177,13 +226,17 @@ impl fmt::Debug for RocksStore {
 }
 
 impl RocksStore {
-    /// Opens (creating) the database at `path`.
+    /// Opens (creating) the database at `path`, with the default cache cap.
     pub fn open(path: impl AsRef<Path>) -> Result<RocksStore> {
+        Self::open_with_cache(path, STATE_CACHE_BYTES_DEFAULT)
+    }
+
+    /// Opens (creating) the database at `path`; its block cache holds at
+    /// most `cache_bytes` (data, index and filter blocks).
+    pub fn open_with_cache(path: impl AsRef<Path>, cache_bytes: usize) -> Result<RocksStore> {
         let path = path.as_ref().to_path_buf();
-        let mut options = rocksdb::Options::default();
-        options.create_if_missing(true);
-        options.set_compression_type(rocksdb::DBCompressionType::Lz4);
-        let db = rocksdb::DB::open(&options, &path).map_err(|e| Self::error(&path, e))?;
+        let cache = rocksdb::Cache::new_lru_cache(cache_bytes);
+        let db = rocksdb::DB::open(&rocks_options(&cache), &path).map_err(|e| Self::error(&path, e))?;
         Ok(RocksStore { db, path, registry: Mutex::new(()) })
     }
 
@@ -309,5 +362,43 @@ impl StateStore for MemoryStore {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options the database runs with are the documented ones
+    /// (docs/state.md, "RocksDB options"): RocksDB writes what it applied to
+    /// its OPTIONS file.
+    #[test]
+    fn rocksdb_runs_with_the_documented_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RocksStore::open_with_cache(dir.path(), 8 << 20).unwrap();
+        let capacity = store.db.property_int_value("rocksdb.block-cache-capacity").unwrap();
+        assert_eq!(capacity, Some(8 << 20));
+        let options_file = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("OPTIONS-"))
+            .max()
+            .expect("RocksDB writes an OPTIONS file");
+        let text = std::fs::read_to_string(options_file).unwrap();
+        for setting in [
+            "filter_policy=bloomfilter",
+            "whole_key_filtering=true",
+            "cache_index_and_filter_blocks=true",
+            "pin_l0_filter_and_index_blocks_in_cache=true",
+            "block_size=16384",
+            "memtable_prefix_bloom_size_ratio=0.100000",
+            "memtable_whole_key_filtering=true",
+            "write_buffer_size=67108864",
+            "max_write_buffer_number=3",
+            "level_compaction_dynamic_level_bytes=true",
+            "compression_per_level=kNoCompression:kNoCompression:kLZ4Compression",
+        ] {
+            assert!(text.contains(setting), "{setting} is not in the OPTIONS file");
+        }
     }
 }
