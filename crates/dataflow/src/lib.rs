@@ -46,6 +46,7 @@ mod json_check;
 mod keyed;
 mod naming;
 mod opstate;
+mod row_counts;
 pub mod runtime;
 mod sink;
 mod source;

@@ -29,7 +29,7 @@
 //! Invariant: what a subscriber has folded at each progress mark equals
 //! the view's committed contents at that epoch (empty after a drop).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -40,9 +40,13 @@ use serde_json::value::RawValue;
 use crate::Epoch;
 use crate::checkpoint::CheckpointMeta;
 use crate::error::{Error, Result};
+use crate::row_counts::RowCounts;
 use crate::sink::{DIFF_HEADER, EPOCH_HEADER};
 
 const READ_BYTES_MAX: usize = 1 << 20;
+/// Tables of held rows grown per [`Subscription::grow_ahead`]: each a
+/// 256th of the rows, so a call costs about a millisecond at a million.
+const GROW_AHEAD_SHARDS_MAX: usize = 8;
 
 /// A view as listed by [`list_views`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -171,8 +175,10 @@ struct Fold {
     /// The snapshot epoch.
     as_of: Epoch,
     /// Multiplicity per row (JSON bytes) as of what has been read; empty
-    /// once [`Subscription::forget_rows`] is called.
-    counts: BTreeMap<Vec<u8>, i64>,
+    /// once [`Subscription::forget_rows`] is called. Hashed (every change
+    /// looks its row up; a tree compared rows' long common prefixes), and
+    /// sorted only where rows go out in order ([`Fold::sorted_counts`]).
+    counts: RowCounts,
     /// Whether `counts` is kept (the default): it checks each change
     /// against the row it continues and lets a dropped view be retracted.
     track_rows: bool,
@@ -203,7 +209,7 @@ impl Subscription {
             fold: Fold {
                 view: name.to_owned(),
                 as_of,
-                counts: BTreeMap::new(),
+                counts: RowCounts::default(),
                 track_rows: true,
                 last_epoch: 0,
                 last_progress: as_of,
@@ -233,9 +239,13 @@ impl Subscription {
         subscription.fold.check_counted(&meta, end)?;
         let fold = &mut subscription.fold;
         if snapshot {
-            for (row, count) in &fold.counts {
-                let row = raw_row(&fold.view, 0, row)?;
-                fold.queue.push_back(RawEvent::Change { epoch: as_of, diff: *count, row });
+            let rows = fold
+                .sorted_counts()
+                .into_iter()
+                .map(|(row, count)| Ok((raw_row(&fold.view, 0, row)?, count)))
+                .collect::<Result<Vec<_>>>()?;
+            for (row, diff) in rows {
+                fold.queue.push_back(RawEvent::Change { epoch: as_of, diff, row });
             }
             fold.queue.push_back(RawEvent::Progress { epoch: as_of, progress: true });
         }
@@ -257,7 +267,15 @@ impl Subscription {
     /// `ViewDropped { retracted: false }`, and the reader must re-snapshot).
     pub fn forget_rows(&mut self) {
         self.fold.track_rows = false;
-        self.fold.counts = BTreeMap::new();
+        self.fold.counts = RowCounts::default();
+    }
+
+    /// Grows a few of the held rows' tables ahead of need
+    /// ([`RowCounts::grow_ahead`]); returns whether any grew. A reader that
+    /// serves others (a server's hub) calls it while idle between commits,
+    /// so that its tables do not grow while it delivers one.
+    pub fn grow_ahead(&mut self) -> bool {
+        self.fold.track_rows && self.fold.counts.grow_ahead(GROW_AHEAD_SHARDS_MAX) > 0
     }
 
     /// The epoch of the snapshot.
@@ -354,7 +372,7 @@ impl Subscription {
     /// The rows held as of what has been read (the row's JSON bytes and its
     /// multiplicity), in byte order; none after [`Subscription::forget_rows`].
     pub fn held_rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
-        self.fold.counts.iter().map(|(row, count)| (row.as_slice(), *count))
+        self.fold.sorted_counts().into_iter()
     }
 
     /// The last epoch whose progress mark has been queued.
@@ -369,8 +387,13 @@ impl Subscription {
         // The dropping commit follows every epoch read; the max only guards
         // against a published checkpoint that went back.
         let epoch = epoch.max(fold.last_progress + 1);
-        for (row, count) in std::mem::take(&mut fold.counts) {
-            let row = raw_row(&fold.view, 0, &row).expect("rows held were validated when read");
+        let held: Vec<(Box<RawValue>, i64)> = fold
+            .sorted_counts()
+            .into_iter()
+            .map(|(row, count)| (raw_row(&fold.view, 0, row).expect("rows held were validated when read"), count))
+            .collect();
+        fold.counts = RowCounts::default();
+        for (row, count) in held {
             fold.queue.push_back(RawEvent::Change { epoch, diff: -count, row });
         }
         fold.finish_through(epoch);
@@ -555,7 +578,6 @@ impl Fold {
 
     /// Moves a row held from `count - diff` to `count`.
     fn track(&mut self, offset: u64, key: &[u8], count: i64, diff: i64) -> Result<()> {
-        let held = self.counts.get(key).copied().unwrap_or(0);
         let Some(before) = count.checked_sub(diff) else {
             return Err(Error::CorruptChangelog {
                 view: self.view.clone(),
@@ -563,7 +585,9 @@ impl Fold {
                 reason: format!("multiplicity {count} and change {diff} overflow"),
             });
         };
+        let held = self.counts.set(key, count);
         if held != before {
+            self.counts.set(key, held); // as it was: the reader fails here
             return Err(Error::EpochUnavailable {
                 view: self.view.clone(),
                 epoch: self.as_of,
@@ -573,19 +597,19 @@ impl Fold {
                 ),
             });
         }
-        self.hold(key, count);
         Ok(())
     }
 
     /// Sets the multiplicity held for `key` (0: not held).
     fn hold(&mut self, key: &[u8], count: i64) {
-        if count == 0 {
-            self.counts.remove(key);
-        } else if let Some(held) = self.counts.get_mut(key) {
-            *held = count;
-        } else {
-            self.counts.insert(key.to_vec(), count);
-        }
+        self.counts.set(key, count);
+    }
+
+    /// The rows held and their multiplicities, in byte order.
+    fn sorted_counts(&self) -> Vec<(&[u8], i64)> {
+        let mut rows: Vec<(&[u8], i64)> = self.counts.iter().collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        rows
     }
 
     /// Queues a progress mark for `epoch` unless one at or past it was queued.

@@ -386,6 +386,9 @@ fn run(hub: &Hub, data_dir: &std::path::Path, mut commits: watch::Receiver<Commi
             Ok(false) => continue,
             Ok(true) => answer_requests(hub, &reader),
         }
+        // Caught up, idle until the next commit: the held rows' tables grow
+        // now, a few at a time, rather than while a commit is delivered.
+        while !commits.has_changed().unwrap_or(true) && reader.grow_ahead() {}
         // A commit, a request or the stop that came since rang already:
         // the wait then returns at once.
         if !commits.has_changed().unwrap_or(false) {
