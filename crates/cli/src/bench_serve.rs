@@ -38,6 +38,12 @@ pub(crate) struct ServeBenchArgs {
     /// Seconds of each latency run.
     #[arg(long, default_value_t = 10)]
     latency_seconds: u64,
+    /// Epoch intervals of the latency runs.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100")]
+    latency_epochs_ms: Vec<u64>,
+    /// Events/s of the latency runs (default: half of the peak measured).
+    #[arg(long)]
+    latency_rate: Option<u64>,
     /// Rows of the view the SELECTs read.
     #[arg(long, default_value_t = 100_000)]
     select_rows: u64,
@@ -433,8 +439,8 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
             format!("{:.2}", run.delivered / (run.dataflow * subscribers as f64)),
         ]);
     }
-    let rate = (peak / 2.0).max(1.0) as u64;
-    for epoch_ms in [1000, 100] {
+    let rate = args.latency_rate.unwrap_or((peak / 2.0).max(1.0) as u64);
+    for &epoch_ms in &args.latency_epochs_ms {
         let (appended, committed) =
             latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds, args.wire_nice).await?;
         for (from, samples) in [("append", &appended), ("commit", &committed)] {
