@@ -355,6 +355,8 @@ pub(crate) struct Checkpoints {
     pub(crate) compaction_lag: std::time::Duration,
     /// Changelog positions compaction must not pass (durable subscriptions).
     pub(crate) holds: crate::config::ChangelogHolds,
+    /// Rung after each publish.
+    pub(crate) on_commit: Option<crate::config::CommitBell>,
     /// Recent commits (time, epoch, sink ends), oldest first, trimmed to the
     /// newest one older than the lag.
     history: Mutex<std::collections::VecDeque<Commit>>,
@@ -403,6 +405,7 @@ impl Checkpoints {
         Ok(Checkpoints {
             compaction_lag: std::time::Duration::from_secs(600),
             holds: crate::config::ChangelogHolds::default(),
+            on_commit: None,
             history: Mutex::new(std::collections::VecDeque::new()),
             epoch_floor,
             committed_epoch: AtomicU64::new(meta.epoch),
@@ -739,6 +742,9 @@ impl Checkpoints {
         self.store.commit(batch, self.durable)?;
         self.committed_epoch.store(epoch, Ordering::Release);
         meta.publish(&self.data_dir)?;
+        if let Some(bell) = &self.on_commit {
+            (bell.0)(epoch);
+        }
         // The dropped topics go only now: a crash before this point leaves
         // them listed by the old checkpoint (and whole) or orphaned by the
         // new one (deleted at the next startup that drops undeclared parts).

@@ -110,6 +110,20 @@ pub struct RuntimeConfig {
     /// The cap of RocksDB's block cache (data, index and filter blocks), in
     /// bytes ([`crate::state::STATE_CACHE_BYTES_DEFAULT`]).
     pub state_cache_bytes: usize,
+    /// Rung with each epoch as soon as its checkpoint is published (a
+    /// server's readers look at the checkpoint then, instead of at their
+    /// next poll of the file).
+    pub on_commit: Option<CommitBell>,
+}
+
+/// A callback rung after each commit is published ([`RuntimeConfig::on_commit`]).
+#[derive(Clone)]
+pub struct CommitBell(pub Arc<dyn Fn(Epoch) + Send + Sync>);
+
+impl std::fmt::Debug for CommitBell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommitBell")
+    }
 }
 
 impl RuntimeConfig {
@@ -130,7 +144,12 @@ impl RuntimeConfig {
             on_retention_gap: RetentionGapPolicy::Fail,
             changelog_holds: ChangelogHolds::default(),
             state_cache_bytes: crate::state::STATE_CACHE_BYTES_DEFAULT,
+            on_commit: None,
         }
+    }
+    pub fn on_commit(mut self, bell: CommitBell) -> Self {
+        self.on_commit = Some(bell);
+        self
     }
     pub fn state_cache_bytes(mut self, bytes: usize) -> Self {
         self.state_cache_bytes = bytes;

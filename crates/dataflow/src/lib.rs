@@ -64,7 +64,7 @@ pub type Diff = isize;
 pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};
-pub use config::{ChangelogHold, ChangelogHolds};
+pub use config::{ChangelogHold, ChangelogHolds, CommitBell};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
 /// The log's error, for callers that tell its cases apart (an unknown

@@ -3,7 +3,9 @@
 //! read of `checkpoint.json` per commit, not N per poll.
 //!
 //! Threads that wait on their own (the fan-out hubs) register a [`Wake`]
-//! and are woken at each commit instead of polling.
+//! and are woken at each commit instead of polling. The runtime of this
+//! process rings the watch as it publishes ([`Commits::bell`]), so a commit
+//! is read at once; the poll of the file remains for any other writer.
 //!
 //! Invariants: the published value only moves forward (a checkpoint
 //! whose epoch is lower than the one published is never handed out); the
@@ -65,6 +67,8 @@ pub(crate) struct Commits {
     /// When the last commit was seen, and the interval before it.
     timing: Arc<Mutex<Timing>>,
     stop: Arc<AtomicBool>,
+    /// Rung by the runtime at each publish: the watch looks at once.
+    poke: Arc<Wake>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -75,12 +79,24 @@ impl Commits {
         let stop = Arc::new(AtomicBool::new(false));
         let timing = Arc::new(Mutex::new(Timing::default()));
         let wakes = Wakes::default();
-        let (path, stopping, timed, ringing) =
-            (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone(), wakes.clone());
+        let poke = Arc::new(Wake::default());
+        let (path, stopping, timed, ringing, poked) =
+            (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone(), wakes.clone(), poke.clone());
         let thread = std::thread::Builder::new()
             .name("millpond-commits".into())
-            .spawn(move || follow(&path, &sender, &stopping, &timed, &ringing))?;
-        Ok(Commits { receiver, wakes, timing, stop, thread: Some(thread) })
+            .spawn(move || follow(&path, &sender, &stopping, &timed, &ringing, &poked))?;
+        Ok(Commits { receiver, wakes, timing, stop, poke, thread: Some(thread) })
+    }
+
+    /// What the runtime rings after each publish: the file is read now
+    /// rather than at the next poll.
+    pub(crate) fn bell(&self) -> millpond_dataflow::CommitBell {
+        let poke = Arc::downgrade(&self.poke);
+        millpond_dataflow::CommitBell(Arc::new(move |_epoch| {
+            if let Some(poke) = poke.upgrade() {
+                poke.notify();
+            }
+        }))
     }
 
     /// Notifies `wake` at every later commit, while it lives.
@@ -103,16 +119,24 @@ impl Commits {
 impl Drop for Commits {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.poke.notify();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-fn follow(path: &PathBuf, sender: &watch::Sender<Commit>, stop: &AtomicBool, timing: &Mutex<Timing>, wakes: &Wakes) {
+fn follow(
+    path: &PathBuf,
+    sender: &watch::Sender<Commit>,
+    stop: &AtomicBool,
+    timing: &Mutex<Timing>,
+    wakes: &Wakes,
+    poke: &Wake,
+) {
     let mut seen: Option<(SystemTime, u64)> = None;
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(COMMIT_POLL_MS));
+        poke.wait(Duration::from_millis(COMMIT_POLL_MS));
         let Ok(stat) = std::fs::metadata(path) else { continue };
         let stamp = (stat.modified().unwrap_or(SystemTime::UNIX_EPOCH), stat.len());
         if seen == Some(stamp) {

@@ -400,6 +400,7 @@ impl Engine {
             .state(self.config.state)
             .stop(stop_flag.clone())
             .changelog_holds(self.subscriptions.holds.clone())
+            .on_commit(self.commits.bell())
             .changelog_compaction_lag_ms(self.config.changelog_compaction_lag_ms)
             .sink_segment_bytes(self.config.changelog_segment_bytes);
         config.commit_delay_ms = self.config.commit_delay_ms;
