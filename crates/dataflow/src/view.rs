@@ -175,9 +175,9 @@ struct Fold {
     /// The snapshot epoch.
     as_of: Epoch,
     /// Multiplicity per row (JSON bytes) as of what has been read; empty
-    /// once [`Subscription::forget_rows`] is called. Hashed (every change
-    /// looks its row up; a tree compared rows' long common prefixes), and
-    /// sorted only where rows go out in order ([`Fold::sorted_counts`]).
+    /// once [`Subscription::forget_rows`] is called. A tree until
+    /// [`Subscription::grow_ahead`] moves it into hash tables
+    /// ([`RowCounts`]).
     counts: RowCounts,
     /// Whether `counts` is kept (the default): it checks each change
     /// against the row it continues and lets a dropped view be retracted.
@@ -270,10 +270,11 @@ impl Subscription {
         self.fold.counts = RowCounts::default();
     }
 
-    /// Grows a few of the held rows' tables ahead of need
-    /// ([`RowCounts::grow_ahead`]); returns whether any grew. A reader that
-    /// serves others (a server's hub) calls it while idle between commits,
-    /// so that its tables do not grow while it delivers one.
+    /// Moves the held rows into hash tables (the first call) or grows a few
+    /// of them ahead of need ([`RowCounts::grow_ahead`]); returns whether
+    /// any work was done. A reader that serves others (a server's hub)
+    /// calls it while idle between commits, so that its lookups are hashed
+    /// and its tables do not grow while it delivers a commit.
     pub fn grow_ahead(&mut self) -> bool {
         self.fold.track_rows && self.fold.counts.grow_ahead(GROW_AHEAD_SHARDS_MAX) > 0
     }
@@ -607,9 +608,7 @@ impl Fold {
 
     /// The rows held and their multiplicities, in byte order.
     fn sorted_counts(&self) -> Vec<(&[u8], i64)> {
-        let mut rows: Vec<(&[u8], i64)> = self.counts.iter().collect();
-        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        rows
+        self.counts.sorted()
     }
 
     /// Queues a progress mark for `epoch` unless one at or past it was queued.
