@@ -136,11 +136,15 @@ async fn subscribe(
         let lines = chunk.split(|b| *b == b'\n').filter(|l| !l.is_empty());
         let mut count = 0;
         let now = latencies.as_ref().map(|_| now_micros());
+        let mut samples = Samples::default();
         for line in lines {
             count += 1;
             if let (Some(latencies), Some(now)) = (&latencies, now) {
-                latencies.record(line, now);
+                latencies.sample(line, now, &mut samples);
             }
+        }
+        if let Some(latencies) = &latencies {
+            latencies.record(samples);
         }
         delivered.fetch_add(count, Ordering::Relaxed);
     }
@@ -159,18 +163,42 @@ struct Latencies {
     committed: std::sync::Mutex<Vec<u64>>,
 }
 
+/// One chunk's samples, recorded at once (the client takes one lock per
+/// chunk, not three per change: its own bookkeeping must not be what it
+/// measures).
+#[derive(Debug, Default)]
+struct Samples {
+    appended: Vec<u64>,
+    committed: Vec<u64>,
+    /// The last epoch looked up, and when it was seen committed.
+    epoch: Option<(u64, Option<u64>)>,
+}
+
 impl Latencies {
-    fn record(&self, line: &[u8], now: u64) {
+    fn sample(&self, line: &[u8], now: u64, samples: &mut Samples) {
         // mp_epoch, mp_diff, k, at
         let field =
             |i: usize| -> Option<u64> { std::str::from_utf8(line.split(|b| *b == b'\t').nth(i)?).ok()?.parse().ok() };
         if let Some(at) = field(3) {
-            self.appended.lock().expect("latencies").push(now.saturating_sub(at));
+            samples.appended.push(now.saturating_sub(at));
         }
-        let seen = field(0).and_then(|epoch| self.committed_at.lock().expect("commits").get(&epoch).copied());
+        let Some(epoch) = field(0) else { return };
+        let seen = match samples.epoch {
+            Some((cached, seen)) if cached == epoch => seen,
+            _ => {
+                let seen = self.committed_at.lock().expect("commits").get(&epoch).copied();
+                samples.epoch = Some((epoch, seen));
+                seen
+            }
+        };
         if let Some(seen) = seen {
-            self.committed.lock().expect("latencies").push(now.saturating_sub(seen));
+            samples.committed.push(now.saturating_sub(seen));
         }
+    }
+
+    fn record(&self, samples: Samples) {
+        self.appended.lock().expect("latencies").extend(samples.appended);
+        self.committed.lock().expect("latencies").extend(samples.committed);
     }
 }
 
