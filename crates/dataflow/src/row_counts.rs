@@ -26,6 +26,8 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 
 /// Tables the rows are spread over (a power of two).
 pub(crate) const SHARDS: usize = 256;
+/// Where the shard's bits start in a row's hash (below hashbrown's 7-bit tag).
+const SHARD_BITS_AT: u32 = 49;
 /// A table past this share of its capacity is grown ahead (doubled) when
 /// the reader asks; well below the 7/8 at which it would grow by itself.
 const GROW_AHEAD_LOAD: f64 = 0.6;
@@ -48,8 +50,9 @@ impl Default for RowCounts {
 }
 
 fn shard_of(row: &[u8]) -> usize {
-    // The top bits: the tables' own hashing uses the low ones.
-    (FxBuildHasher.hash_one(row) >> (64 - SHARDS.trailing_zeros())) as usize
+    // Bits 49..57: a table's buckets come from the low bits and its tags
+    // from the top 7, so rows of one shard still differ in both.
+    ((FxBuildHasher.hash_one(row) >> SHARD_BITS_AT) as usize) & (SHARDS - 1)
 }
 
 impl RowCounts {
