@@ -13,7 +13,7 @@
 //! registered wake is notified after the value it should see is published.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -69,6 +69,10 @@ pub(crate) struct Commits {
     stop: Arc<AtomicBool>,
     /// Rung by the runtime at each publish: the watch looks at once.
     poke: Arc<Wake>,
+    /// The latest epoch the runtime rang for: read even if the file's
+    /// stamp (mtime, length) looks unchanged (two publishes within one
+    /// mtime tick can have the same length).
+    rung: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -80,20 +84,23 @@ impl Commits {
         let timing = Arc::new(Mutex::new(Timing::default()));
         let wakes = Wakes::default();
         let poke = Arc::new(Wake::default());
-        let (path, stopping, timed, ringing, poked) =
-            (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone(), wakes.clone(), poke.clone());
+        let rung = Arc::new(AtomicU64::new(0));
+        let (path, stopping, timed, ringing) =
+            (data_dir.join(CHECKPOINT_FILE), stop.clone(), timing.clone(), wakes.clone());
+        let bell = (poke.clone(), rung.clone());
         let thread = std::thread::Builder::new()
             .name("millpond-commits".into())
-            .spawn(move || follow(&path, &sender, &stopping, &timed, &ringing, &poked))?;
-        Ok(Commits { receiver, wakes, timing, stop, poke, thread: Some(thread) })
+            .spawn(move || follow(&path, &sender, &stopping, &timed, &ringing, &bell))?;
+        Ok(Commits { receiver, wakes, timing, stop, poke, rung, thread: Some(thread) })
     }
 
     /// What the runtime rings after each publish: the file is read now
     /// rather than at the next poll.
     pub(crate) fn bell(&self) -> millpond_dataflow::CommitBell {
-        let poke = Arc::downgrade(&self.poke);
-        millpond_dataflow::CommitBell(Arc::new(move |_epoch| {
-            if let Some(poke) = poke.upgrade() {
+        let (poke, rung) = (Arc::downgrade(&self.poke), Arc::downgrade(&self.rung));
+        millpond_dataflow::CommitBell(Arc::new(move |epoch| {
+            if let (Some(poke), Some(rung)) = (poke.upgrade(), rung.upgrade()) {
+                rung.fetch_max(epoch, Ordering::Release);
                 poke.notify();
             }
         }))
@@ -132,14 +139,15 @@ fn follow(
     stop: &AtomicBool,
     timing: &Mutex<Timing>,
     wakes: &Wakes,
-    poke: &Wake,
+    (poke, rung): &(Arc<Wake>, Arc<AtomicU64>),
 ) {
     let mut seen: Option<(SystemTime, u64)> = None;
     while !stop.load(Ordering::Relaxed) {
         poke.wait(Duration::from_millis(COMMIT_POLL_MS));
         let Ok(stat) = std::fs::metadata(path) else { continue };
         let stamp = (stat.modified().unwrap_or(SystemTime::UNIX_EPOCH), stat.len());
-        if seen == Some(stamp) {
+        let published = sender.borrow().as_ref().map_or(0, |meta| meta.epoch);
+        if seen == Some(stamp) && rung.load(Ordering::Acquire) <= published {
             continue;
         }
         let Some(dir) = path.parent() else { return };
