@@ -521,6 +521,12 @@ fn millpond_serve_answers_psql_while_it_maintains_views_and_stops_cleanly() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("SQLSTATE 42P01") && stderr.contains("nope"), "{stderr}");
+    // A changelog is read up to what the runtime has committed, never its tail.
+    let changes = consume(&["view.per_page"]);
+    let checkpoint: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("checkpoint.json")).unwrap()).unwrap();
+    let committed = checkpoint["sinks"]["view.per_page"].as_u64().unwrap();
+    assert!(!changes.is_empty() && changes.iter().all(|r| r["offset"].as_u64().unwrap() < committed));
     // --follow prints records as they are produced.
     let mut follower = Command::new(env!("CARGO_BIN_EXE_millpond"))
         .arg("--data-dir")

@@ -6,7 +6,8 @@
 //!
 //! Invariants: a resolved start lies within the partition's
 //! `[low watermark, high watermark]`; an explicit offset outside it is
-//! [`Error::OffsetOutOfRange`], never clamped; a group's committed offset
+//! [`Error::OffsetOutOfRange`], never clamped, and so is a group's commit
+//! past the end (the topic was re-created or cut); a group's committed offset
 //! that retention has passed resolves to the low watermark and says which
 //! offsets the group never read ([`Resolved::lost`]).
 
@@ -76,7 +77,18 @@ impl Log {
             Start::Group(group) => match self.committed_offset(group, topic, partition) {
                 None => at(low),
                 Some(committed) if committed < low => Resolved { offset: low, lost: Some(committed..low) },
-                Some(committed) => at(committed.min(high)),
+                // Past the end: the topic was re-created or cut under the
+                // group; starting at the end would skip what is there unread.
+                Some(committed) if committed > high => {
+                    return Err(Error::OffsetOutOfRange {
+                        topic: topic.to_owned(),
+                        partition,
+                        offset: committed,
+                        low,
+                        high,
+                    });
+                }
+                Some(committed) => at(committed),
             },
         };
         debug_assert!((low..=high).contains(&resolved.offset), "a start within the partition");
@@ -124,6 +136,10 @@ mod tests {
         assert_eq!(log.resolve_start("t", 0, &group).unwrap(), Resolved { offset: 0, lost: None });
         log.commit_offset("g", "t", 0, 4).unwrap();
         assert_eq!(log.resolve_start("t", 0, &group).unwrap(), Resolved { offset: 4, lost: None });
+        // A commit past the end (the topic re-created or cut) is refused, not skipped to the end.
+        log.commit_offset("h", "t", 0, 50).unwrap();
+        let past = log.resolve_start("t", 0, &Start::Group("h".into()));
+        assert!(matches!(past, Err(Error::OffsetOutOfRange { offset: 50, high: 10, .. })), "{past:?}");
         // Retention passes the group's commit: it starts at the log start and says what it lost.
         let config = TopicConfig { segment_bytes: 600, retention_bytes: Some(600), ..TopicConfig::default() };
         log.create_topic("s", config).unwrap();

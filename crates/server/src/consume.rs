@@ -159,10 +159,16 @@ fn parse_options(tokens: &[String], upper: &[String], request: &mut ConsumeReque
             value.as_deref().and_then(|v| v.parse().ok()).ok_or_else(|| format!("{what} takes a number"))
         };
         match option {
-            "PARTITION" => request.partition = Some(number("PARTITION")? as u32),
+            "PARTITION" => {
+                let partition = number("PARTITION")?;
+                request.partition = Some(u32::try_from(partition).map_err(|_| format!("no partition {partition}"))?);
+            }
             "MAX" => request.max = Some(number("MAX")?),
             "OFFSET" => request.start = Start::parse(value.as_deref().unwrap_or_default())?,
-            "FROM_TIME" => request.start = Start::Time(number("FROM_TIME (ms since the epoch)")? as i64),
+            "FROM_TIME" => {
+                let ms = number("FROM_TIME (ms since the epoch)")?;
+                request.start = Start::Time(i64::try_from(ms).map_err(|_| format!("FROM_TIME {ms} is too large"))?);
+            }
             "GROUP" => request.start = Start::Group(value.clone().ok_or("GROUP takes a group name")?),
             "FOLLOW" => request.follow = boolean(value.as_deref(), "FOLLOW")?,
             "POSITIONS" => request.positions = boolean(value.as_deref(), "POSITIONS")?,
@@ -221,6 +227,20 @@ fn log_error(error: millpond_dataflow::Error) -> PgWireError {
     user_error(code, error.to_string())
 }
 
+/// Where readers of `topic`'s `partition` must stop: the end of what the
+/// runtime has committed for a view's changelog or dead-letter topic (its
+/// tail past that may be cut when the runtime restarts, and reused), the
+/// high watermark for any other topic.
+fn readable_end(engine: &Engine, topic: &str, partition: u32) -> PgWireResult<u64> {
+    let high = engine.topics().end_offset(topic, partition).map_err(log_error)?;
+    if !millpond_dataflow::is_sink_topic_name(topic) {
+        return Ok(high);
+    }
+    let commit = engine.commits.subscribe().borrow().clone();
+    let committed = commit.and_then(|meta| meta.sinks.get(topic).copied()).unwrap_or(0);
+    Ok(if partition == 0 { committed.min(high) } else { 0 })
+}
+
 /// One partition being read.
 #[derive(Debug)]
 struct Cursor {
@@ -256,8 +276,17 @@ fn open(engine: &Engine, request: &ConsumeRequest) -> PgWireResult<(Vec<Cursor>,
                 request.topic, lost.start, lost.end, resolved.offset
             ));
         }
-        let end =
-            if request.follow { None } else { Some(topics.end_offset(&request.topic, partition).map_err(log_error)?) };
+        let readable = readable_end(engine, &request.topic, partition)?;
+        if resolved.offset > readable {
+            return Err(user_error(
+                "22023",
+                format!(
+                    "{}/{partition} is committed up to offset {readable}: offset {} is past it",
+                    request.topic, resolved.offset
+                ),
+            ));
+        }
+        let end = if request.follow { None } else { Some(readable) };
         cursors.push(Cursor { partition, offset: resolved.offset, end });
     }
     Ok((cursors, notices))
@@ -277,14 +306,19 @@ fn next_lines(
     let mut ends = Vec::new();
     for turn in 0..cursors.len() {
         let cursor = &mut cursors[turn];
-        if cursor.end.is_some_and(|end| cursor.offset >= end) {
+        // With FOLLOW, up to what is readable now (a changelog's committed end).
+        let end = match cursor.end {
+            Some(end) => end,
+            None => readable_end(engine, &request.topic, cursor.partition)?,
+        };
+        if cursor.offset >= end {
             continue;
         }
         let fetch = engine
             .topics()
             .fetch(&request.topic, cursor.partition, cursor.offset, FETCH_BYTES_MAX)
             .map_err(log_error)?;
-        let (from, end) = (cursor.offset, cursor.end.unwrap_or(u64::MAX));
+        let from = cursor.offset;
         let mut cut = false;
         for record in fetch.records().filter(|r| r.offset >= from && r.offset < end) {
             if ends.len() as u64 >= budget {
@@ -307,10 +341,14 @@ fn next_lines(
                 cursor.end = Some(cursor.offset);
             }
         }
-        if !ends.is_empty() {
-            if request.follow {
+        if request.follow {
+            if !ends.is_empty() {
                 cursors.rotate_left(turn + 1); // the next fetch starts at the next partition
+                break;
             }
+        } else if cursor.end.is_some_and(|end| cursor.offset < end) || !ends.is_empty() {
+            // Partition after partition: this one again until it is done
+            // (a fetch inside a compacted batch may move on without lines).
             break;
         }
     }
@@ -416,11 +454,13 @@ pub(crate) fn ack(engine: &Engine, statement: &str) -> PgWireResult<Response> {
     let (partition, through) = (number(6, "PARTITION")?, number(8, "THROUGH")?);
     let partition = u32::try_from(partition).map_err(|_| user_error("22023", format!("no partition {partition}")))?;
     let topics = engine.topics();
-    let end = topics.end_offset(topic, partition).map_err(log_error)?;
+    let end = readable_end(engine, topic, partition)?;
     if through >= end {
         return Err(user_error(
             "22023",
-            format!("ACK GROUP '{group}' THROUGH {through}: {topic}/{partition} ends before it (at {end})"),
+            format!(
+                "ACK GROUP '{group}' THROUGH {through}: {topic}/{partition} ends (or is committed) before it, at {end}"
+            ),
         ));
     }
     topics.commit_group_offset(&group, topic, partition, through + 1).map_err(log_error)?;
