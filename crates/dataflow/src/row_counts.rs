@@ -158,29 +158,24 @@ trait CountMap {
     fn insert_row(&mut self, row: Box<[u8]>, count: i64);
 }
 
-impl CountMap for BTreeMap<Box<[u8]>, i64> {
-    fn remove_row(&mut self, row: &[u8]) -> Option<i64> {
-        self.remove(row)
-    }
-    fn get_row_mut(&mut self, row: &[u8]) -> Option<&mut i64> {
-        self.get_mut(row)
-    }
-    fn insert_row(&mut self, row: Box<[u8]>, count: i64) {
-        self.insert(row, count);
-    }
+/// The same three calls on both maps.
+macro_rules! count_map {
+    ($map:ty) => {
+        impl CountMap for $map {
+            fn remove_row(&mut self, row: &[u8]) -> Option<i64> {
+                self.remove(row)
+            }
+            fn get_row_mut(&mut self, row: &[u8]) -> Option<&mut i64> {
+                self.get_mut(row)
+            }
+            fn insert_row(&mut self, row: Box<[u8]>, count: i64) {
+                self.insert(row, count);
+            }
+        }
+    };
 }
-
-impl CountMap for FxHashMap<Box<[u8]>, i64> {
-    fn remove_row(&mut self, row: &[u8]) -> Option<i64> {
-        self.remove(row)
-    }
-    fn get_row_mut(&mut self, row: &[u8]) -> Option<&mut i64> {
-        self.get_mut(row)
-    }
-    fn insert_row(&mut self, row: Box<[u8]>, count: i64) {
-        self.insert(row, count);
-    }
-}
+count_map!(BTreeMap<Box<[u8]>, i64>);
+count_map!(FxHashMap<Box<[u8]>, i64>);
 
 #[cfg(test)]
 mod tests {
