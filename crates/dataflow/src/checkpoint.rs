@@ -46,7 +46,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use millpond_log::Log;
 use serde::{Deserialize, Serialize};
@@ -300,6 +300,9 @@ impl CheckpointMeta {
 #[derive(Debug, Default)]
 struct EpochWrites {
     batch: WriteBatch,
+    /// Views' state writes, applied after the commit (their changelogs
+    /// hold them durably: [`crate::view_state`]).
+    deferred: WriteBatch,
     /// (reader, topic, partition, next offset)
     sources: Vec<(String, String, u32, u64)>,
     sinks: Vec<(String, u64)>,
@@ -340,6 +343,8 @@ pub(crate) struct Checkpoints {
     log: Arc<Log>,
     data_dir: PathBuf,
     meta_keyspace: Keyspace,
+    /// Where each view's state is applied through ([`crate::view_state`]).
+    applied_keyspace: Keyspace,
     /// Sync commits (checkpoints on); off only for the benchmark baseline.
     durable: bool,
     pending: Mutex<BTreeMap<Epoch, EpochWrites>>,
@@ -347,6 +352,9 @@ pub(crate) struct Checkpoints {
     /// The committed meta this run started from (never changes).
     resumed: CheckpointMeta,
     committed_epoch: AtomicU64,
+    /// An operator handed over an epoch's writes, or a sink its position,
+    /// since worker 0 last looked at the probe: see [`Checkpoints::progress_due`].
+    finished: AtomicBool,
     /// Planned by `drop_undeclared`, taken by the first commit.
     drops: Mutex<Option<Drops>>,
     /// Crash tests only: a pause between syncing sinks and committing.
@@ -396,6 +404,10 @@ impl Checkpoints {
             let path = data_dir.join(CHECKPOINT_FILE);
             fs::remove_file(&path).map_err(Error::io("removing", &path))?;
         }
+        // Views' state writes of the last commit may not be applied yet:
+        // replayed from their changelogs (before compaction may resume).
+        crate::view_state::catch_up_all(store.as_ref(), &log, &meta)?;
+        let applied_keyspace = store.keyspace(crate::view_state::APPLIED_KEYSPACE)?;
         // Keep compaction where the last checkpoint allowed it.
         for (topic, (_, offset)) in &meta.compactable {
             if log.topics().contains(topic) {
@@ -406,13 +418,23 @@ impl Checkpoints {
             compaction_lag: std::time::Duration::from_secs(600),
             holds: crate::config::ChangelogHolds::default(),
             on_commit: None,
-            history: Mutex::new(std::collections::VecDeque::new()),
+            // The resumed commit is at least as old as now, and every view
+            // is applied through it once the catch-up above is durable
+            // (with this run's first commit): a bound for compaction.
+            history: Mutex::new(
+                (meta.epoch > 0)
+                    .then(|| (std::time::Instant::now(), meta.epoch, meta.sinks.clone()))
+                    .into_iter()
+                    .collect(),
+            ),
             epoch_floor,
             committed_epoch: AtomicU64::new(meta.epoch),
+            finished: AtomicBool::new(false),
             store,
             log,
             data_dir,
             meta_keyspace,
+            applied_keyspace,
             durable,
             pending: Mutex::new(BTreeMap::new()),
             resumed: meta.clone(),
@@ -454,6 +476,29 @@ impl Checkpoints {
     pub(crate) fn add_writes(&self, epoch: Epoch, batch: &mut WriteBatch) {
         assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().batch.append(batch);
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// Adds a view's state changes made while processing `epoch`: applied
+    /// after the epoch's commit, which its changelog records make durable.
+    pub(crate) fn add_deferred_writes(&self, epoch: Epoch, batch: &mut WriteBatch) {
+        assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
+        self.pending.lock().expect("pending lock").entry(epoch).or_default().deferred.append(batch);
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// Whether an operator finished an epoch since worker 0 last read the
+    /// probe: the next step of the workers then carries that progress
+    /// before sources read more, so the probe passes the epoch (and the
+    /// commit can start) without first processing what arrived meanwhile.
+    /// Only a hint: a step it makes sources skip is not lost, just later.
+    pub(crate) fn progress_due(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// Worker 0 read the probe after a step that carried the progress due.
+    pub(crate) fn progress_carried(&self) {
+        self.finished.store(false, Ordering::Release);
     }
 
     /// Records that `reader`'s partition of `topic` reached `next_offset` at
@@ -472,6 +517,7 @@ impl Checkpoints {
     pub(crate) fn sink_position(&self, epoch: Epoch, topic: &str, end_offset: u64) {
         assert!(epoch > self.committed_epoch(), "sink position for committed epoch {epoch}");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().sinks.push((topic.to_owned(), end_offset));
+        self.finished.store(true, Ordering::Release);
     }
 
     /// Registers an operator's or view's state, fed by the readers in
@@ -593,6 +639,7 @@ impl Checkpoints {
         for view in undeclared_views {
             let topic = meta.views.remove(&view).expect("listed above");
             meta.changelogs.remove(&view);
+            drops.keyspaces.delete(self.applied_keyspace, topic.as_bytes());
             // A topic with an end offset goes with the sinks below; this one
             // never had a row committed.
             if !meta.sinks.contains_key(&topic) {
@@ -677,8 +724,10 @@ impl Checkpoints {
             None => (WriteBatch::new(), Vec::new()),
         };
         let mut synced = std::collections::BTreeSet::new();
+        let mut deferred = WriteBatch::new();
         for (_, mut writes) in ready {
             batch.append(&mut writes.batch);
+            deferred.append(&mut writes.deferred);
             for (reader, topic, partition, offset) in writes.sources {
                 let previous = meta.readers.insert(reader.clone(), topic.clone());
                 assert!(
@@ -718,13 +767,17 @@ impl Checkpoints {
         // Compaction may take the changelogs up to the newest commit that is
         // older than the lag (recorded before the log is told, so readers
         // learn the bound first).
+        // Only an earlier commit bounds it, never this one: a view's state
+        // is applied through at least the previous commit's end once this
+        // commit is durable, and replay needs every record above that.
         let compactable = {
             let mut history = self.history.lock().expect("history lock");
-            history.push_back((std::time::Instant::now(), epoch, meta.sinks.clone()));
             while history.len() >= 2 && history[1].0.elapsed() >= self.compaction_lag {
                 history.pop_front();
             }
-            history.front().filter(|(at, ..)| at.elapsed() >= self.compaction_lag).cloned()
+            let bound = history.front().filter(|(at, ..)| at.elapsed() >= self.compaction_lag).cloned();
+            history.push_back((std::time::Instant::now(), epoch, meta.sinks.clone()));
+            bound
         };
         if let Some((_, compact_epoch, ends)) = &compactable {
             let views: Vec<(String, String)> = meta.views.iter().map(|(v, t)| (v.clone(), t.clone())).collect();
@@ -740,11 +793,19 @@ impl Checkpoints {
         }
         batch.put_owned(self.meta_keyspace, META_KEY.to_vec(), crate::codec::encode(&*meta));
         self.store.commit(batch, self.durable)?;
-        self.committed_epoch.store(epoch, Ordering::Release);
         meta.publish(&self.data_dir)?;
         if let Some(bell) = &self.on_commit {
             (bell.0)(epoch);
         }
+        // The views' state writes, each view's marker with them; durable
+        // with the next commit's sync (a crash before it replays them).
+        for (_, topic) in meta.views.iter().filter(|(_, topic)| synced.contains(*topic)) {
+            let end = *meta.sinks.get(topic).expect("a synced sink has an end");
+            crate::view_state::mark(&mut deferred, self.applied_keyspace, topic, end);
+        }
+        self.store.commit(deferred, false)?;
+        // Operators' overlays may forget these epochs only now.
+        self.committed_epoch.store(epoch, Ordering::Release);
         // The dropped topics go only now: a crash before this point leaves
         // them listed by the old checkpoint (and whole) or orphaned by the
         // new one (deleted at the next startup that drops undeclared parts).

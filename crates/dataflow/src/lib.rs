@@ -55,6 +55,7 @@ pub mod state;
 pub mod topics;
 pub mod view;
 mod view_sink;
+mod view_state;
 
 /// A timestamp: the number of a checkpoint epoch. Epoch 0 is "nothing".
 pub type Epoch = u64;

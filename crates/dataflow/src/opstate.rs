@@ -27,6 +27,9 @@ pub(crate) struct OperatorState {
     keyspace: Keyspace,
     overlay: FxHashMap<Vec<u8>, (Epoch, Option<Vec<u8>>)>,
     batch: WriteBatch,
+    /// A view's state: its writes are applied after each commit, because
+    /// the changelog holds them ([`crate::view_state`]).
+    deferred: bool,
 }
 
 impl OperatorState {
@@ -39,7 +42,20 @@ impl OperatorState {
     ) -> Result<OperatorState> {
         checkpoints.register_state(keyspace_name, lineage)?;
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
-        Ok(OperatorState { checkpoints, keyspace, overlay: FxHashMap::default(), batch: WriteBatch::new() })
+        Ok(OperatorState {
+            checkpoints,
+            keyspace,
+            overlay: FxHashMap::default(),
+            batch: WriteBatch::new(),
+            deferred: false,
+        })
+    }
+
+    /// This state as a view's: an index of its changelog, written after
+    /// each commit ([`crate::view_state`]).
+    pub(crate) fn deferred(mut self) -> OperatorState {
+        self.deferred = true;
+        self
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -75,7 +91,11 @@ impl OperatorState {
     /// entries that are committed by now.
     pub(crate) fn finish_epoch(&mut self, epoch: Epoch) {
         if !self.batch.is_empty() {
-            self.checkpoints.add_writes(epoch, &mut self.batch);
+            if self.deferred {
+                self.checkpoints.add_deferred_writes(epoch, &mut self.batch);
+            } else {
+                self.checkpoints.add_writes(epoch, &mut self.batch);
+            }
         }
         let committed = self.checkpoints.committed_epoch();
         self.overlay.retain(|_, (written, _)| *written > committed);

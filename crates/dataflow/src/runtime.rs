@@ -11,6 +11,11 @@
 //! - Only worker 0 decides what to commit: epochs below the frontier of the
 //!   probe that every stateful operator and sink reports to. The commit
 //!   thread commits them in frontier order.
+//! - After a step in which an operator finished an epoch, sources skip the
+//!   next step ([`Checkpoints::progress_due`]): it carries the progress to
+//!   the probe at once, instead of after the reads and the processing of
+//!   whatever arrived meanwhile (a hint for latency; correctness never
+//!   depends on it).
 //! - Every worker builds the same dataflow, and worker 0 builds all of it
 //!   (views and sinks only have state there): its declarations are the
 //!   job's. With `drop_undeclared`, worker 0 plans the drops right after
@@ -180,6 +185,8 @@ impl Runtime {
             let frontiers = (worker.index() == 0).then(|| worker_frontiers.lock().expect("frontier sender").clone());
             let mut last_sent = 0;
             while !ctx.probe.done() && !shared.failed() {
+                // Set before this step: the step carries it (sources skip it).
+                let progress_due = frontiers.is_some() && shared.checkpoints.progress_due();
                 worker.step_or_park(Some(Duration::from_millis(2)));
                 if let Some(frontiers) = &frontiers {
                     let frontier = ctx.probe.with_frontier(|f| f.first().copied().unwrap_or(Epoch::MAX));
@@ -187,6 +194,9 @@ impl Runtime {
                         // A closed channel means the committer failed; the loop sees it.
                         let _ = frontiers.send(Some(frontier));
                         last_sent = frontier;
+                    }
+                    if progress_due {
+                        shared.checkpoints.progress_carried();
                     }
                 }
             }

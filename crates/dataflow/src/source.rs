@@ -178,6 +178,11 @@ where
                 current.downgrade(&now);
             }
             let epoch = *current.time();
+            if shared.checkpoints.progress_due() {
+                // This step carries an operator's finished epoch to the probe.
+                activator.activate();
+                return;
+            }
             let mut read_any = false;
             {
                 let mut session = output.session(current);

@@ -104,7 +104,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
                     Ok(rows) => fold.rows_held = rows,
                     Err(e) => ctx.build_error(format!("view '{name}': {e}")),
                 }
-                fold.state = Some(opstate);
+                fold.state = Some(opstate.deferred());
             }
             // The operator is still built: every worker must build the same
             // dataflow. The build error stops the job before any data flows.

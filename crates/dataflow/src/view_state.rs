@@ -1,0 +1,131 @@
+//! A view's state (keyspace `view.NAME`: row → multiplicity) is an index
+//! of its changelog, and the changelog is its write-ahead log.
+//!
+//! Every changelog record carries a row's multiplicity after its epoch (a
+//! tombstone for 0), so the state is a pure function of the changelog's
+//! committed prefix: the last record of each row. A commit therefore only
+//! waits for the changelog's sync and the (small) synced meta batch; the
+//! view's state writes are applied after the commit is published, in one
+//! unsynced batch (RocksDB's WAL on, so a crash keeps a prefix of the
+//! writes; the next synced commit makes them durable) together with a
+//! marker: the changelog offset the keyspace is applied through
+//! (keyspace `checkpoint.applied`, key: the changelog topic, value: the
+//! end offset, postcard `u64`). At startup [`catch_up`] replays the
+//! records between the marker and the committed end.
+//!
+//! Invariants:
+//! - the marker is written in the same batch as the state writes it covers,
+//!   so the keyspace always equals the changelog applied through it; no
+//!   marker means nothing is known to be applied (replay from offset 0);
+//! - the marker is never past the committed end, and never more than one
+//!   commit behind it once the next commit is durable (each commit's
+//!   synced batch makes the previous commit's state batch durable);
+//! - so compaction, bounded by a commit before the newest one
+//!   ([`crate::checkpoint`]), never touches a record above the marker:
+//!   replay sees every tombstone it needs;
+//! - until an epoch's state writes are applied, the view's operator reads
+//!   them from its overlay (the committed epoch the overlay prunes by is
+//!   raised only after the apply).
+
+use millpond_log::Log;
+
+use crate::checkpoint::CheckpointMeta;
+use crate::codec::{decode, encode};
+use crate::error::{Error, Result};
+use crate::state::{Keyspace, StateStore, WriteBatch};
+
+/// The keyspace of the markers: changelog topic → offset applied through.
+pub(crate) const APPLIED_KEYSPACE: &str = "checkpoint.applied";
+/// Bytes per fetch while replaying, and writes per replay batch.
+const REPLAY_FETCH_BYTES_MAX: usize = 1 << 20;
+const REPLAY_BATCH_WRITES_MAX: usize = 50_000;
+
+/// The offset `topic`'s view state is applied through (0 without a marker).
+pub(crate) fn applied(store: &dyn StateStore, markers: Keyspace, topic: &str) -> Result<u64> {
+    let what = format!("the applied marker of {topic}");
+    store.get(markers, topic.as_bytes())?.map_or(Ok(0), |bytes| decode(&bytes, &what))
+}
+
+/// Adds the marker `topic → end` to `batch` (the batch of the writes it covers).
+pub(crate) fn mark(batch: &mut WriteBatch, markers: Keyspace, topic: &str, end: u64) {
+    batch.put_owned(markers, topic.as_bytes().to_vec(), encode(&end));
+}
+
+/// Brings every view's state of `meta` up to its committed changelog end;
+/// returns the records replayed.
+pub(crate) fn catch_up_all(store: &dyn StateStore, log: &Log, meta: &CheckpointMeta) -> Result<u64> {
+    let markers = store.keyspace(APPLIED_KEYSPACE)?;
+    let mut replayed = 0;
+    for (view, topic) in &meta.views {
+        let Some(&end) = meta.sinks.get(topic) else { continue };
+        let from = applied(store, markers, topic)?;
+        if from > end {
+            return Err(Error::CorruptState {
+                what: format!("view '{view}'"),
+                reason: format!("its state is applied through offset {from} of {topic}, past the committed end {end}"),
+            });
+        }
+        if from < end {
+            let keyspace = store.keyspace(&format!("view.{view}"))?;
+            replayed += catch_up(store, log, (keyspace, markers), topic, from, end)?;
+        }
+    }
+    Ok(replayed)
+}
+
+/// Applies the records of `topic` in `[from, end)` to `keyspace`, in
+/// batches each with its marker; returns the records applied.
+fn catch_up(
+    store: &dyn StateStore,
+    log: &Log,
+    (keyspace, markers): (Keyspace, Keyspace),
+    topic: &str,
+    from: u64,
+    end: u64,
+) -> Result<u64> {
+    let mut next = from.max(log.low_watermark(topic, 0)?);
+    let mut applied = 0;
+    let mut batch = WriteBatch::new();
+    while next < end {
+        let fetch = log.fetch(topic, 0, next, REPLAY_FETCH_BYTES_MAX)?;
+        for record in fetch.records().take_while(|r| r.offset < end) {
+            apply(&mut batch, keyspace, topic, &record)?;
+            applied += 1;
+        }
+        let reached = fetch.next_offset().min(end);
+        if reached <= next {
+            return Err(Error::CorruptChangelog {
+                view: topic.to_owned(),
+                offset: next,
+                reason: format!("the changelog ends before its committed end {end}"),
+            });
+        }
+        next = reached;
+        if batch.len() >= REPLAY_BATCH_WRITES_MAX || next == end {
+            mark(&mut batch, markers, topic, next);
+            store.commit(std::mem::take(&mut batch), false)?;
+        }
+    }
+    Ok(applied)
+}
+
+/// One changelog record's effect on the state: its row's multiplicity.
+fn apply(batch: &mut WriteBatch, keyspace: Keyspace, topic: &str, record: &millpond_log::RecordView<'_>) -> Result<()> {
+    let corrupt = |reason: &str| Error::CorruptChangelog {
+        view: topic.to_owned(),
+        offset: record.offset,
+        reason: reason.to_owned(),
+    };
+    let row = record.key.ok_or_else(|| corrupt("a changelog record has no key"))?;
+    match record.value {
+        None => batch.delete(keyspace, row),
+        Some(value) => {
+            let count = i64::from_be_bytes(value.try_into().map_err(|_| corrupt("a multiplicity is not 8 bytes"))?);
+            if count == 0 {
+                return Err(corrupt("a multiplicity of 0 is written as a tombstone"));
+            }
+            batch.put(keyspace, row, &encode(&count));
+        }
+    }
+    Ok(())
+}
