@@ -11,7 +11,10 @@
 //!
 //! The server runs as `millpond serve` does, its client threads at nice
 //! `--wire-nice` (10); the bench's own clients stand in for other machines
-//! and run at nice 19, the feeder at 0, beside the runtime's workers.
+//! and run at nice 19, the feeder at 0, beside the runtime's workers. The
+//! latency runs' one subscriber has a thread of its own and runs once at
+//! each of `--latency-client-nice` (0: a client with its own CPU, as on
+//! another machine; 19: one that gets only what the server leaves).
 //!
 //! Nothing here asserts a time; it prints a Markdown table for
 //! `docs/performance.md`.
@@ -53,6 +56,11 @@ pub(crate) struct ServeBenchArgs {
     /// Nice value of the server's client threads, as `millpond serve --wire-nice`.
     #[arg(long, default_value_t = 10)]
     wire_nice: i32,
+    /// Nice values of the latency runs' one subscriber (a thread of its
+    /// own), each measured in turn: 0 stands for a client with a CPU of its
+    /// own, 19 for one that only gets what the server leaves.
+    #[arg(long, value_delimiter = ',', default_value = "0,19")]
+    latency_client_nice: Vec<i32>,
 }
 
 /// The nice value of the bench's client threads (stand-ins for other machines).
@@ -313,36 +321,72 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
 }
 
 /// Append-to-delivery and commit-to-delivery latencies (µs, sorted) of one
-/// subscriber at `rate` events/s.
-async fn latency(dir: &Path, epoch_ms: u64, rate: u64, seconds: u64, nice: i32) -> Result<(Vec<u64>, Vec<u64>)> {
+/// subscriber at `rate` events/s, the subscriber on a thread of its own at
+/// nice `client_nice`.
+async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Vec<u64>)> {
+    let LatencyRun { epoch_ms, rate, seconds, client_nice } = run;
     let server = Server::start(dir, epoch_ms, nice)?;
     let latencies = Arc::new(Latencies::default());
-    let streams = open_subscribers(server.endpoint.addr(), 1, Some(latencies.clone())).await?;
+    let (delivered, opened) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let addr = server.endpoint.addr();
+    {
+        let (delivered, opened, latencies) = (delivered.clone(), opened.clone(), latencies.clone());
+        // Detached: its stream ends when the server stops.
+        std::thread::spawn(move || -> Result<()> {
+            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), client_nice);
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(subscribe(addr, delivered, Some(latencies), opened))
+        });
+    }
+    while opened.load(Ordering::Relaxed) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let engine = server.engine.clone();
     let feeder = std::thread::spawn(move || paced_feed(&engine, rate, seconds));
-    // When each epoch commits, as a server's checkpoint watch sees it.
-    while !feeder.is_finished() {
-        if let Some(meta) = server.engine.committed()? {
-            latencies.committed_at.lock().expect("commits").entry(meta.epoch).or_insert_with(now_micros);
+    // When each epoch commits, as a server's checkpoint watch sees it: a
+    // thread at the subscriber's priority, so neither sees commits late.
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let (engine, latencies, watching) = (server.engine.clone(), latencies.clone(), watching.clone());
+        std::thread::spawn(move || -> Result<()> {
+            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), client_nice);
+            while watching.load(Ordering::Relaxed) {
+                if let Some(meta) = engine.committed()? {
+                    latencies.committed_at.lock().expect("commits").entry(meta.epoch).or_insert_with(now_micros);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+    };
+    let next = loop {
+        if feeder.is_finished() {
+            break feeder.join().map_err(|_| anyhow::anyhow!("the feeder panicked"))??;
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let next = feeder.join().map_err(|_| anyhow::anyhow!("the feeder panicked"))??;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while streams.delivered() < next && Instant::now() < deadline {
-        if let Some(meta) = server.engine.committed()? {
-            latencies.committed_at.lock().expect("commits").entry(meta.epoch).or_insert_with(now_micros);
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    while delivered.load(Ordering::Relaxed) < next && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    watching.store(false, Ordering::Relaxed);
+    watcher.join().map_err(|_| anyhow::anyhow!("the commit watcher panicked"))??;
     server.stop()?;
-    streams.abort();
     let sorted = |samples: &std::sync::Mutex<Vec<u64>>| {
         let mut samples = std::mem::take(&mut *samples.lock().expect("latencies"));
         samples.sort_unstable();
         samples
     };
     Ok((sorted(&latencies.appended), sorted(&latencies.committed)))
+}
+
+/// One latency run's parameters.
+#[derive(Clone, Copy, Debug)]
+struct LatencyRun {
+    epoch_ms: u64,
+    rate: u64,
+    seconds: u64,
+    client_nice: i32,
 }
 
 /// Appends at `rate` events/s for `seconds`, in 100 steps a second; the
@@ -469,20 +513,23 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     }
     let rate = args.latency_rate.unwrap_or((peak / 2.0).max(1.0) as u64);
     for &epoch_ms in &args.latency_epochs_ms {
-        let (appended, committed) =
-            latency(&dir.join("run"), epoch_ms, rate, args.latency_seconds, args.wire_nice).await?;
-        for (from, samples) in [("append", &appended), ("commit", &committed)] {
-            for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
-                let ms = percentile(samples, p) as f64 / 1000.0;
-                row([
-                    format!(
-                        "{from}-to-delivery {name}, {epoch_ms} ms epochs, {rate} events/s ({} samples)",
-                        samples.len()
-                    ),
-                    format!("{ms:.1} ms"),
-                    format!("{epoch_ms} ms (the epoch)"),
-                    format!("{:.2}", ms / epoch_ms as f64),
-                ]);
+        for &client_nice in &args.latency_client_nice {
+            let run = LatencyRun { epoch_ms, rate, seconds: args.latency_seconds, client_nice };
+            let (appended, committed) = latency(&dir.join("run"), run, args.wire_nice).await?;
+            for (from, samples) in [("append", &appended), ("commit", &committed)] {
+                for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+                    let ms = percentile(samples, p) as f64 / 1000.0;
+                    row([
+                        format!(
+                            "{from}-to-delivery {name}, {epoch_ms} ms epochs, {rate} events/s, client at nice \
+                             {client_nice} ({} samples)",
+                            samples.len()
+                        ),
+                        format!("{ms:.1} ms"),
+                        format!("{epoch_ms} ms (the epoch)"),
+                        format!("{:.2}", ms / epoch_ms as f64),
+                    ]);
+                }
             }
         }
     }
