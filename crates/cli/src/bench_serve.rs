@@ -169,6 +169,33 @@ struct Latencies {
     committed_at: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
     /// µs from commit to delivery, one per change.
     committed: std::sync::Mutex<Vec<u64>>,
+    /// Per epoch: its last append, its first and last line's arrival (µs).
+    epochs: std::sync::Mutex<std::collections::BTreeMap<u64, EpochSeen>>,
+}
+
+/// One epoch as the subscriber saw it (µs since the Unix epoch).
+#[derive(Clone, Copy, Debug)]
+struct EpochSeen {
+    last_append: u64,
+    first_line: u64,
+    last_line: u64,
+}
+
+impl EpochSeen {
+    fn merge(&mut self, other: EpochSeen) {
+        self.last_append = self.last_append.max(other.last_append);
+        self.first_line = self.first_line.min(other.first_line);
+        self.last_line = self.last_line.max(other.last_line);
+    }
+}
+
+/// Per-epoch spans of a latency run (µs, sorted): last append to commit,
+/// commit to the first line, commit to the last line.
+#[derive(Debug, Default)]
+struct Spans {
+    append_to_commit: Vec<u64>,
+    commit_to_first: Vec<u64>,
+    commit_to_last: Vec<u64>,
 }
 
 /// One chunk's samples, recorded at once (the client takes one lock per
@@ -180,6 +207,7 @@ struct Samples {
     committed: Vec<u64>,
     /// The last epoch looked up, and when it was seen committed.
     epoch: Option<(u64, Option<u64>)>,
+    epochs: std::collections::BTreeMap<u64, EpochSeen>,
 }
 
 impl Latencies {
@@ -187,10 +215,12 @@ impl Latencies {
         // mp_epoch, mp_diff, k, at
         let field =
             |i: usize| -> Option<u64> { std::str::from_utf8(line.split(|b| *b == b'\t').nth(i)?).ok()?.parse().ok() };
+        let Some(epoch) = field(0) else { return };
         if let Some(at) = field(3) {
             samples.appended.push(now.saturating_sub(at));
+            let seen = EpochSeen { last_append: at, first_line: now, last_line: now };
+            samples.epochs.entry(epoch).and_modify(|e| e.merge(seen)).or_insert(seen);
         }
-        let Some(epoch) = field(0) else { return };
         let seen = match samples.epoch {
             Some((cached, seen)) if cached == epoch => seen,
             _ => {
@@ -207,6 +237,26 @@ impl Latencies {
     fn record(&self, samples: Samples) {
         self.appended.lock().expect("latencies").extend(samples.appended);
         self.committed.lock().expect("latencies").extend(samples.committed);
+        let mut epochs = self.epochs.lock().expect("epochs");
+        for (epoch, seen) in samples.epochs {
+            epochs.entry(epoch).and_modify(|e| e.merge(seen)).or_insert(seen);
+        }
+    }
+
+    /// The per-epoch spans of every epoch seen committed.
+    fn spans(&self) -> Spans {
+        let committed_at = self.committed_at.lock().expect("commits");
+        let mut spans = Spans::default();
+        for (epoch, seen) in self.epochs.lock().expect("epochs").iter() {
+            let Some(&commit) = committed_at.get(epoch) else { continue };
+            spans.append_to_commit.push(commit.saturating_sub(seen.last_append));
+            spans.commit_to_first.push(seen.first_line.saturating_sub(commit));
+            spans.commit_to_last.push(seen.last_line.saturating_sub(commit));
+        }
+        for samples in [&mut spans.append_to_commit, &mut spans.commit_to_first, &mut spans.commit_to_last] {
+            samples.sort_unstable();
+        }
+        spans
     }
 }
 
@@ -323,7 +373,7 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
 /// Append-to-delivery and commit-to-delivery latencies (µs, sorted) of one
 /// subscriber at `rate` events/s, the subscriber on a thread of its own at
 /// nice `client_nice`.
-async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Vec<u64>)> {
+async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Vec<u64>, Spans)> {
     let LatencyRun { epoch_ms, rate, seconds, client_nice } = run;
     let server = Server::start(dir, epoch_ms, nice)?;
     let latencies = Arc::new(Latencies::default());
@@ -377,7 +427,7 @@ async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Ve
         samples.sort_unstable();
         samples
     };
-    Ok((sorted(&latencies.appended), sorted(&latencies.committed)))
+    Ok((sorted(&latencies.appended), sorted(&latencies.committed), latencies.spans()))
 }
 
 /// One latency run's parameters.
@@ -515,7 +565,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     for &epoch_ms in &args.latency_epochs_ms {
         for &client_nice in &args.latency_client_nice {
             let run = LatencyRun { epoch_ms, rate, seconds: args.latency_seconds, client_nice };
-            let (appended, committed) = latency(&dir.join("run"), run, args.wire_nice).await?;
+            let (appended, committed, spans) = latency(&dir.join("run"), run, args.wire_nice).await?;
             for (from, samples) in [("append", &appended), ("commit", &committed)] {
                 for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
                     let ms = percentile(samples, p) as f64 / 1000.0;
@@ -530,6 +580,23 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
                         format!("{:.2}", ms / epoch_ms as f64),
                     ]);
                 }
+            }
+            let per_epoch = [
+                ("an epoch's last append to its commit", &spans.append_to_commit),
+                ("commit to an epoch's first line", &spans.commit_to_first),
+                ("commit to an epoch's last line", &spans.commit_to_last),
+            ];
+            for (what, samples) in per_epoch {
+                let (p50, p99) = (percentile(samples, 0.5) as f64 / 1000.0, percentile(samples, 0.99) as f64 / 1000.0);
+                row([
+                    format!(
+                        "{what}, p50 / p99, {epoch_ms} ms epochs, client at nice {client_nice} ({} epochs)",
+                        samples.len()
+                    ),
+                    format!("{p50:.1} / {p99:.1} ms"),
+                    format!("{epoch_ms} ms (the epoch)"),
+                    format!("{:.2}", p99 / epoch_ms as f64),
+                ]);
             }
         }
     }

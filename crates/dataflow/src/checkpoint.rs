@@ -8,10 +8,13 @@
 //!
 //! 1. sync every sink topic written for those epochs (the changelog bytes
 //!    must be on disk before the checkpoint that points past them);
-//! 2. write the state changes and the new [`CheckpointMeta`] in ONE RocksDB
-//!    write batch, synced;
+//! 2. write the state changes (but views') and the new [`CheckpointMeta`]
+//!    in ONE RocksDB write batch, synced;
 //! 3. publish the meta as `checkpoint.json` (atomic rename) for readers in
-//!    other processes.
+//!    other processes;
+//! 4. apply the views' state writes, which their changelogs (synced in 1)
+//!    already hold, in one unsynced batch with their markers
+//!    ([`crate::view_state`]); then raise the committed epoch.
 //!
 //! Source offsets are kept per **reader**: a name for one position in one
 //! topic (`Job::source` names its reader after the topic; `source_named`
@@ -57,13 +60,19 @@ use crate::state::{Keyspace, StateStore, WriteBatch};
 
 /// The version of [`CheckpointMeta`] this build writes. It also reads
 /// versions 2 (before named readers; every reader was named after its
-/// topic), 3 (before changelog definitions) and 4 (before dead-letter marks).
-pub const CHECKPOINT_VERSION: u32 = 5;
+/// topic), 3 (before changelog definitions), 4 (before dead-letter marks)
+/// and 5 (before views' state was applied after the commit: a build that
+/// reads at most 5 would trust a view's state that may lag its changelog,
+/// so 6 keeps it out; the layout is 5's).
+pub const CHECKPOINT_VERSION: u32 = 6;
 const META_VERSION: u32 = CHECKPOINT_VERSION;
 /// The version before [`CheckpointMeta::readers`].
 const META_VERSION_WITHOUT_READERS: u32 = 2;
 /// The version before [`CheckpointMeta::changelogs`].
 const META_VERSION_WITHOUT_CHANGELOGS: u32 = 3;
+/// The version before views' state was applied after the commit
+/// ([`crate::view_state`]; same layout).
+const META_VERSION_WITHOUT_APPLIED: u32 = 5;
 /// The version before [`CheckpointMeta::dead_letters`].
 const META_VERSION_WITHOUT_DEAD_LETTERS: u32 = 4;
 const META_KEYSPACE: &str = "checkpoint";
@@ -229,7 +238,7 @@ impl CheckpointMeta {
         Ok(Some(meta.upgraded(&what)?))
     }
 
-    /// Decodes the meta as stored in the state store (versions 2 to 5).
+    /// Decodes the meta as stored in the state store (versions 2 to 6).
     fn decode(bytes: &[u8]) -> Result<CheckpointMeta> {
         const WHAT: &str = "checkpoint meta";
         // Every version starts with the version number.
@@ -260,6 +269,11 @@ impl CheckpointMeta {
         }
         if self.version == META_VERSION_WITHOUT_DEAD_LETTERS {
             // Before version 5 each reader had a dead-letter topic of its own, without marks.
+            self.version = META_VERSION_WITHOUT_APPLIED;
+        }
+        if self.version == META_VERSION_WITHOUT_APPLIED {
+            // Views' state was complete at each commit; without markers it
+            // is replayed once from the changelogs' start, which gives the same.
             self.version = META_VERSION;
         }
         if !self.views.keys().eq(self.changelogs.keys()) {
@@ -355,6 +369,10 @@ pub(crate) struct Checkpoints {
     /// An operator handed over an epoch's writes, or a sink its position,
     /// since worker 0 last looked at the probe: see [`Checkpoints::progress_due`].
     finished: AtomicBool,
+    /// Views whose state could not be caught up at open: their compaction
+    /// bounds stay put, and a job that declares one is refused.
+    behind_views: BTreeSet<String>,
+    catch_up_failures: Mutex<BTreeMap<String, Error>>,
     /// Planned by `drop_undeclared`, taken by the first commit.
     drops: Mutex<Option<Drops>>,
     /// Crash tests only: a pause between syncing sinks and committing.
@@ -406,7 +424,7 @@ impl Checkpoints {
         }
         // Views' state writes of the last commit may not be applied yet:
         // replayed from their changelogs (before compaction may resume).
-        crate::view_state::catch_up_all(store.as_ref(), &log, &meta)?;
+        let catch_up_failures = crate::view_state::catch_up_all(store.as_ref(), &log, &meta)?;
         let applied_keyspace = store.keyspace(crate::view_state::APPLIED_KEYSPACE)?;
         // Keep compaction where the last checkpoint allowed it.
         for (topic, (_, offset)) in &meta.compactable {
@@ -430,6 +448,8 @@ impl Checkpoints {
             epoch_floor,
             committed_epoch: AtomicU64::new(meta.epoch),
             finished: AtomicBool::new(false),
+            behind_views: catch_up_failures.keys().cloned().collect(),
+            catch_up_failures: Mutex::new(catch_up_failures),
             store,
             log,
             data_dir,
@@ -485,6 +505,12 @@ impl Checkpoints {
         assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().deferred.append(batch);
         self.finished.store(true, Ordering::Release);
+    }
+
+    /// Why view `view`'s state could not be caught up with its changelog at
+    /// open, if it could not (taken by the view's sink when it is built).
+    pub(crate) fn take_catch_up_failure(&self, view: &str) -> Option<Error> {
+        self.catch_up_failures.lock().expect("catch-up failures lock").remove(view)
     }
 
     /// Whether an operator finished an epoch since worker 0 last read the
@@ -782,6 +808,9 @@ impl Checkpoints {
         if let Some((_, compact_epoch, ends)) = &compactable {
             let views: Vec<(String, String)> = meta.views.iter().map(|(v, t)| (v.clone(), t.clone())).collect();
             for (view, topic) in views {
+                if self.behind_views.contains(&view) {
+                    continue; // its state is behind: replay needs every record
+                }
                 // A hold older than the bound keeps the bound where it was.
                 if crate::config::held_epoch(&self.holds, &view, epoch).is_some_and(|held| held < *compact_epoch) {
                     continue;
@@ -845,11 +874,15 @@ mod tests {
     }
 
     /// Each version's layout is the one before it plus trailing fields: the
-    /// bytes of a version 5 meta whose newer fields are empty, cut before
-    /// them, are that meta in the older version.
+    /// bytes of a version 6 meta whose newer fields are empty, cut before
+    /// them, are that meta in the older version (5 has 6's layout).
     #[test]
     fn older_versions_decode_and_upgrade() {
-        let trailing_empty_fields = [(META_VERSION_WITHOUT_DEAD_LETTERS, 1), (META_VERSION_WITHOUT_CHANGELOGS, 3)];
+        let trailing_empty_fields = [
+            (META_VERSION_WITHOUT_APPLIED, 0),
+            (META_VERSION_WITHOUT_DEAD_LETTERS, 1),
+            (META_VERSION_WITHOUT_CHANGELOGS, 3),
+        ];
         for (version, cut) in trailing_empty_fields {
             let bytes = crate::codec::encode(&meta(version));
             let decoded = CheckpointMeta::decode(&bytes[..bytes.len() - cut]).unwrap();

@@ -5,7 +5,8 @@
 //! e, so it must read its own uncommitted writes: every write goes to an
 //! in-memory overlay tagged with its epoch as well as to the epoch's write
 //! batch. Once an epoch is committed its overlay entries are dropped (the
-//! store then holds them).
+//! store then holds them; a view's writes are applied after the commit's
+//! publish, and the committed epoch is raised only after that).
 //!
 //! Invariant: `get` returns the value of the latest write by this operator,
 //! committed or not; the overlay only holds entries of uncommitted epochs

@@ -93,6 +93,10 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
     };
     if rows.inner.scope().index() == 0 {
         ctx.declare_view(name, &topic);
+        // Reported first: whatever else fails about the view follows from it.
+        if let Some(error) = shared.checkpoints.take_catch_up_failure(name) {
+            ctx.build_error(format!("view '{name}': its state could not be caught up: {error}"));
+        }
         match prepare_topic(&shared, &topic, CleanupPolicy::Compact)
             .and_then(|()| ctx.operator_state(&format!("view.{name}"), &rows.lineage))
         {

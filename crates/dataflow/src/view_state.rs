@@ -27,6 +27,8 @@
 //!   them from its overlay (the committed epoch the overlay prunes by is
 //!   raised only after the apply).
 
+use std::collections::BTreeMap;
+
 use millpond_log::Log;
 
 use crate::checkpoint::CheckpointMeta;
@@ -51,11 +53,17 @@ pub(crate) fn mark(batch: &mut WriteBatch, markers: Keyspace, topic: &str, end: 
     batch.put_owned(markers, topic.as_bytes().to_vec(), encode(&end));
 }
 
-/// Brings every view's state of `meta` up to its committed changelog end;
-/// returns the records replayed.
-pub(crate) fn catch_up_all(store: &dyn StateStore, log: &Log, meta: &CheckpointMeta) -> Result<u64> {
+/// Brings every view's state of `meta` up to its committed changelog end.
+/// A view that cannot be caught up (its changelog lost records it needs)
+/// does not stop the others: its error is returned, for the job to report
+/// if it still declares the view (a job may be dropping it).
+pub(crate) fn catch_up_all(
+    store: &dyn StateStore,
+    log: &Log,
+    meta: &CheckpointMeta,
+) -> Result<BTreeMap<String, Error>> {
     let markers = store.keyspace(APPLIED_KEYSPACE)?;
-    let mut replayed = 0;
+    let mut failures = BTreeMap::new();
     for (view, topic) in &meta.views {
         let Some(&end) = meta.sinks.get(topic) else { continue };
         let from = applied(store, markers, topic)?;
@@ -67,14 +75,17 @@ pub(crate) fn catch_up_all(store: &dyn StateStore, log: &Log, meta: &CheckpointM
         }
         if from < end {
             let keyspace = store.keyspace(&format!("view.{view}"))?;
-            replayed += catch_up(store, log, (keyspace, markers), topic, from, end)?;
+            if let Err(error) = catch_up(store, log, (keyspace, markers), topic, from, end) {
+                failures.insert(view.clone(), error);
+            }
         }
     }
-    Ok(replayed)
+    Ok(failures)
 }
 
 /// Applies the records of `topic` in `[from, end)` to `keyspace`, in
-/// batches each with its marker; returns the records applied.
+/// batches each with its marker; returns the records applied. Every record
+/// of the range must still be there (compaction stays below it).
 fn catch_up(
     store: &dyn StateStore,
     log: &Log,
@@ -83,7 +94,15 @@ fn catch_up(
     from: u64,
     end: u64,
 ) -> Result<u64> {
-    let mut next = from.max(log.low_watermark(topic, 0)?);
+    let low = log.low_watermark(topic, 0)?;
+    if low > from {
+        return Err(Error::CorruptChangelog {
+            view: topic.to_owned(),
+            offset: from,
+            reason: format!("the view's state needs records from offset {from}, but the changelog starts at {low}"),
+        });
+    }
+    let mut next = from;
     let mut applied = 0;
     let mut batch = WriteBatch::new();
     while next < end {

@@ -924,3 +924,32 @@ fn a_view_state_whose_apply_was_lost_is_replayed_from_its_changelog() {
     assert_eq!(state_rows(dir, "view.bid_stats"), expected_stats(&all), "the state is the changelog's last records");
     assert_eq!(applied_marker(dir, "view.bid_stats"), Some(published(dir).sinks["view.bid_stats"]));
 }
+
+#[test]
+fn a_view_that_cannot_be_caught_up_is_refused_while_declared_and_can_still_be_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let input = bids(0..1000);
+    produce(dir, "bid", 2, &input);
+    run(dir, StateBackend::RocksDb, BOTH);
+    // `bid_max`'s state apply was lost, and so is its changelog.
+    {
+        let store = RocksStore::open(dir.join("state")).unwrap();
+        let mut batch = millpond_dataflow::state::WriteBatch::new();
+        batch.delete(store.keyspace("checkpoint.applied").unwrap(), b"view.bid_max");
+        store.commit(batch, true).unwrap();
+    }
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    log.delete_topic("view.bid_max").unwrap();
+    log.close().unwrap();
+
+    let refused = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| build(job, BOTH)));
+    assert!(refused.contains("view 'bid_max': its state could not be caught up"), "{refused}");
+    assert!(refused.contains("view.bid_max"), "names the changelog: {refused}");
+    // A job that drops it still starts, and the other view goes on.
+    let stats = run_dropping(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert!(stats.dropped.contains(&"view bid_max".to_owned()), "{:?}", stats.dropped);
+    assert_eq!(view_names(dir), ["bid_stats"]);
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&input));
+    assert_eq!(applied_marker(dir, "view.bid_max"), None, "the drop took the marker");
+}
