@@ -31,8 +31,11 @@ use crate::error::Result;
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
-/// Bytes per append call; the log's batch limit is larger.
-const APPEND_BYTES_MAX: usize = 1 << 20;
+/// Bytes per append call (one record batch; the log's limit is larger).
+/// A reader decodes a whole batch at once, so a changelog in batches this
+/// small lets a subscriber's reader hand out an epoch's first changes
+/// before it has decoded the rest (as Kafka's 16 KiB `batch.size`).
+const APPEND_BYTES_MAX: usize = 64 << 10;
 pub(crate) const EPOCH_HEADER: &str = "epoch";
 pub(crate) const DIFF_HEADER: &str = "diff";
 

@@ -43,7 +43,11 @@ use crate::error::{Error, Result};
 use crate::row_counts::RowCounts;
 use crate::sink::{DIFF_HEADER, EPOCH_HEADER};
 
+/// Bytes of changelog read at once when bootstrapping a snapshot.
 const READ_BYTES_MAX: usize = 1 << 20;
+/// Bytes of changelog read at once when following commits (at least one
+/// batch): a poll of a few records stops soon after them.
+const POLL_READ_BYTES_MAX: usize = 64 << 10;
 /// Tables of held rows grown per [`Subscription::grow_ahead`]: each a
 /// 256th of the rows, so a call costs about a millisecond at a million.
 const GROW_AHEAD_SHARDS_MAX: usize = 8;
@@ -314,7 +318,7 @@ impl Subscription {
     }
 
     /// [`Subscription::poll_at`], reading about `records_max` changelog
-    /// records at most (one read of up to 1 MiB past it): a reader's memory
+    /// records at most (one read of up to 64 KiB past it): a reader's memory
     /// bound when much was committed at once. True when it caught up with
     /// `meta` (then the committed epoch's progress mark is queued); false
     /// when records are left for the next call (an epoch may be partly
@@ -348,7 +352,7 @@ impl Subscription {
                 return Ok(false);
             }
             let Subscription { reader, fold, .. } = self;
-            let records = reader.read_each(end, READ_BYTES_MAX, |record| {
+            let records = reader.read_each(end, POLL_READ_BYTES_MAX, |record| {
                 if failed.is_none()
                     && let Err(e) = fold.fold_after(&record, meta.epoch)
                 {

@@ -61,8 +61,9 @@ const TAKE_BYTES_MAX: usize = 64 << 10;
 const IDLE_WAIT_MS: u64 = 1_000;
 /// Changelog records the hub reads per poll (its memory bound per poll,
 /// and small beside the ring, so a burst is appended in steps that
-/// subscribers can follow).
-const RECORDS_PER_POLL_MAX: usize = 4096;
+/// subscribers can follow): about one entry, so that an epoch's first
+/// changes go out while the hub still decodes the rest.
+const RECORDS_PER_POLL_MAX: usize = ROWS_PER_ENTRY_MAX;
 
 /// COPY text lines in one buffer; each line is a slice of it.
 #[derive(Debug, Default)]
