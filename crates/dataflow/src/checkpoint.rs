@@ -314,9 +314,6 @@ impl CheckpointMeta {
 #[derive(Debug, Default)]
 struct EpochWrites {
     batch: WriteBatch,
-    /// Views' state writes, applied after the commit (their changelogs
-    /// hold them durably: [`crate::view_state`]).
-    deferred: WriteBatch,
     /// (reader, topic, partition, next offset)
     sources: Vec<(String, String, u32, u64)>,
     sinks: Vec<(String, u64)>,
@@ -496,14 +493,6 @@ impl Checkpoints {
     pub(crate) fn add_writes(&self, epoch: Epoch, batch: &mut WriteBatch) {
         assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().batch.append(batch);
-        self.finished.store(true, Ordering::Release);
-    }
-
-    /// Adds a view's state changes made while processing `epoch`: applied
-    /// after the epoch's commit, which its changelog records make durable.
-    pub(crate) fn add_deferred_writes(&self, epoch: Epoch, batch: &mut WriteBatch) {
-        assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
-        self.pending.lock().expect("pending lock").entry(epoch).or_default().deferred.append(batch);
         self.finished.store(true, Ordering::Release);
     }
 
@@ -750,10 +739,8 @@ impl Checkpoints {
             None => (WriteBatch::new(), Vec::new()),
         };
         let mut synced = std::collections::BTreeSet::new();
-        let mut deferred = WriteBatch::new();
         for (_, mut writes) in ready {
             batch.append(&mut writes.batch);
-            deferred.append(&mut writes.deferred);
             for (reader, topic, partition, offset) in writes.sources {
                 let previous = meta.readers.insert(reader.clone(), topic.clone());
                 assert!(
@@ -826,13 +813,13 @@ impl Checkpoints {
         if let Some(bell) = &self.on_commit {
             (bell.0)(epoch);
         }
-        // The views' state writes, each view's marker with them; durable
-        // with the next commit's sync (a crash before it replays them).
-        for (_, topic) in meta.views.iter().filter(|(_, topic)| synced.contains(*topic)) {
+        // The views' state, from the changelog records just committed, each
+        // view's marker with it; durable with the next commit's sync (a
+        // crash before it replays them).
+        for (view, topic) in meta.views.iter().filter(|(_, topic)| synced.contains(*topic)) {
             let end = *meta.sinks.get(topic).expect("a synced sink has an end");
-            crate::view_state::mark(&mut deferred, self.applied_keyspace, topic, end);
+            crate::view_state::apply_through(self.store.as_ref(), &self.log, (view, topic), end)?;
         }
-        self.store.commit(deferred, false)?;
         // Operators' overlays may forget these epochs only now.
         self.committed_epoch.store(epoch, Ordering::Release);
         // The dropped topics go only now: a crash before this point leaves

@@ -28,9 +28,9 @@ pub(crate) struct OperatorState {
     keyspace: Keyspace,
     overlay: FxHashMap<Vec<u8>, (Epoch, Option<Vec<u8>>)>,
     batch: WriteBatch,
-    /// A view's state: its writes are applied after each commit, because
-    /// the changelog holds them ([`crate::view_state`]).
-    deferred: bool,
+    /// A view's state: the store is written from the changelog after each
+    /// commit ([`crate::view_state`]), so writes only go to the overlay.
+    indexed: bool,
 }
 
 impl OperatorState {
@@ -48,14 +48,14 @@ impl OperatorState {
             keyspace,
             overlay: FxHashMap::default(),
             batch: WriteBatch::new(),
-            deferred: false,
+            indexed: false,
         })
     }
 
-    /// This state as a view's: an index of its changelog, written after
-    /// each commit ([`crate::view_state`]).
-    pub(crate) fn deferred(mut self) -> OperatorState {
-        self.deferred = true;
+    /// This state as a view's: an index of its changelog, written from it
+    /// after each commit ([`crate::view_state`]).
+    pub(crate) fn indexed(mut self) -> OperatorState {
+        self.indexed = true;
         self
     }
 
@@ -79,12 +79,16 @@ impl OperatorState {
     }
 
     pub(crate) fn put(&mut self, epoch: Epoch, key: Vec<u8>, value: Vec<u8>) {
-        self.batch.put(self.keyspace, &key, &value);
+        if !self.indexed {
+            self.batch.put(self.keyspace, &key, &value);
+        }
         self.overlay.insert(key, (epoch, Some(value)));
     }
 
     pub(crate) fn delete(&mut self, epoch: Epoch, key: Vec<u8>) {
-        self.batch.delete(self.keyspace, &key);
+        if !self.indexed {
+            self.batch.delete(self.keyspace, &key);
+        }
         self.overlay.insert(key, (epoch, None));
     }
 
@@ -92,11 +96,7 @@ impl OperatorState {
     /// entries that are committed by now.
     pub(crate) fn finish_epoch(&mut self, epoch: Epoch) {
         if !self.batch.is_empty() {
-            if self.deferred {
-                self.checkpoints.add_deferred_writes(epoch, &mut self.batch);
-            } else {
-                self.checkpoints.add_writes(epoch, &mut self.batch);
-            }
+            self.checkpoints.add_writes(epoch, &mut self.batch);
         }
         let committed = self.checkpoints.committed_epoch();
         self.overlay.retain(|_, (written, _)| *written > committed);

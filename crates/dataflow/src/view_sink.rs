@@ -108,7 +108,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
                     Ok(rows) => fold.rows_held = rows,
                     Err(e) => ctx.build_error(format!("view '{name}': {e}")),
                 }
-                fold.state = Some(opstate.deferred());
+                fold.state = Some(opstate.indexed());
             }
             // The operator is still built: every worker must build the same
             // dataflow. The build error stops the job before any data flows.

@@ -5,13 +5,14 @@
 //! tombstone for 0), so the state is a pure function of the changelog's
 //! committed prefix: the last record of each row. A commit therefore only
 //! waits for the changelog's sync and the (small) synced meta batch; the
-//! view's state writes are applied after the commit is published, in one
-//! unsynced batch (RocksDB's WAL on, so a crash keeps a prefix of the
-//! writes; the next synced commit makes them durable) together with a
-//! marker: the changelog offset the keyspace is applied through
-//! (keyspace `checkpoint.applied`, key: the changelog topic, value: the
-//! end offset, postcard `u64`). At startup [`catch_up`] replays the
-//! records between the marker and the committed end.
+//! view's operator writes only its overlay, and after the commit is
+//! published [`apply_through`] writes the store from the changelog records
+//! the commit made durable, in unsynced batches (RocksDB's WAL on, so a
+//! crash keeps a prefix of them; the next synced commit makes them
+//! durable), each with a marker: the changelog offset the keyspace is
+//! applied through (keyspace `checkpoint.applied`, key: the changelog
+//! topic, value: the end offset, postcard `u64`). At startup the same
+//! replay ([`catch_up_all`]) runs from each marker to the committed end.
 //!
 //! Invariants:
 //! - the marker is written in the same batch as the state writes it covers,
@@ -49,7 +50,7 @@ pub(crate) fn applied(store: &dyn StateStore, markers: Keyspace, topic: &str) ->
 }
 
 /// Adds the marker `topic → end` to `batch` (the batch of the writes it covers).
-pub(crate) fn mark(batch: &mut WriteBatch, markers: Keyspace, topic: &str, end: u64) {
+fn mark(batch: &mut WriteBatch, markers: Keyspace, topic: &str, end: u64) {
     batch.put_owned(markers, topic.as_bytes().to_vec(), encode(&end));
 }
 
@@ -81,6 +82,20 @@ pub(crate) fn catch_up_all(
         }
     }
     Ok(failures)
+}
+
+/// Brings view `view`'s state up to offset `end` of its changelog `topic`
+/// (after a commit: the records it just made durable); returns the records
+/// applied.
+pub(crate) fn apply_through(store: &dyn StateStore, log: &Log, (view, topic): (&str, &str), end: u64) -> Result<u64> {
+    let markers = store.keyspace(APPLIED_KEYSPACE)?;
+    let from = applied(store, markers, topic)?;
+    assert!(from <= end, "view '{view}' is applied through {from}, past its committed end {end}");
+    if from == end {
+        return Ok(0);
+    }
+    let keyspace = store.keyspace(&format!("view.{view}"))?;
+    catch_up(store, log, (keyspace, markers), topic, from, end)
 }
 
 /// Applies the records of `topic` in `[from, end)` to `keyspace`, in
