@@ -892,6 +892,18 @@ fn applied_marker(dir: &Path, topic: &str) -> Option<u64> {
     store.get(space, topic.as_bytes()).unwrap().map(|bytes| postcard::from_bytes(&bytes).unwrap())
 }
 
+/// What a crash between a view's commit and its state's apply loses: the
+/// view's marker (`checkpoint.applied`), and with `rows` its whole state.
+fn lose_view_state(dir: &Path, view: &str, rows: bool) {
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let mut batch = millpond_dataflow::state::WriteBatch::new();
+    if rows {
+        batch.delete_keyspace(store.keyspace(&format!("view.{view}")).unwrap());
+    }
+    batch.delete(store.keyspace("checkpoint.applied").unwrap(), format!("view.{view}").as_bytes());
+    store.commit(batch, true).unwrap();
+}
+
 #[test]
 fn a_view_state_whose_apply_was_lost_is_replayed_from_its_changelog() {
     // A view's state writes are applied after its commit (the changelog
@@ -907,13 +919,7 @@ fn a_view_state_whose_apply_was_lost_is_replayed_from_its_changelog() {
     let end = published(dir).sinks["view.bid_stats"];
     assert_eq!(applied_marker(dir, "view.bid_stats"), Some(end), "the marker follows the commit");
     assert_eq!(state_rows(dir, "view.bid_stats"), expected_stats(&first));
-    {
-        let store = RocksStore::open(dir.join("state")).unwrap();
-        let mut batch = millpond_dataflow::state::WriteBatch::new();
-        batch.delete_keyspace(store.keyspace("view.bid_stats").unwrap());
-        batch.delete(store.keyspace("checkpoint.applied").unwrap(), b"view.bid_stats");
-        store.commit(batch, true).unwrap();
-    }
+    lose_view_state(dir, "bid_stats", true);
     assert!(state_rows(dir, "view.bid_stats").is_empty());
 
     let second = bids(1500..3000); // every auction changes again
@@ -933,12 +939,7 @@ fn a_view_that_cannot_be_caught_up_is_refused_while_declared_and_can_still_be_dr
     produce(dir, "bid", 2, &input);
     run(dir, StateBackend::RocksDb, BOTH);
     // `bid_max`'s state apply was lost, and so is its changelog.
-    {
-        let store = RocksStore::open(dir.join("state")).unwrap();
-        let mut batch = millpond_dataflow::state::WriteBatch::new();
-        batch.delete(store.keyspace("checkpoint.applied").unwrap(), b"view.bid_max");
-        store.commit(batch, true).unwrap();
-    }
+    lose_view_state(dir, "bid_max", false);
     let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
     log.delete_topic("view.bid_max").unwrap();
     log.close().unwrap();
