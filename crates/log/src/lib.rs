@@ -40,7 +40,7 @@ mod segment;
 mod start;
 pub mod storage;
 
-pub use batch::{BatchView, Header, Record, RecordView};
+pub use batch::{BatchView, EncodeRecord, Header, Record, RecordView};
 pub use cleaner::CompactionStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};

@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::batch::{self, BatchView, Record, RecordView};
+use crate::batch::{self, BatchView, EncodeRecord, Record, RecordView};
 use crate::cleaner::{self, CompactionStats};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TopicConfig;
@@ -393,6 +393,14 @@ impl Log {
         self.append_internal(topic, partition, records)
     }
 
+    /// [`Log::append`] of records borrowed from the caller (a sink that
+    /// builds many records from rows it holds need not own a copy of each).
+    pub fn append_encoded(&self, topic: &str, partition: u32, records: &[EncodeRecord<'_>]) -> Result<AppendInfo> {
+        refuse_internal(topic, "appended to")?;
+        self.check_open()?;
+        self.partition(topic, partition)?.append_encoded(records)
+    }
+
     /// [`Log::append`] for any topic, internal ones included. Only for an
     /// internal topic's owner, which writes its own record format (the log
     /// for [`CONSUMER_OFFSETS_TOPIC`], the SQL layer for its catalog).
@@ -425,7 +433,19 @@ impl Log {
             };
             per_partition.entry(partition).or_default().push(record);
         }
-        per_partition.into_iter().map(|(p, records)| handle.partitions[p as usize].append(&records)).collect()
+        // Every partition is written before the first is synced: on a
+        // journaling file system the first sync commits the others' new
+        // lengths with it, so k partitions cost about one sync, not k.
+        let written = per_partition
+            .into_iter()
+            .map(|(p, records)| Ok((p, handle.partitions[p as usize].write(&records)?)))
+            .collect::<Result<Vec<_>>>()?;
+        for (p, (info, needs_sync)) in &written {
+            if *needs_sync {
+                handle.partitions[*p as usize].sync_until(info.last_offset + 1)?;
+            }
+        }
+        Ok(written.into_iter().map(|(_, (info, _))| info).collect())
     }
 
     /// Reads whole batches starting at the one holding `offset` (or the next

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::batch::{self, Record};
+use crate::batch::{self, EncodeRecord, Record};
 use crate::clock::Clock;
 use crate::config::{FlushPolicy, TopicConfig};
 use crate::error::{Error, Result};
@@ -356,6 +356,34 @@ impl Partition {
     /// Appends `records` as one batch with consecutive offsets. Returns once
     /// the flush policy's acknowledgement condition holds.
     pub(crate) fn append(&self, records: &[&Record]) -> Result<AppendInfo> {
+        let (info, needs_sync) = self.write(records)?;
+        if needs_sync {
+            // Outside the writer lock, so other appenders can join this sync.
+            self.sync_until(info.last_offset + 1)?;
+        }
+        Ok(info)
+    }
+
+    /// [`Partition::append`] of borrowed records.
+    pub(crate) fn append_encoded(&self, records: &[EncodeRecord<'_>]) -> Result<AppendInfo> {
+        let (info, needs_sync) = self.write_encoded(records)?;
+        if needs_sync {
+            self.sync_until(info.last_offset + 1)?;
+        }
+        Ok(info)
+    }
+
+    /// Writes `records` as one batch, without the sync the flush policy may
+    /// call for (true: the caller must `sync_until` past the batch before
+    /// acknowledging it; readers do not see it until then).
+    pub(crate) fn write(&self, records: &[&Record]) -> Result<(AppendInfo, bool)> {
+        let records: Vec<EncodeRecord<'_>> = records.iter().map(|&record| record.into()).collect();
+        self.write_encoded(&records)
+    }
+
+    /// [`Partition::write`] of records borrowed from the caller (their
+    /// offset deltas are assigned here, in order).
+    pub(crate) fn write_encoded(&self, records: &[EncodeRecord<'_>]) -> Result<(AppendInfo, bool)> {
         if records.is_empty() {
             return Err(Error::EmptyBatch);
         }
@@ -373,7 +401,9 @@ impl Partition {
             let base_offset = writer.next_offset;
             let mut buffer = std::mem::take(&mut writer.buffer);
             buffer.clear();
-            let size = batch::encode_records(&mut buffer, base_offset, records.iter().copied());
+            let last_offset_delta = u32::try_from(records.len() - 1).expect("batch record count fits u32");
+            let deltas = records.iter().enumerate().map(|(delta, r)| EncodeRecord { offset_delta: delta as u32, ..*r });
+            let size = batch::encode_batch(&mut buffer, base_offset, last_offset_delta, deltas);
             if size as u64 > self.config.max_batch_bytes {
                 writer.buffer = buffer;
                 return Err(Error::BatchTooLarge { size_bytes: size, max_bytes: self.config.max_batch_bytes as usize });
@@ -395,11 +425,7 @@ impl Partition {
             };
             (base_offset, last_offset, needs_sync)
         };
-        if needs_sync {
-            // Outside the writer lock, so other appenders can join this sync.
-            self.sync_until(last_offset + 1)?;
-        }
-        Ok(AppendInfo { partition: self.id, base_offset, last_offset })
+        Ok((AppendInfo { partition: self.id, base_offset, last_offset }, needs_sync))
     }
 
     fn write_batch(
