@@ -4,7 +4,9 @@
 //! tokio-postgres (`COPY (SUBSCRIBE ...) TO STDOUT`):
 //! - the dataflow's events/s with 0, 1, 100 and 1000 subscribers attached
 //!   (the ratio to 0 is the fan-out's cost to the dataflow), and the changes/s
-//!   delivered to all of them;
+//!   delivered to all of them; in `--rounds` interleaved rounds, each ratio
+//!   taken within its round (this machine's speed drifts by ±20 % between
+//!   minutes), reported as the median round and the range;
 //! - append-to-delivery latency at half of the measured peak, p50 and p99,
 //!   with 1 s and 100 ms epochs (ratio to the epoch interval);
 //! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
@@ -38,6 +40,11 @@ pub(crate) struct ServeBenchArgs {
     /// Subscriber counts of the throughput runs (a run with none comes first).
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
     subscribers: Vec<usize>,
+    /// Rounds of throughput runs: each round runs the dataflow alone, then
+    /// with each count of subscribers, and each ratio is to its own
+    /// round's run alone; the table gives the median round and the range.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Seconds of each latency run.
     #[arg(long, default_value_t = 10)]
     latency_seconds: u64,
@@ -196,6 +203,9 @@ struct Spans {
     append_to_commit: Vec<u64>,
     commit_to_first: Vec<u64>,
     commit_to_last: Vec<u64>,
+    /// The runtime's own durations of the commit path's steps in the run
+    /// (`Engine::commit_timings`).
+    steps: Vec<(&'static str, millpond_dataflow::HistogramSnapshot)>,
 }
 
 /// One chunk's samples, recorded at once (the client takes one lock per
@@ -392,6 +402,7 @@ async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Ve
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let engine = server.engine.clone();
+    let steps_before: Vec<_> = server.engine.commit_timings().each().map(|(step, h)| (step, h.snapshot())).into();
     let feeder = std::thread::spawn(move || paced_feed(&engine, rate, seconds));
     // When each epoch commits, as a server's checkpoint watch sees it: a
     // thread at the subscriber's priority, so neither sees commits late.
@@ -421,13 +432,22 @@ async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Ve
     }
     watching.store(false, Ordering::Relaxed);
     watcher.join().map_err(|_| anyhow::anyhow!("the commit watcher panicked"))??;
+    let steps = server
+        .engine
+        .commit_timings()
+        .each()
+        .iter()
+        .zip(&steps_before)
+        .map(|((step, h), (_, before))| (*step, h.snapshot().since(before)))
+        .collect();
     server.stop()?;
     let sorted = |samples: &std::sync::Mutex<Vec<u64>>| {
         let mut samples = std::mem::take(&mut *samples.lock().expect("latencies"));
         samples.sort_unstable();
         samples
     };
-    Ok((sorted(&latencies.appended), sorted(&latencies.committed), latencies.spans()))
+    let spans = Spans { steps, ..latencies.spans() };
+    Ok((sorted(&latencies.appended), sorted(&latencies.committed), spans))
 }
 
 /// One latency run's parameters.
@@ -504,6 +524,43 @@ async fn select_latency(dir: &Path, rows: u64, queries: &[&str], nice: i32) -> R
     Ok(out)
 }
 
+/// One round of throughput runs: the dataflow alone, then with each count
+/// of subscribers in turn.
+struct Round {
+    alone: f64,
+    with: Vec<Throughput>,
+}
+
+/// `args.rounds` rounds, interleaved so that a slow spell of the machine
+/// falls on both sides of a ratio.
+async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Round>> {
+    let mut rounds = Vec::with_capacity(args.rounds.max(1));
+    for _ in 0..args.rounds.max(1) {
+        let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?.dataflow;
+        let mut with = Vec::with_capacity(args.subscribers.len());
+        for &subscribers in &args.subscribers {
+            with.push(throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?);
+        }
+        rounds.push(Round { alone, with });
+    }
+    Ok(rounds)
+}
+
+/// The median of `values` (the upper one of an even count); 0 when empty.
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn min(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn max(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -535,32 +592,43 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     };
     // First, while the process has freed nothing that later allocations could reuse.
     let idle = idle_memory(&dir.join("run"), args.wire_nice).await?;
-    let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?.dataflow;
+    let rounds = throughput_rounds(dir, args).await?;
+    let alone: Vec<f64> = rounds.iter().map(|round| round.alone).collect();
     row([
-        format!("dataflow events/s, no subscriber ({} events)", args.events),
-        format!("{alone:.0}"),
+        format!("dataflow events/s, no subscriber ({} events; median of {} rounds, range)", args.events, rounds.len()),
+        format!("{:.0} ({:.0}–{:.0})", median(&alone), min(&alone), max(&alone)),
         "—".into(),
         "1.00".into(),
     ]);
-    let mut peak = alone;
-    for &subscribers in &args.subscribers {
-        let run = throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?;
-        if subscribers == 1 {
-            peak = run.dataflow;
-        }
+    for (at, &subscribers) in args.subscribers.iter().enumerate() {
+        let runs: Vec<&Throughput> = rounds.iter().map(|round| &round.with[at]).collect();
+        let dataflow: Vec<f64> = runs.iter().map(|run| run.dataflow).collect();
+        let ratios: Vec<f64> = rounds.iter().map(|round| round.with[at].dataflow / round.alone).collect();
         row([
-            format!("dataflow events/s with {subscribers} subscribers"),
-            format!("{:.0}", run.dataflow),
-            format!("{alone:.0} (none)"),
-            format!("{:.2}", run.dataflow / alone),
+            format!("dataflow events/s with {subscribers} subscribers (ratio: to the same round alone)"),
+            format!("{:.0} ({:.0}–{:.0})", median(&dataflow), min(&dataflow), max(&dataflow)),
+            format!("{:.0} (none)", median(&alone)),
+            format!("{:.2} ({:.2}–{:.2})", median(&ratios), min(&ratios), max(&ratios)),
         ]);
+        let delivered: Vec<f64> = runs.iter().map(|run| run.delivered).collect();
+        let shares: Vec<f64> = runs.iter().map(|run| run.delivered / (run.dataflow * subscribers as f64)).collect();
+        let dropped: Vec<f64> = runs.iter().map(|run| run.dropped as f64).collect();
         row([
-            format!("changes/s delivered to {subscribers} subscribers (all; {} dropped, 53200)", run.dropped),
-            format!("{:.0}", run.delivered),
-            format!("{:.0} (events/s × subscribers)", run.dataflow * subscribers as f64),
-            format!("{:.2}", run.delivered / (run.dataflow * subscribers as f64)),
+            format!(
+                "changes/s delivered to {subscribers} subscribers (all; {:.0}–{:.0} dropped, 53200)",
+                min(&dropped),
+                max(&dropped)
+            ),
+            format!("{:.0} ({:.0}–{:.0})", median(&delivered), min(&delivered), max(&delivered)),
+            format!("{:.0} (events/s × subscribers)", median(&dataflow) * subscribers as f64),
+            format!("{:.2} ({:.2}–{:.2})", median(&shares), min(&shares), max(&shares)),
         ]);
     }
+    // Half of the peak: the dataflow with one subscriber, as the latency runs have.
+    let peak = match args.subscribers.iter().position(|&count| count == 1) {
+        Some(at) => median(&rounds.iter().map(|round| round.with[at].dataflow).collect::<Vec<_>>()),
+        None => median(&alone),
+    };
     let rate = args.latency_rate.unwrap_or((peak / 2.0).max(1.0) as u64);
     for &epoch_ms in &args.latency_epochs_ms {
         for &client_nice in &args.latency_client_nice {
@@ -586,6 +654,20 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
                 ("commit to an epoch's first line", &spans.commit_to_first),
                 ("commit to an epoch's last line", &spans.commit_to_last),
             ];
+            for (step, snapshot) in &spans.steps {
+                let (p50, p99) =
+                    (snapshot.quantile_us(0.5) as f64 / 1000.0, snapshot.quantile_us(0.99) as f64 / 1000.0);
+                row([
+                    format!(
+                        "runtime step `{step}`, p50 / p99 (bucket bounds), {epoch_ms} ms epochs, client at nice \
+                         {client_nice} ({} times)",
+                        snapshot.count()
+                    ),
+                    format!("{p50:.1} / {p99:.1} ms"),
+                    format!("{epoch_ms} ms (the epoch)"),
+                    format!("{:.2}", p99 / epoch_ms as f64),
+                ]);
+            }
             for (what, samples) in per_epoch {
                 let (p50, p99) = (percentile(samples, 0.5) as f64 / 1000.0, percentile(samples, 0.99) as f64 / 1000.0);
                 row([

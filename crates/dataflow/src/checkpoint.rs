@@ -380,6 +380,8 @@ pub(crate) struct Checkpoints {
     pub(crate) holds: crate::config::ChangelogHolds,
     /// Rung after each publish.
     pub(crate) on_commit: Option<crate::config::CommitBell>,
+    /// Where commits and sinks record their durations.
+    pub(crate) timings: Arc<crate::timing::CommitTimings>,
     /// Recent commits (time, epoch, sink ends), oldest first, trimmed to the
     /// newest one older than the lag.
     history: Mutex<std::collections::VecDeque<Commit>>,
@@ -433,6 +435,7 @@ impl Checkpoints {
             compaction_lag: std::time::Duration::from_secs(600),
             holds: crate::config::ChangelogHolds::default(),
             on_commit: None,
+            timings: Arc::default(),
             // The resumed commit is at least as old as now, and every view
             // is applied through it once the catch-up above is durable
             // (with this run's first commit): a bound for compaction.
@@ -722,6 +725,7 @@ impl Checkpoints {
             std::mem::replace(&mut *pending, rest)
         };
         let Some(&epoch) = ready.keys().next_back() else { return Ok(None) };
+        let started = std::time::Instant::now();
         // A failed flush, retention or compaction in the log's background:
         // stop rather than commit (and serve) on top of it.
         if let Some(error) = self.log.background_error() {
@@ -769,9 +773,11 @@ impl Checkpoints {
         assert!(meta.readers_match_offsets(), "every reader with offsets has a topic");
         assert!(meta.views.keys().eq(meta.changelogs.keys()), "every view has a definition");
         if self.durable {
+            let syncing = std::time::Instant::now();
             for topic in &synced {
                 self.log.sync(topic, 0)?;
             }
+            self.timings.changelog_sync.record(syncing.elapsed());
         }
         if !self.commit_delay.is_zero() {
             std::thread::sleep(self.commit_delay);
@@ -808,11 +814,17 @@ impl Checkpoints {
             }
         }
         batch.put_owned(self.meta_keyspace, META_KEY.to_vec(), crate::codec::encode(&*meta));
+        let storing = std::time::Instant::now();
         self.store.commit(batch, self.durable)?;
+        let publishing = std::time::Instant::now();
+        self.timings.state_commit.record(publishing - storing);
         meta.publish(&self.data_dir)?;
+        self.timings.publish.record(publishing.elapsed());
+        self.timings.commit.record(started.elapsed());
         if let Some(bell) = &self.on_commit {
             (bell.0)(epoch);
         }
+        let applying = std::time::Instant::now();
         // The views' state, from the changelog records just committed, each
         // view's marker with it; durable with the next commit's sync (a
         // crash before it replays them).
@@ -820,6 +832,7 @@ impl Checkpoints {
             let end = *meta.sinks.get(topic).expect("a synced sink has an end");
             crate::view_state::apply_through(self.store.as_ref(), &self.log, (view, topic), end)?;
         }
+        self.timings.view_apply.record(applying.elapsed());
         // Operators' overlays may forget these epochs only now.
         self.committed_epoch.store(epoch, Ordering::Release);
         // The dropped topics go only now: a crash before this point leaves

@@ -114,6 +114,9 @@ pub struct RuntimeConfig {
     /// server's readers look at the checkpoint then, instead of at their
     /// next poll of the file).
     pub on_commit: Option<CommitBell>,
+    /// Where the commit path records its durations (shared with whoever
+    /// reads them: a server's metrics, a benchmark).
+    pub timings: Arc<crate::timing::CommitTimings>,
 }
 
 /// A callback rung after each commit is published ([`RuntimeConfig::on_commit`]).
@@ -145,7 +148,13 @@ impl RuntimeConfig {
             changelog_holds: ChangelogHolds::default(),
             state_cache_bytes: crate::state::STATE_CACHE_BYTES_DEFAULT,
             on_commit: None,
+            timings: Arc::default(),
         }
+    }
+    /// Records this run's commit-path durations in `timings`.
+    pub fn timings(mut self, timings: Arc<crate::timing::CommitTimings>) -> Self {
+        self.timings = timings;
+        self
     }
     pub fn on_commit(mut self, bell: CommitBell) -> Self {
         self.on_commit = Some(bell);

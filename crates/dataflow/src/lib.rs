@@ -25,7 +25,7 @@
 //! (tailing partitions), `keyed` and `join` (stateful operators),
 //! [`aggregate`] (accumulators), `sink` (exactly-once topic writes),
 //! [`dead_letter`] (one dead-letter topic per source, one letter per record),
-//! `checkpoint` (the barrier commit), [`view`] (reading views from any
+//! `checkpoint` (the barrier commit), [`timing`] (its durations), [`view`] (reading views from any
 //! process), [`state`] (the store). docs/checkpoints.md has the protocol.
 //!
 //! Invariant (architecture): this crate depends on `millpond-log` and on no
@@ -52,6 +52,7 @@ mod sink;
 mod source;
 mod stash;
 pub mod state;
+pub mod timing;
 pub mod topics;
 pub mod view;
 mod view_sink;
@@ -74,6 +75,7 @@ pub use millpond_log::Error as LogError;
 pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use source::{RawRecord, json, raw};
+pub use timing::{CommitTimings, Histogram, HistogramSnapshot};
 pub use topics::{
     Fetch, RecordView, Resolved, Start, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked,
 };

@@ -135,6 +135,7 @@ impl Runtime {
         checkpoints.compaction_lag = Duration::from_millis(config.changelog_compaction_lag_ms);
         checkpoints.holds = config.changelog_holds.clone();
         checkpoints.on_commit = config.on_commit.clone();
+        checkpoints.timings = config.timings.clone();
         let checkpoints = Arc::new(checkpoints);
         let first_epoch = checkpoints.epoch_floor() + 1;
         let shared = Arc::new(Shared::new(config.clone(), checkpoints.clone(), first_epoch));

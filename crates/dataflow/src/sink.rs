@@ -19,7 +19,7 @@
 //! the row's previous record. Readers rely on both (see [`crate::view`]).
 
 use differential_dataflow::consolidation::consolidate;
-use millpond_log::{CleanupPolicy, Error as LogError, FlushPolicy, Record, TopicConfig};
+use millpond_log::{CleanupPolicy, EncodeRecord, Error as LogError, FlushPolicy, Record, TopicConfig};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Probe;
@@ -80,17 +80,22 @@ pub(crate) fn prepare_topic(shared: &Shared, topic: &str, cleanup_policy: Cleanu
 
 /// Appends records in bounded calls; returns the topic's new end offset.
 pub(crate) fn append_all(shared: &Shared, topic: &str, records: &[Record]) -> Result<u64> {
+    let records: Vec<EncodeRecord<'_>> = records.iter().map(EncodeRecord::from).collect();
+    append_encoded(shared, topic, &records)
+}
+
+/// [`append_all`] of records borrowed from the caller.
+pub(crate) fn append_encoded(shared: &Shared, topic: &str, records: &[EncodeRecord<'_>]) -> Result<u64> {
     let log = shared.log();
     let mut start = 0;
     while start < records.len() {
         let mut bytes = 0;
         let mut end = start;
         while end < records.len() && (end == start || bytes < APPEND_BYTES_MAX) {
-            bytes +=
-                records[end].key.as_ref().map_or(0, Vec::len) + records[end].value.as_ref().map_or(0, Vec::len) + 64;
+            bytes += records[end].key.map_or(0, <[u8]>::len) + records[end].value.map_or(0, <[u8]>::len) + 64;
             end += 1;
         }
-        log.append(topic, 0, &records[start..end])?;
+        log.append_encoded(topic, 0, &records[start..end])?;
         start = end;
     }
     Ok(log.high_watermark(topic, 0)?)

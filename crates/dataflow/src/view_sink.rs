@@ -15,13 +15,17 @@
 //! - a multiplicity read ahead (`before`) is read only when every earlier
 //!   epoch is written and none can still arrive, so it equals what the
 //!   state holds when the epoch is written (asserted against it in debug
-//!   builds).
+//!   builds);
+//! - the state is read (read ahead, or at a write) only after the last
+//!   written epoch is in its overlay: the overlay's inserts are deferred
+//!   from the write to the operator's next activation, so the epoch's
+//!   commit does not wait for them, but every read comes after them.
 
 use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
-use millpond_log::{CleanupPolicy, Header, Record};
-use rustc_hash::FxBuildHasher;
+use millpond_log::{CleanupPolicy, EncodeRecord, Header};
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
@@ -33,7 +37,7 @@ use crate::context::Shared;
 use crate::error::Result;
 use crate::naming::changelog_topic;
 use crate::opstate::OperatorState;
-use crate::sink::{DIFF_HEADER, EPOCH_HEADER, append_all, prepare_topic};
+use crate::sink::{DIFF_HEADER, EPOCH_HEADER, append_encoded, prepare_topic};
 use crate::{Collection, Diff, Epoch};
 
 /// A row's change within one epoch.
@@ -69,6 +73,16 @@ struct ViewFold {
     /// retracts every row of the old one.
     replaced: Option<Epoch>,
     rows_held: u64,
+    /// The last epoch written, not yet in the state's overlay (see
+    /// [`ViewFold::index_written`]).
+    written: Option<Written>,
+}
+
+/// An epoch's rows as written to the changelog: each row and its
+/// multiplicity after the epoch, in row order.
+struct Written {
+    epoch: Epoch,
+    rows: Vec<(Vec<u8>, i64)>,
 }
 
 /// Materializes `collection` as view `name` holding `definition` (see
@@ -90,6 +104,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
         open: BTreeMap::new(),
         replaced: None,
         rows_held: 0,
+        written: None,
     };
     if rows.inner.scope().index() == 0 {
         ctx.declare_view(name, &topic);
@@ -115,15 +130,20 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
             Err(e) => ctx.build_error(format!("view '{name}': {e}")),
         }
     }
+    let scope = rows.inner.inner.scope();
     let operator_name = format!("view:{name}");
     let label = format!("sink '{operator_name}'");
     let stream = rows.inner.inner.unary_frontier::<CapacityContainerBuilder<Vec<((), Epoch, Diff)>>, _, _, _>(
         Exchange::new(|_: &(std::result::Result<Vec<u8>, String>, Epoch, Diff)| 0),
         &operator_name,
-        move |capability, _info| {
+        move |capability, info| {
+            let activator = scope.activator_for(info.address);
             // The replacing epoch is written even if it has no update.
             let mut forced = fold.replaced.map(|epoch| capability.delayed(&epoch));
             move |(input, frontier), _output| {
+                // The epoch written at the last activation goes into the
+                // overlay now, after the commit could start.
+                fold.index_written();
                 input.for_each(|capability, data| {
                     for (row, epoch, diff) in data.drain(..) {
                         fold.absorb(&capability, row, epoch, diff);
@@ -136,10 +156,14 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
                     if shared.failed() {
                         return;
                     }
-                    if let Err(e) = fold.write(&shared, epoch) {
+                    let writing = std::time::Instant::now();
+                    let written = fold.write(&shared, epoch);
+                    shared.checkpoints.timings.sink_write.record(writing.elapsed());
+                    if let Err(e) = written {
                         shared.fail(crate::Error::at(label.clone(), e));
                         return;
                     }
+                    activator.activate();
                 }
                 if let Err(e) = fold.read_ahead(frontier.frontier().first().copied()) {
                     shared.fail(crate::Error::at(label.clone(), e));
@@ -185,6 +209,9 @@ impl ViewFold {
     /// the last call, if the frontier sits at it (nothing earlier can come,
     /// every earlier epoch is written).
     fn read_ahead(&mut self, frontier: Option<Epoch>) -> Result<()> {
+        if self.written.is_some() {
+            return Ok(()); // after the written epoch is indexed, at the next activation
+        }
         let Some(state) = self.state.as_ref() else { return Ok(()) };
         let Some((&epoch, open)) = self.open.iter_mut().next() else { return Ok(()) };
         if frontier != Some(epoch) || self.replaced == Some(epoch) {
@@ -198,8 +225,27 @@ impl ViewFold {
         Ok(())
     }
 
+    /// Puts the last written epoch's rows into the state's overlay (where
+    /// a multiplicity is read until the commit thread applies the epoch to
+    /// the store) and lets the overlay forget what is applied. Deferred from
+    /// the write to the operator's next activation: the epoch's commit does
+    /// not wait for it, and nothing reads the state before it.
+    fn index_written(&mut self) {
+        let Some(Written { epoch, rows }) = self.written.take() else { return };
+        let state = self.state.as_mut().expect("only a view with state writes epochs");
+        for (row, new) in rows {
+            if new == 0 {
+                state.delete(epoch, row);
+            } else {
+                state.put(epoch, row, encode(&new));
+            }
+        }
+        state.finish_epoch(epoch);
+    }
+
     /// Writes epoch `epoch`'s changes and records its sink position.
     fn write(&mut self, shared: &Shared, epoch: Epoch) -> Result<()> {
+        self.index_written(); // an earlier epoch written in this activation
         assert!(self.replaced.is_none_or(|first| epoch >= first), "no epoch of a run precedes its first");
         let open = self.open.remove(&epoch).expect("a ready epoch is open");
         if let Some(e) = open.error {
@@ -213,14 +259,14 @@ impl ViewFold {
         }
         let mut changes: Vec<(Vec<u8>, Delta)> = rows.into_iter().filter(|(_, d)| d.diff != 0).collect();
         changes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let now_ms = shared.log().clock().now_ms();
-        let mut records = Vec::with_capacity(changes.len());
-        for (row, delta) in changes {
+        // Each row's multiplicity after the epoch.
+        let mut after = Vec::with_capacity(changes.len());
+        for (row, delta) in &changes {
             let old = match delta.before {
-                None => held(state, &row, &self.what)?,
+                None => held(state, row, &self.what)?,
                 Some(before) => {
                     if cfg!(debug_assertions) {
-                        assert_eq!(before, held(state, &row, &self.what)?, "a multiplicity read ahead is current");
+                        assert_eq!(before, held(state, row, &self.what)?, "a multiplicity read ahead is current");
                     }
                     before
                 }
@@ -231,18 +277,13 @@ impl ViewFold {
                 (_, 0) => self.rows_held -= 1,
                 _ => {}
             }
-            let value = (new != 0).then(|| new.to_be_bytes().to_vec());
-            if new == 0 {
-                state.delete(epoch, row.clone());
-            } else {
-                state.put(epoch, row.clone(), encode(&new));
-            }
-            records.push(change_record(row, value, epoch, delta.diff, now_ms));
+            after.push(new);
         }
-        let end = append_all(shared, &self.topic, &records)?;
+        let end = append_changes(shared, &self.topic, epoch, &changes, &after)?;
+        let rows = changes.into_iter().zip(after).map(|((row, _), new)| (row, new)).collect();
+        self.written = Some(Written { epoch, rows });
         shared.checkpoints.sink_position(epoch, &self.topic, end);
         shared.checkpoints.view_rows(epoch, &self.name, self.rows_held);
-        state.finish_epoch(epoch);
         Ok(())
     }
 }
@@ -261,17 +302,47 @@ fn retract_committed(state: &OperatorState, rows: &mut Rows, what: &str) -> Resu
     })
 }
 
-/// A row's multiplicity in the view's state (0: absent).
+/// A row's multiplicity in the view's state (0: absent). Only with no
+/// written epoch waiting for the overlay ([`ViewFold::index_written`]).
 fn held(state: &OperatorState, row: &[u8], what: &str) -> Result<i64> {
     state.get(row)?.map(|b| decode(&b, what)).transpose().map(|count| count.unwrap_or(0))
 }
 
-/// One changelog record: the row, its multiplicity after the epoch (or a
-/// tombstone), and the epoch and change as headers.
-fn change_record(row: Vec<u8>, value: Option<Vec<u8>>, epoch: Epoch, diff: i64, now_ms: i64) -> Record {
-    let headers = vec![
-        Header { key: EPOCH_HEADER.into(), value: Some((epoch as i64).to_be_bytes().to_vec()) },
-        Header { key: DIFF_HEADER.into(), value: Some(diff.to_be_bytes().to_vec()) },
-    ];
-    Record { key: Some(row), value, timestamp_ms: now_ms, headers }
+/// Appends an epoch's changelog records, one per changed row (sorted):
+/// the row, its multiplicity after the epoch (or a tombstone), and the
+/// epoch and change as headers. Records borrow the rows; the header pairs
+/// are built once per distinct change (almost always +1 or -1).
+fn append_changes(
+    shared: &Shared,
+    topic: &str,
+    epoch: Epoch,
+    changes: &[(Vec<u8>, Delta)],
+    after: &[i64],
+) -> Result<u64> {
+    assert_eq!(changes.len(), after.len(), "one multiplicity per change");
+    let epoch_value = (epoch as i64).to_be_bytes().to_vec();
+    let mut headers: FxHashMap<i64, [Header; 2]> = FxHashMap::default();
+    for (_, delta) in changes {
+        headers.entry(delta.diff).or_insert_with(|| {
+            [
+                Header { key: EPOCH_HEADER.into(), value: Some(epoch_value.clone()) },
+                Header { key: DIFF_HEADER.into(), value: Some(delta.diff.to_be_bytes().to_vec()) },
+            ]
+        });
+    }
+    let values: Vec<[u8; 8]> = after.iter().map(|new| new.to_be_bytes()).collect();
+    let now_ms = shared.log().clock().now_ms();
+    let records: Vec<EncodeRecord<'_>> = changes
+        .iter()
+        .zip(&values)
+        .zip(after)
+        .map(|(((row, delta), value), &new)| EncodeRecord {
+            offset_delta: 0,
+            timestamp_ms: now_ms,
+            key: Some(row),
+            value: (new != 0).then_some(&value[..]),
+            headers: &headers[&delta.diff],
+        })
+        .collect();
+    append_encoded(shared, topic, &records)
 }

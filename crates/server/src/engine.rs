@@ -122,6 +122,8 @@ pub struct Engine {
     pub(crate) opens: Arc<tokio::sync::Semaphore>,
     /// One shared changelog reader per view with subscribers.
     pub(crate) hubs: crate::fanout::Hubs,
+    /// Every run's commit-path durations (one set across restarts).
+    timings: Arc<millpond_dataflow::CommitTimings>,
 }
 
 /// Subscriptions opened at once: each open folds the view's changelog to
@@ -152,6 +154,7 @@ impl Engine {
             commits,
             opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),
             hubs: crate::fanout::Hubs::default(),
+            timings: Arc::default(),
             config,
             topics,
             session: Mutex::new(session),
@@ -165,6 +168,11 @@ impl Engine {
     /// The open log's topics (what clients read and write through it).
     pub(crate) fn topics(&self) -> &Topics {
         &self.topics
+    }
+
+    /// The durations of the runtime's commit path, since the engine opened.
+    pub fn commit_timings(&self) -> &millpond_dataflow::CommitTimings {
+        &self.timings
     }
 
     /// The data directory.
@@ -401,6 +409,7 @@ impl Engine {
             .stop(stop_flag.clone())
             .changelog_holds(self.subscriptions.holds.clone())
             .on_commit(self.commits.bell())
+            .timings(self.timings.clone())
             .changelog_compaction_lag_ms(self.config.changelog_compaction_lag_ms)
             .sink_segment_bytes(self.config.changelog_segment_bytes);
         config.commit_delay_ms = self.config.commit_delay_ms;

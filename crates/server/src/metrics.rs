@@ -4,7 +4,8 @@
 //! Per view: the committed epoch, how far its readers are behind their
 //! topics' high watermarks (records), and how many records they have read
 //! (a counter: `rate()` gives records/s). Per run: the age of the last
-//! commit and the interval between the last two. Per Postgres endpoint:
+//! commit and the interval between the last two; the durations of the
+//! commit path's steps since the server started (a summary). Per Postgres endpoint:
 //! connections and subscribers.
 //!
 //! Invariants: a scrape reads the published checkpoint and the topics'
@@ -127,6 +128,7 @@ pub(crate) fn render(engine: &Engine, gauges: &Gauges) -> String {
     per_hub(&mut out, "millpond_fanout_positions", &|s| s.positions as u64);
     metric(&mut out, "millpond_fanout_behind_total", "counter", "Subscribers dropped for falling behind the ring.");
     per_hub(&mut out, "millpond_fanout_behind_total", &|s| s.behind);
+    commit_durations(&mut out, engine.commit_timings());
     let Ok(Some(meta)) = engine.committed() else { return out };
     let stats = engine.view_stats(&meta);
     metric(&mut out, "millpond_view_committed_epoch", "gauge", "The view's last committed epoch.");
@@ -149,4 +151,26 @@ pub(crate) fn render(engine: &Engine, gauges: &Gauges) -> String {
         let _ = writeln!(out, "millpond_checkpoint_interval_seconds {:.3}", interval.as_secs_f64());
     }
     out
+}
+
+/// The commit path's durations as one Prometheus summary with a `step`
+/// label: quantiles 0.5, 0.9 and 0.99 (each its histogram bucket's upper
+/// bound, at most 25 % above the true value), `_sum` and `_count`.
+fn commit_durations(out: &mut String, timings: &millpond_dataflow::CommitTimings) {
+    const NAME: &str = "millpond_checkpoint_duration_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {NAME} Steps of the commit path since the server started: a view's sink writing an epoch \
+         (sink_write), the commit to its publish (commit) and its parts, then the views' state applied.\n# TYPE \
+         {NAME} summary"
+    );
+    for (step, histogram) in timings.each() {
+        let snapshot = histogram.snapshot();
+        for q in [0.5, 0.9, 0.99] {
+            let seconds = snapshot.quantile_us(q) as f64 / 1e6;
+            let _ = writeln!(out, "{NAME}{{step=\"{step}\",quantile=\"{q}\"}} {seconds:.6}");
+        }
+        let _ = writeln!(out, "{NAME}_sum{{step=\"{step}\"}} {:.6}", snapshot.sum_us() as f64 / 1e6);
+        let _ = writeln!(out, "{NAME}_count{{step=\"{step}\"}} {}", snapshot.count());
+    }
 }

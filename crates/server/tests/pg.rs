@@ -371,6 +371,14 @@ async fn the_metrics_endpoint_exports_views_and_connections_in_prometheus_text()
     assert!(body.contains("# TYPE millpond_view_records_read_total counter"), "{body}");
     assert!(body.contains("millpond_view_committed_epoch{view=\"v\"} "), "{body}");
     assert!(body.contains("millpond_checkpoint_age_seconds "), "{body}");
+    // The view committed: its sink wrote epochs and commits published them.
+    for step in ["sink_write", "commit", "changelog_sync", "state_commit", "publish", "view_apply"] {
+        let count = format!("millpond_checkpoint_duration_seconds_count{{step=\"{step}\"}} ");
+        let line = body.lines().find(|l| l.starts_with(&count)).unwrap_or_else(|| panic!("no {count}: {body}"));
+        let recorded: u64 = line[count.len()..].parse().unwrap();
+        assert!(recorded >= 1, "{line}");
+        assert!(body.contains(&format!("millpond_checkpoint_duration_seconds{{step=\"{step}\",quantile=\"0.99\"}} ")));
+    }
     assert!(scrape("/other").await.starts_with("HTTP/1.0 404"));
     drop(metrics);
     drop(endpoint);
