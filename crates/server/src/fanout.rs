@@ -314,9 +314,63 @@ impl Drop for HubHandle {
 }
 
 /// The server's hubs, one per view with subscribers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Hubs {
     hubs: Mutex<HashMap<String, Weak<HubHandle>>>,
+    spawner: Spawner,
+}
+
+/// A hub thread's body.
+type HubThread = Box<dyn FnOnce() + Send>;
+/// A request to the spawner: the thread's name and body, and where to say
+/// whether it started.
+type SpawnRequest = (String, HubThread, std::sync::mpsc::SyncSender<std::io::Result<()>>);
+
+/// Starts hub threads at the priority of the thread that made it (the
+/// engine's opener, beside the runtime): a thread inherits its creator's
+/// nice value and may not lower it again, and a hub asked for by a client
+/// thread (at the wire's nice) would be starved by the runtime it must
+/// keep up with. A hub's work is per change, like the dataflow's, not per
+/// subscriber (measured: a hub at nice 10 delayed an epoch's first line by
+/// up to 150-250 ms after its commit; at nice 0, 20 ms at p99).
+#[derive(Debug)]
+struct Spawner {
+    requests: Mutex<std::sync::mpsc::Sender<SpawnRequest>>,
+}
+
+impl Spawner {
+    fn new() -> Spawner {
+        let (requests, received) = std::sync::mpsc::channel::<SpawnRequest>();
+        // Ends when the hubs (and so the sender) are dropped.
+        let started = std::thread::Builder::new().name("millpond-fanout-spawner".into()).spawn(move || {
+            for (name, body, reply) in received {
+                let _ = reply.send(std::thread::Builder::new().name(name).spawn(body).map(drop));
+            }
+        });
+        if let Err(error) = started {
+            eprintln!("millpond: no hub spawner ({error}); hubs start at their client's priority");
+        }
+        Spawner { requests: Mutex::new(requests) }
+    }
+
+    /// Starts `body` on a thread named `name` at the spawner's priority
+    /// (or, without a spawner, at the caller's).
+    fn spawn(&self, name: String, body: HubThread) -> std::io::Result<()> {
+        let (reply, replied) = std::sync::mpsc::sync_channel(1);
+        let sent = self.requests.lock().unwrap_or_else(|e| e.into_inner()).send((name, body, reply));
+        match sent {
+            Ok(()) => replied.recv().unwrap_or_else(|_| Err(std::io::Error::other("the hub spawner stopped"))),
+            Err(std::sync::mpsc::SendError((name, body, _))) => {
+                std::thread::Builder::new().name(name).spawn(body).map(drop)
+            }
+        }
+    }
+}
+
+impl Default for Hubs {
+    fn default() -> Self {
+        Hubs { hubs: Mutex::default(), spawner: Spawner::new() }
+    }
 }
 
 impl Hubs {
@@ -351,9 +405,7 @@ impl Hubs {
         commits.register(&hub.wake);
         let commits = commits.subscribe();
         let (running, dir) = (hub.clone(), data_dir.to_path_buf());
-        std::thread::Builder::new()
-            .name(format!("millpond-fanout-{view}"))
-            .spawn(move || run(&running, &dir, commits))?;
+        self.spawner.spawn(format!("millpond-fanout-{view}"), Box::new(move || run(&running, &dir, commits)))?;
         let handle = Arc::new(HubHandle { hub });
         hubs.insert(view.to_owned(), Arc::downgrade(&handle));
         Ok(handle)

@@ -1,8 +1,9 @@
 //! Priority: the dataflow first. The threads that serve clients (the
-//! endpoint's I/O threads and the fan-out hubs) can run at a higher nice
-//! value than the runtime's workers, so that under CPU contention a crowd
-//! of subscribers takes what the dataflow leaves, instead of slowing the
-//! views they read.
+//! endpoint's I/O threads) can run at a higher nice value than the
+//! runtime's workers, so that under CPU contention a crowd of subscribers
+//! takes what the dataflow leaves, instead of slowing the views they read.
+//! The fan-out hubs are not among them: a hub's work is per change, not per
+//! subscriber, and it runs at the runtime's priority (`fanout::Spawner`).
 //!
 //! Invariant: niceness is only ever raised (priority lowered), per thread
 //! (Linux applies `setpriority` on a thread id to that thread alone); an

@@ -200,3 +200,53 @@ async fn a_burst_past_the_shared_buffer_drops_the_slow_subscriber_and_not_the_fa
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// The nice value of each of this process's threads whose name (as the
+/// kernel keeps it: 15 bytes) starts with `prefix`.
+fn nice_of_threads(prefix: &str) -> Vec<i64> {
+    let mut nices = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // After "pid (comm) ": field 3 (state) is index 0, so field 19 (nice) is 16.
+        let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest).unwrap_or("").split(' ').collect();
+        nices.push(fields[16].parse().unwrap());
+    }
+    nices
+}
+
+/// A hub's work is per change, not per subscriber: it runs at the engine's
+/// priority, though the client thread that asked for it runs at the wire's
+/// higher nice value (a thread inherits its creator's, and may not lower it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_runs_at_the_engines_priority_and_the_wire_threads_below_it() {
+    let own = i64::from(rustix::process::getpriority_process(None).unwrap());
+    assert!(own < 19, "the test needs room below its own priority (nice {own})");
+    let wire = (own + 5).min(19);
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.wire_nice = wire as i32;
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    let addr = endpoint.addr();
+    let url = format!("host={} port={} user=millpond", addr.ip(), addr.port());
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("CREATE TABLE t (k BIGINT PRIMARY KEY); CREATE MATERIALIZED VIEW v AS SELECT k FROM t")
+        .await
+        .unwrap();
+    let mut stream = Box::pin(client.copy_out("COPY (SUBSCRIBE v WITH (PROGRESS)) TO STDOUT").await.unwrap());
+    stream.next().await.unwrap().unwrap(); // the hub runs: it sent a row
+    let hubs = nice_of_threads("millpond-fanou"); // the hub and its spawner
+    assert!(hubs.len() >= 2, "a hub and the spawner run: {hubs:?}");
+    assert!(hubs.iter().all(|&nice| nice == own), "hubs at the engine's nice {own}: {hubs:?}");
+    let wire_threads = nice_of_threads("millpond-pg");
+    assert!(!wire_threads.is_empty() && wire_threads.iter().all(|&nice| nice == wire), "{wire_threads:?}");
+    drop(stream);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
