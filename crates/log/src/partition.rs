@@ -356,18 +356,15 @@ impl Partition {
     /// Appends `records` as one batch with consecutive offsets. Returns once
     /// the flush policy's acknowledgement condition holds.
     pub(crate) fn append(&self, records: &[&Record]) -> Result<AppendInfo> {
-        let (info, needs_sync) = self.write(records)?;
-        if needs_sync {
-            // Outside the writer lock, so other appenders can join this sync.
-            self.sync_until(info.last_offset + 1)?;
-        }
-        Ok(info)
+        let records: Vec<EncodeRecord<'_>> = records.iter().map(|&record| record.into()).collect();
+        self.append_encoded(&records)
     }
 
     /// [`Partition::append`] of borrowed records.
     pub(crate) fn append_encoded(&self, records: &[EncodeRecord<'_>]) -> Result<AppendInfo> {
         let (info, needs_sync) = self.write_encoded(records)?;
         if needs_sync {
+            // Outside the writer lock, so other appenders can join this sync.
             self.sync_until(info.last_offset + 1)?;
         }
         Ok(info)
