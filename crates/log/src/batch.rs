@@ -532,11 +532,14 @@ pub fn encode_batch<'r>(
     size
 }
 
-/// Encodes `records` as one batch with consecutive offsets from `base_offset`.
-pub fn encode_records<'r, I>(out: &mut Vec<u8>, base_offset: u64, records: I) -> usize
+/// Encodes `records` (owned [`Record`]s by reference, or borrowed
+/// [`EncodeRecord`]s, whose offset deltas are replaced) as one batch with
+/// consecutive offsets from `base_offset`.
+pub fn encode_records<'r, I, R>(out: &mut Vec<u8>, base_offset: u64, records: I) -> usize
 where
-    I: IntoIterator<Item = &'r Record>,
+    I: IntoIterator<Item = R>,
     I::IntoIter: ExactSizeIterator,
+    R: Into<EncodeRecord<'r>>,
 {
     let records = records.into_iter();
     let last_offset_delta = u32::try_from(records.len().saturating_sub(1)).expect("batch record count fits u32");

@@ -398,9 +398,7 @@ impl Partition {
             let base_offset = writer.next_offset;
             let mut buffer = std::mem::take(&mut writer.buffer);
             buffer.clear();
-            let last_offset_delta = u32::try_from(records.len() - 1).expect("batch record count fits u32");
-            let deltas = records.iter().enumerate().map(|(delta, r)| EncodeRecord { offset_delta: delta as u32, ..*r });
-            let size = batch::encode_batch(&mut buffer, base_offset, last_offset_delta, deltas);
+            let size = batch::encode_records(&mut buffer, base_offset, records.iter().copied());
             if size as u64 > self.config.max_batch_bytes {
                 writer.buffer = buffer;
                 return Err(Error::BatchTooLarge { size_bytes: size, max_bytes: self.config.max_batch_bytes as usize });
