@@ -12,9 +12,12 @@
 //!    in ONE RocksDB write batch, synced;
 //! 3. publish the meta as `checkpoint.json` (atomic rename) for readers in
 //!    other processes;
-//! 4. apply the views' state writes, which their changelogs (synced in 1)
-//!    already hold, in one unsynced batch with their markers
-//!    ([`crate::view_state`]); then raise the committed epoch.
+//! 4. hand the views' state writes, which their changelogs (synced in 1)
+//!    already hold, to the state applier ([`crate::applier`]: its own
+//!    thread, below the runtime's priority), which applies them in unsynced
+//!    batches with their markers ([`crate::view_state`]) and then raises the
+//!    committed epoch. The next commit waits for that apply before its
+//!    synced batch (2), which makes it durable.
 //!
 //! Source offsets are kept per **reader**: a name for one position in one
 //! topic (`Job::source` names its reader after the topic; `source_named`
@@ -49,12 +52,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use millpond_log::Log;
 use serde::{Deserialize, Serialize};
 
 use crate::Epoch;
+use crate::applier::{Applier, Apply};
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
 
@@ -362,7 +366,9 @@ pub(crate) struct Checkpoints {
     meta: Mutex<CheckpointMeta>,
     /// The committed meta this run started from (never changes).
     resumed: CheckpointMeta,
-    committed_epoch: AtomicU64,
+    /// Applies each commit's view rows to the views' state, then raises
+    /// the committed epoch.
+    applier: Applier,
     /// An operator handed over an epoch's writes, or a sink its position,
     /// since worker 0 last looked at the probe: see [`Checkpoints::progress_due`].
     finished: AtomicBool,
@@ -397,6 +403,7 @@ impl Checkpoints {
         log: Arc<Log>,
         data_dir: PathBuf,
         durable: bool,
+        apply_nice: i32,
     ) -> Result<Checkpoints> {
         let meta_keyspace = store.keyspace(META_KEYSPACE)?;
         let meta = match store.get(meta_keyspace, META_KEY)? {
@@ -446,7 +453,7 @@ impl Checkpoints {
                     .collect(),
             ),
             epoch_floor,
-            committed_epoch: AtomicU64::new(meta.epoch),
+            applier: Applier::start(store.clone(), log.clone(), meta.epoch, apply_nice)?,
             finished: AtomicBool::new(false),
             behind_views: catch_up_failures.keys().cloned().collect(),
             catch_up_failures: Mutex::new(catch_up_failures),
@@ -488,8 +495,15 @@ impl Checkpoints {
         self.meta.lock().expect("meta lock").compactable.get(topic).map_or(0, |(_, offset)| *offset)
     }
 
+    /// The last epoch committed and applied to the views' state (what
+    /// operators' overlays may forget).
     pub(crate) fn committed_epoch(&self) -> Epoch {
-        self.committed_epoch.load(Ordering::Acquire)
+        self.applier.committed_epoch()
+    }
+
+    /// Waits for the last commit's state apply; fails if an apply failed.
+    pub(crate) fn finish_applying(&self) -> Result<()> {
+        self.applier.wait()
     }
 
     /// Adds state changes made while processing `epoch`.
@@ -814,6 +828,10 @@ impl Checkpoints {
             }
         }
         batch.put_owned(self.meta_keyspace, META_KEY.to_vec(), crate::codec::encode(&*meta));
+        // The previous commit's state apply is written before this synced
+        // batch, which makes it durable (its markers are then at most one
+        // commit behind: the compaction bound above relies on it).
+        self.applier.wait()?;
         let storing = std::time::Instant::now();
         self.store.commit(batch, self.durable)?;
         let publishing = std::time::Instant::now();
@@ -824,17 +842,15 @@ impl Checkpoints {
         if let Some(bell) = &self.on_commit {
             (bell.0)(epoch);
         }
-        let applying = std::time::Instant::now();
         // The views' state, from the changelog records just committed, each
-        // view's marker with it; durable with the next commit's sync (a
-        // crash before it replays them).
-        for (view, topic) in meta.views.iter().filter(|(_, topic)| synced.contains(*topic)) {
-            let end = *meta.sinks.get(topic).expect("a synced sink has an end");
-            crate::view_state::apply_through(self.store.as_ref(), &self.log, (view, topic), end)?;
-        }
-        self.timings.view_apply.record(applying.elapsed());
-        // Operators' overlays may forget these epochs only now.
-        self.committed_epoch.store(epoch, Ordering::Release);
+        // view's marker with it, on the applier's thread; durable with the
+        // next commit's sync (a crash before it replays them). It raises the
+        // committed epoch, which operators' overlays forget epochs by.
+        let views = meta.views.iter().filter(|(_, topic)| synced.contains(*topic));
+        let views = views.map(|(view, topic)| {
+            (view.clone(), topic.clone(), *meta.sinks.get(topic).expect("a synced sink has an end"))
+        });
+        self.applier.submit(Apply { epoch, views: views.collect(), timings: self.timings.clone() })?;
         // The dropped topics go only now: a crash before this point leaves
         // them listed by the old checkpoint (and whole) or orphaned by the
         // new one (deleted at the next startup that drops undeclared parts).

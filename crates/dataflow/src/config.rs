@@ -110,6 +110,11 @@ pub struct RuntimeConfig {
     /// The cap of RocksDB's block cache (data, index and filter blocks), in
     /// bytes ([`crate::state::STATE_CACHE_BYTES_DEFAULT`]).
     pub state_cache_bytes: usize,
+    /// The nice value of the thread that applies each commit's view rows
+    /// to the views' state after the commit is published (0: the
+    /// runtime's own; see `applier.rs`). A server whose client threads run
+    /// at a higher nice value puts it between them and its hubs.
+    pub state_apply_nice: i32,
     /// Rung with each epoch as soon as its checkpoint is published (a
     /// server's readers look at the checkpoint then, instead of at their
     /// next poll of the file).
@@ -147,6 +152,7 @@ impl RuntimeConfig {
             on_retention_gap: RetentionGapPolicy::Fail,
             changelog_holds: ChangelogHolds::default(),
             state_cache_bytes: crate::state::STATE_CACHE_BYTES_DEFAULT,
+            state_apply_nice: 0,
             on_commit: None,
             timings: Arc::default(),
         }
@@ -158,6 +164,10 @@ impl RuntimeConfig {
     }
     pub fn on_commit(mut self, bell: CommitBell) -> Self {
         self.on_commit = Some(bell);
+        self
+    }
+    pub fn state_apply_nice(mut self, nice: i32) -> Self {
+        self.state_apply_nice = nice;
         self
     }
     pub fn state_cache_bytes(mut self, bytes: usize) -> Self {

@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+mod applier;
 mod checkpoint;
 mod codec;
 mod collection;

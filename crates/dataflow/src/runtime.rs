@@ -130,7 +130,13 @@ impl Runtime {
             }
             StateBackend::Memory => Arc::new(MemoryStore::new()),
         };
-        let mut checkpoints = Checkpoints::open(store, log.clone(), config.data_dir.clone(), config.checkpoints)?;
+        let mut checkpoints = Checkpoints::open(
+            store,
+            log.clone(),
+            config.data_dir.clone(),
+            config.checkpoints,
+            config.state_apply_nice,
+        )?;
         checkpoints.commit_delay = Duration::from_millis(config.commit_delay_ms);
         checkpoints.compaction_lag = Duration::from_millis(config.changelog_compaction_lag_ms);
         checkpoints.holds = config.changelog_holds.clone();
@@ -211,12 +217,14 @@ impl Runtime {
         let results = guards.join();
         let _ = frontiers.send(None);
         committer.join().map_err(|_| Error::Worker("the commit thread panicked".into()))?;
+        let applied = checkpoints.finish_applying();
         for result in results {
             result.map_err(Error::Worker)?;
         }
         if let Some(failure) = shared.take_failure() {
             return Err(failure);
         }
+        applied?;
         let stats = RunStats {
             records: shared.records.load(Ordering::Relaxed),
             dead_letters: shared.dead_letters.load(Ordering::Relaxed),
