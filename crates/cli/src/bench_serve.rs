@@ -91,7 +91,11 @@ impl Server {
         if dir.exists() {
             std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
         }
-        let config = EngineConfig { epoch_interval_ms: epoch_ms, ..EngineConfig::new(dir) };
+        let config = EngineConfig {
+            epoch_interval_ms: epoch_ms,
+            state_apply_nice: millpond_server::state_apply_nice(wire_nice),
+            ..EngineConfig::new(dir)
+        };
         let engine = Engine::open(config)?;
         engine.execute(SCHEMA)?;
         let mut pg = PgConfig::new("127.0.0.1:0".parse().expect("an address"));

@@ -62,8 +62,12 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     let stop = crate::signals::stop_flag()?;
-    let config =
-        EngineConfig { workers: args.workers, epoch_interval_ms: args.epoch_ms, ..EngineConfig::new(data_dir) };
+    let config = EngineConfig {
+        workers: args.workers,
+        epoch_interval_ms: args.epoch_ms,
+        state_apply_nice: millpond_server::state_apply_nice(args.wire_nice),
+        ..EngineConfig::new(data_dir)
+    };
     let engine = Engine::open(config).context("opening the data directory")?;
     for file in &args.files {
         let sql = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;

@@ -48,9 +48,6 @@ const READ_BYTES_MAX: usize = 1 << 20;
 /// Bytes of changelog read at once when following commits (at least one
 /// batch): a poll of a few records stops soon after them.
 const POLL_READ_BYTES_MAX: usize = 64 << 10;
-/// Tables of held rows grown per [`Subscription::grow_ahead`]: each a
-/// 256th of the rows, so a call costs about a millisecond at a million.
-const GROW_AHEAD_SHARDS_MAX: usize = 8;
 
 /// A view as listed by [`list_views`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -179,9 +176,7 @@ struct Fold {
     /// The snapshot epoch.
     as_of: Epoch,
     /// Multiplicity per row (JSON bytes) as of what has been read; empty
-    /// once [`Subscription::forget_rows`] is called. A tree until
-    /// [`Subscription::grow_ahead`] moves it into hash tables
-    /// ([`RowCounts`]).
+    /// once [`Subscription::forget_rows`] is called ([`RowCounts`]).
     counts: RowCounts,
     /// Whether `counts` is kept (the default): it checks each change
     /// against the row it continues and lets a dropped view be retracted.
@@ -198,30 +193,12 @@ impl Subscription {
     /// Subscribes to view `name` as of epoch `as_of` (default: the last
     /// committed), starting with a snapshot when `snapshot` is set.
     pub fn open(data_dir: &Path, name: &str, as_of: Option<Epoch>, snapshot: bool) -> Result<Subscription> {
-        let meta = CheckpointMeta::read_published(data_dir)?.ok_or_else(|| Error::UnknownView(name.to_owned()))?;
-        let topic = meta.views.get(name).cloned().ok_or_else(|| Error::UnknownView(name.to_owned()))?;
-        let since = meta.changelogs.get(name).map_or(0, |d| d.since);
+        let (meta, topic, since) = published_view(data_dir, name)?;
         let as_of = as_of.unwrap_or(meta.epoch);
         check_as_of(&meta, name, &topic, since, as_of, snapshot)?;
         let reader = PartitionReader::new(data_dir, &topic, 0, 0)?;
-        let mut subscription = Subscription {
-            data_dir: data_dir.to_path_buf(),
-            topic,
-            reader,
-            since,
-            dropped: None,
-            fold: Fold {
-                view: name.to_owned(),
-                as_of,
-                counts: RowCounts::default(),
-                track_rows: true,
-                last_epoch: 0,
-                last_progress: as_of,
-                read_epoch: 0,
-                queue: VecDeque::new(),
-            },
-            poll_interval: Duration::from_millis(50),
-        };
+        let fold = Fold::new(name, as_of, true, 0);
+        let mut subscription = Subscription::new(data_dir, topic, reader, since, fold);
         // Fold everything up to the snapshot epoch; later committed changes queue up.
         let end = meta.sinks.get(&subscription.topic).copied().unwrap_or(0);
         let mut after = Vec::new();
@@ -263,6 +240,31 @@ impl Subscription {
         Ok(subscription)
     }
 
+    /// A reader of view `name`'s changes after the last committed epoch,
+    /// without a snapshot and without rows (as after
+    /// [`Subscription::forget_rows`]): it starts at the changelog's
+    /// committed end and reads nothing before it, so opening it costs the
+    /// same for any size of view. A server's hub reads a view this way.
+    pub fn tail(data_dir: &Path, name: &str) -> Result<Subscription> {
+        let (meta, topic, since) = published_view(data_dir, name)?;
+        let end = meta.sinks.get(&topic).copied().unwrap_or(0);
+        let reader = PartitionReader::new(data_dir, &topic, 0, end)?;
+        let fold = Fold::new(name, meta.epoch, false, meta.epoch);
+        Ok(Subscription::new(data_dir, topic, reader, since, fold))
+    }
+
+    fn new(data_dir: &Path, topic: String, reader: PartitionReader, since: Epoch, fold: Fold) -> Subscription {
+        Subscription {
+            data_dir: data_dir.to_path_buf(),
+            topic,
+            reader,
+            since,
+            dropped: None,
+            fold,
+            poll_interval: Duration::from_millis(50),
+        }
+    }
+
     /// Stops keeping every row's multiplicity, so the reader's memory no
     /// longer grows with the view (a server's subscribers). What it gives
     /// up: the check of each change against the row it continues (the
@@ -272,15 +274,6 @@ impl Subscription {
     pub fn forget_rows(&mut self) {
         self.fold.track_rows = false;
         self.fold.counts = RowCounts::default();
-    }
-
-    /// Moves the held rows into hash tables (the first call) or grows a few
-    /// of them ahead of need ([`RowCounts::grow_ahead`]); returns whether
-    /// any work was done. A reader that serves others (a server's hub)
-    /// calls it while idle between commits, so that its lookups are hashed
-    /// and its tables do not grow while it delivers a commit.
-    pub fn grow_ahead(&mut self) -> bool {
-        self.fold.track_rows && self.fold.counts.grow_ahead(GROW_AHEAD_SHARDS_MAX) > 0
     }
 
     /// The epoch of the snapshot.
@@ -374,19 +367,14 @@ impl Subscription {
         Ok(true)
     }
 
-    /// The rows held as of what has been read (the row's JSON bytes and its
-    /// multiplicity), in byte order; none after [`Subscription::forget_rows`].
-    pub fn held_rows(&self) -> impl Iterator<Item = (&[u8], i64)> {
-        self.fold.sorted_counts().into_iter()
-    }
-
     /// The last epoch whose progress mark has been queued.
     pub fn progressed(&self) -> Epoch {
         self.fold.last_progress
     }
 
     /// Queues the retraction of every row held, at `epoch` (the commit that
-    /// dropped the view), and its progress mark; the next poll fails.
+    /// dropped the view), and its progress mark (none for a reader that
+    /// keeps no rows); the next poll fails.
     fn retract_all(&mut self, epoch: Epoch, recreated: bool) {
         let fold = &mut self.fold;
         // The dropping commit follows every epoch read; the max only guards
@@ -401,8 +389,12 @@ impl Subscription {
         for (row, count) in held {
             fold.queue.push_back(RawEvent::Change { epoch, diff: -count, row });
         }
-        fold.finish_through(epoch);
         let retracted = fold.track_rows;
+        // Without rows to retract, no progress mark: the view at `epoch`
+        // is not what the reader holds, and the error says so.
+        if retracted {
+            fold.finish_through(epoch);
+        }
         self.dropped = Some(Error::ViewDropped { view: fold.view.clone(), epoch, recreated, retracted });
     }
 
@@ -453,6 +445,15 @@ impl Iterator for Subscription {
     }
 }
 
+/// The published checkpoint, and view `name`'s changelog topic and the
+/// epoch it began at.
+fn published_view(data_dir: &Path, name: &str) -> Result<(CheckpointMeta, String, Epoch)> {
+    let meta = CheckpointMeta::read_published(data_dir)?.ok_or_else(|| Error::UnknownView(name.to_owned()))?;
+    let topic = meta.views.get(name).cloned().ok_or_else(|| Error::UnknownView(name.to_owned()))?;
+    let since = meta.changelogs.get(name).map_or(0, |d| d.since);
+    Ok((meta, topic, since))
+}
+
 /// Refuses a subscription as of an epoch its changelog cannot give.
 fn check_as_of(
     meta: &CheckpointMeta,
@@ -488,6 +489,21 @@ fn check_as_of(
 type After = (u64, Vec<u8>, i64, Epoch, i64);
 
 impl Fold {
+    /// A fold with a snapshot at `as_of`, having read records through
+    /// epoch `read_through` (0: none yet).
+    fn new(view: &str, as_of: Epoch, track_rows: bool, read_through: Epoch) -> Fold {
+        Fold {
+            view: view.to_owned(),
+            as_of,
+            counts: RowCounts::default(),
+            track_rows,
+            last_epoch: read_through,
+            last_progress: as_of,
+            read_epoch: read_through,
+            queue: VecDeque::new(),
+        }
+    }
+
     /// Opening: folds a record of an epoch up to `as_of` into the rows held;
     /// keeps a later one in `after`.
     fn fold_before(&mut self, record: &RecordView<'_>, committed: Epoch, after: &mut Vec<After>) -> Result<()> {

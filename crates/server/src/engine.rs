@@ -58,6 +58,9 @@ pub struct EngineConfig {
     /// Segment size of the views' changelog topics (compaction rewrites
     /// closed segments only).
     pub changelog_segment_bytes: u64,
+    /// The nice value of the runtime's state applier (0: the runtime's;
+    /// [`crate::state_apply_nice`] for a server with niced client threads).
+    pub state_apply_nice: i32,
 }
 
 impl EngineConfig {
@@ -73,6 +76,7 @@ impl EngineConfig {
             commit_delay_ms: 0,
             changelog_compaction_lag_ms: runtime.changelog_compaction_lag_ms,
             changelog_segment_bytes: runtime.sink_segment_bytes,
+            state_apply_nice: runtime.state_apply_nice,
         }
     }
 }
@@ -122,6 +126,10 @@ pub struct Engine {
     pub(crate) opens: Arc<tokio::sync::Semaphore>,
     /// One shared changelog reader per view with subscribers.
     pub(crate) hubs: crate::fanout::Hubs,
+    /// Starts the runtime's runs and the hubs at the opener's priority
+    /// (a run restarted by a client's statement would otherwise inherit
+    /// the client thread's nice value, and the dataflow run at the wire's).
+    spawner: Arc<crate::priority::Spawner>,
     /// Every run's commit-path durations (one set across restarts).
     timings: Arc<millpond_dataflow::CommitTimings>,
 }
@@ -150,10 +158,12 @@ impl Engine {
             path: config.data_dir.display().to_string(),
             source,
         })?;
+        let spawner = Arc::new(crate::priority::Spawner::new());
         let engine = Arc::new(Engine {
+            hubs: crate::fanout::Hubs::new(spawner.clone()),
+            spawner,
             commits,
             opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),
-            hubs: crate::fanout::Hubs::default(),
             timings: Arc::default(),
             config,
             topics,
@@ -410,13 +420,16 @@ impl Engine {
             .changelog_holds(self.subscriptions.holds.clone())
             .on_commit(self.commits.bell())
             .timings(self.timings.clone())
+            .state_apply_nice(self.config.state_apply_nice)
             .changelog_compaction_lag_ms(self.config.changelog_compaction_lag_ms)
             .sink_segment_bytes(self.config.changelog_segment_bytes);
         config.commit_delay_ms = self.config.commit_delay_ms;
         let topics = self.topics.clone();
-        let thread = std::thread::Builder::new()
-            .name("millpond-runtime".into())
-            .spawn(move || millpond_sql::run_on(&topics, config, compiled).map_err(|e| e.to_string()))
+        let thread = self
+            .spawner
+            .spawn("millpond-runtime".into(), move || {
+                millpond_sql::run_on(&topics, config, compiled).map_err(|e| e.to_string())
+            })
             .map_err(|source| Error::Io { action: "spawning", path: "the runtime thread".into(), source })?;
         runner.thread = Some(thread);
         runner.stop = stop_flag;

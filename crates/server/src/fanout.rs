@@ -8,10 +8,14 @@
 //! number) in that ring: delivering a change to it is a reference-counted
 //! slice and a socket write, so k subscribers cost one decode, not k.
 //!
-//! The hub keeps the view's rows as of what it has read (the reader's
-//! multiplicities), so a new subscriber's snapshot is encoded from memory
-//! at an epoch boundary, once per epoch for all who ask then, and a dropped
-//! view is retracted row by row to every subscriber before its stream ends.
+//! The hub keeps no rows: it reads the changelog from its committed end
+//! on ([`Subscription::tail`]), so its memory and its work per change do
+//! not grow with the view. A new subscriber's snapshot is read from the
+//! changelog off the hub's thread, at the wire's priority, by the first
+//! subscriber that asks ([`Hub::join_with_snapshot`]), and shared with the
+//! others that join while the ring still holds what follows it. A dropped
+//! view ends every stream with an error that says the rows held are void
+//! (42P01): nothing is retracted, and nothing is left silently stale.
 //!
 //! Invariants:
 //! - Entries are appended in changelog order; sequence numbers are dense
@@ -27,6 +31,11 @@
 //!   A reader that has delivered every epoch through P may join at the
 //!   ring's start only if `base <= P`, skipping entries of epochs <= P.
 //! - The hub never waits for a subscriber: a slow one falls behind alone.
+//! - A snapshot join registers its position before it reads the snapshot:
+//!   every entry before the position is of an epoch the snapshot covers
+//!   (the hub reads only committed epochs, the snapshot is of the newest),
+//!   and the subscriber skips the entries after it that the snapshot also
+//!   covers, so it sees each change exactly once.
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -35,12 +44,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use millpond_dataflow::{Epoch, RawEvent, Subscription};
 use millpond_sql::Type;
-use serde_json::value::RawValue;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use crate::commits::{Commit, Commits, Wake};
 use crate::copy_line::LinesBuilder;
 use crate::pg::VIEW_READY_POLL_MS;
+use crate::priority::Spawner;
 
 /// The ring's cap in bytes of encoded lines, per view, unless configured:
 /// how far (in bytes of changes) a subscriber may fall behind the newest
@@ -126,6 +135,23 @@ pub(crate) struct Snapshot {
     pub(crate) flagged: Lines,
 }
 
+/// A snapshot and the ring position it continues from.
+#[derive(Debug)]
+struct SharedSnapshot {
+    snapshot: Weak<Snapshot>,
+    /// The sequence number registered before it was read.
+    seq: u64,
+}
+
+/// Why a snapshot join failed.
+#[derive(Debug)]
+pub(crate) enum JoinError {
+    /// The view has not committed within the wait.
+    NotReady,
+    /// The stream ended (the view went, or its reader failed).
+    Ended(End),
+}
+
 /// Why a stream ends: the SQLSTATE and message every subscriber gets.
 pub(crate) type End = (&'static str, String);
 
@@ -159,11 +185,13 @@ struct Ring {
     first_seq: u64,
     bytes: usize,
     base: Epoch,
+    /// The newest epoch of any entry pushed (or the one the reader opened
+    /// at): a snapshot that continues from the ring's end covers it.
+    read_through: Epoch,
     /// The hub's reader is open (the view had committed).
     opened: bool,
     positions: Vec<Weak<AtomicU64>>,
     end: Option<End>,
-    snapshot: Option<(Epoch, Weak<Snapshot>)>,
 }
 
 impl Ring {
@@ -178,6 +206,7 @@ impl Ring {
     }
 
     fn push(&mut self, entry: Entry, bytes_max: usize) {
+        self.read_through = self.read_through.max(entry.epoch());
         self.bytes += entry.bytes();
         self.entries.push_back(Arc::new(entry));
         self.positions.retain(|p| p.strong_count() > 0);
@@ -207,8 +236,12 @@ pub(crate) struct Hub {
     /// The next sequence number, sent whenever entries are appended or the
     /// stream ends: subscribers wait on it.
     appended: watch::Sender<u64>,
-    /// Snapshot joins waiting for an epoch boundary at or after theirs.
-    requests: Mutex<Vec<(Epoch, oneshot::Sender<Joined>)>>,
+    /// Set once the reader is open or the stream ended: snapshot joins
+    /// wait for it.
+    ready: watch::Sender<bool>,
+    /// The last snapshot read (shared while the ring holds what follows
+    /// it); the lock also makes joins that arrive together read one.
+    snapshot: tokio::sync::Mutex<Option<SharedSnapshot>>,
     stop: AtomicBool,
     /// Rung at each commit, snapshot request and stop.
     wake: Arc<Wake>,
@@ -262,13 +295,66 @@ impl Hub {
         matches!(tokio::time::timeout(timeout, came).await, Ok(Ok(_)))
     }
 
-    /// A snapshot join: the hub answers at an epoch boundary at or after
-    /// `min_epoch`, with the snapshot of that epoch.
-    pub(crate) fn request_snapshot(&self, min_epoch: Epoch) -> oneshot::Receiver<Joined> {
-        let (sender, receiver) = oneshot::channel();
-        self.requests.lock().unwrap_or_else(|e| e.into_inner()).push((min_epoch, sender));
-        self.wake.notify();
-        receiver
+    /// A snapshot join: the view's rows as of a committed epoch at or after
+    /// `min_epoch` (read from `data_dir`'s changelog on a blocking thread,
+    /// or shared with an earlier join), and a position from which the ring
+    /// has every later change. Waits at most `wait` for the view to commit.
+    pub(crate) async fn join_with_snapshot(
+        &self,
+        data_dir: &std::path::Path,
+        min_epoch: Epoch,
+        wait: Duration,
+    ) -> Result<Joined, JoinError> {
+        let mut ready = self.ready.subscribe();
+        match tokio::time::timeout(wait, ready.wait_for(|&ready| ready)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) | Err(_) => return Err(JoinError::NotReady),
+        }
+        if let Some(end) = self.ended() {
+            return Err(JoinError::Ended(end));
+        }
+        let mut shared = self.snapshot.lock().await;
+        if let Some(joined) = self.join_shared(shared.as_ref(), min_epoch) {
+            return Ok(joined);
+        }
+        // Registered first: what the ring holds before it, the snapshot covers.
+        let (seq, position, read_through) = {
+            let mut ring = self.ring();
+            let seq = ring.next_seq();
+            (seq, ring.register(seq), ring.read_through)
+        };
+        let (dir, view, columns) = (data_dir.to_path_buf(), self.view.clone(), self.columns.clone());
+        let read = tokio::task::spawn_blocking(move || read_snapshot(&dir, &view, &columns)).await;
+        let snapshot = match read {
+            Ok(Ok(snapshot)) => Arc::new(snapshot),
+            Ok(Err(error)) => return Err(JoinError::Ended(crate::subscribe::error_parts(error, 0))),
+            Err(panicked) => {
+                return Err(JoinError::Ended(("XX000", format!("reading the snapshot failed: {panicked}"))));
+            }
+        };
+        assert!(
+            snapshot.epoch >= read_through,
+            "a snapshot of epoch {} is older than epoch {read_through} the ring had read before it",
+            snapshot.epoch
+        );
+        debug_assert!(snapshot.epoch >= min_epoch, "published epochs only grow");
+        *shared = Some(SharedSnapshot { snapshot: Arc::downgrade(&snapshot), seq });
+        let skip_through = snapshot.epoch;
+        Ok(Joined { snapshot: Some(snapshot), position, skip_through })
+    }
+
+    /// A join on the last snapshot read, if it is new enough and the ring
+    /// still holds everything after it.
+    fn join_shared(&self, shared: Option<&SharedSnapshot>, min_epoch: Epoch) -> Option<Joined> {
+        let shared = shared?;
+        let snapshot = shared.snapshot.upgrade().filter(|s| s.epoch >= min_epoch)?;
+        let mut ring = self.ring();
+        if ring.end.is_some() || shared.seq < ring.first_seq {
+            return None;
+        }
+        let position = ring.register(shared.seq);
+        let skip_through = snapshot.epoch;
+        Some(Joined { snapshot: Some(snapshot), position, skip_through })
     }
 
     /// Why the stream ended, if it did.
@@ -317,63 +403,19 @@ impl Drop for HubHandle {
 #[derive(Debug)]
 pub(crate) struct Hubs {
     hubs: Mutex<HashMap<String, Weak<HubHandle>>>,
-    spawner: Spawner,
-}
-
-/// A hub thread's body.
-type HubThread = Box<dyn FnOnce() + Send>;
-/// A request to the spawner: the thread's name and body, and where to say
-/// whether it started.
-type SpawnRequest = (String, HubThread, std::sync::mpsc::SyncSender<std::io::Result<()>>);
-
-/// Starts hub threads at the priority of the thread that made it (the
-/// engine's opener, beside the runtime): a thread inherits its creator's
-/// nice value and may not lower it again, and a hub asked for by a client
-/// thread (at the wire's nice) would be starved by the runtime it must
-/// keep up with. A hub's work is per change, like the dataflow's, not per
-/// subscriber (measured: a hub at nice 10 delayed an epoch's first line by
-/// up to 150-250 ms after its commit; at nice 0, 20 ms at p99).
-#[derive(Debug)]
-struct Spawner {
-    requests: Mutex<std::sync::mpsc::Sender<SpawnRequest>>,
-}
-
-impl Spawner {
-    fn new() -> Spawner {
-        let (requests, received) = std::sync::mpsc::channel::<SpawnRequest>();
-        // Ends when the hubs (and so the sender) are dropped.
-        let started = std::thread::Builder::new().name("millpond-fanout-spawner".into()).spawn(move || {
-            for (name, body, reply) in received {
-                let _ = reply.send(std::thread::Builder::new().name(name).spawn(body).map(drop));
-            }
-        });
-        if let Err(error) = started {
-            eprintln!("millpond: no hub spawner ({error}); hubs start at their client's priority");
-        }
-        Spawner { requests: Mutex::new(requests) }
-    }
-
-    /// Starts `body` on a thread named `name` at the spawner's priority
-    /// (or, without a spawner, at the caller's).
-    fn spawn(&self, name: String, body: HubThread) -> std::io::Result<()> {
-        let (reply, replied) = std::sync::mpsc::sync_channel(1);
-        let sent = self.requests.lock().unwrap_or_else(|e| e.into_inner()).send((name, body, reply));
-        match sent {
-            Ok(()) => replied.recv().unwrap_or_else(|_| Err(std::io::Error::other("the hub spawner stopped"))),
-            Err(std::sync::mpsc::SendError((name, body, _))) => {
-                std::thread::Builder::new().name(name).spawn(body).map(drop)
-            }
-        }
-    }
-}
-
-impl Default for Hubs {
-    fn default() -> Self {
-        Hubs { hubs: Mutex::default(), spawner: Spawner::new() }
-    }
+    /// Hubs start at the engine's priority, not at the client thread's
+    /// that asked for one: a hub's work is per change, like the
+    /// dataflow's (measured: a hub at nice 10 delayed an epoch's first
+    /// line by up to 150-250 ms after its commit; at nice 0, 20 ms at p99).
+    spawner: Arc<Spawner>,
 }
 
 impl Hubs {
+    /// Hubs whose threads `spawner` starts (at the engine's priority).
+    pub(crate) fn new(spawner: Arc<Spawner>) -> Hubs {
+        Hubs { hubs: Mutex::default(), spawner }
+    }
+
     /// The view's running hub, or a new one reading `data_dir`.
     pub(crate) fn get(
         &self,
@@ -397,7 +439,8 @@ impl Hubs {
             ring: Mutex::new(Ring::default()),
             ring_bytes_max: ring_bytes_max.max(1),
             appended: watch::channel(0).0,
-            requests: Mutex::new(Vec::new()),
+            ready: watch::channel(false).0,
+            snapshot: tokio::sync::Mutex::new(None),
             stop: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
             behind: AtomicU64::new(0),
@@ -405,7 +448,7 @@ impl Hubs {
         commits.register(&hub.wake);
         let commits = commits.subscribe();
         let (running, dir) = (hub.clone(), data_dir.to_path_buf());
-        self.spawner.spawn(format!("millpond-fanout-{view}"), Box::new(move || run(&running, &dir, commits)))?;
+        self.spawner.spawn(format!("millpond-fanout-{view}"), move || run(&running, &dir, commits))?;
         let handle = Arc::new(HubHandle { hub });
         hubs.insert(view.to_owned(), Arc::downgrade(&handle));
         Ok(handle)
@@ -425,8 +468,10 @@ fn run(hub: &Hub, data_dir: &std::path::Path, mut commits: watch::Receiver<Commi
     {
         let mut ring = hub.ring();
         ring.base = reader.progressed();
+        ring.read_through = reader.progressed();
         ring.opened = true;
     }
+    hub.ready.send_replace(true);
     while !hub.stop.load(Ordering::Acquire) {
         let commit = commits.borrow_and_update().clone();
         let caught_up = match commit.as_deref() {
@@ -437,27 +482,24 @@ fn run(hub: &Hub, data_dir: &std::path::Path, mut commits: watch::Receiver<Commi
         match caught_up {
             Err(error) => return end(hub, crate::subscribe::error_parts(error, 0)),
             Ok(false) => continue,
-            Ok(true) => answer_requests(hub, &reader),
+            Ok(true) => {}
         }
-        // Caught up, idle until the next commit: the held rows' tables grow
-        // now, a few at a time, rather than while a commit is delivered.
-        while !commits.has_changed().unwrap_or(true) && reader.grow_ahead() {}
-        // A commit, a request or the stop that came since rang already:
-        // the wait then returns at once.
+        // A commit or the stop that came since rang already: the wait then
+        // returns at once.
         if !commits.has_changed().unwrap_or(false) {
             hub.wake.wait(Duration::from_millis(IDLE_WAIT_MS));
         }
     }
 }
 
-/// Opens the hub's reader as of the last commit (keeping rows), waiting
+/// Opens the hub's reader at the last commit's end (no rows), waiting
 /// while the view has not committed; None when stopped or failed.
 fn open(hub: &Hub, data_dir: &std::path::Path) -> Option<Subscription> {
     loop {
         if hub.stop.load(Ordering::Acquire) {
             return None;
         }
-        match Subscription::open(data_dir, &hub.view, None, false) {
+        match Subscription::tail(data_dir, &hub.view) {
             Ok(reader) => return Some(reader),
             Err(millpond_dataflow::Error::UnknownView(_)) => {
                 hub.wake.wait(Duration::from_millis(VIEW_READY_POLL_MS));
@@ -528,40 +570,20 @@ impl Rows {
     }
 }
 
-/// At an epoch boundary: gives every waiting snapshot join the snapshot
-/// of the epoch read (encoded once) and a position after it.
-fn answer_requests(hub: &Hub, reader: &Subscription) {
-    let epoch = reader.progressed();
-    let requests: Vec<oneshot::Sender<Joined>> = {
-        let mut waiting = hub.requests.lock().unwrap_or_else(|e| e.into_inner());
-        let (ready, later) = std::mem::take(&mut *waiting).into_iter().partition(|(min, _)| *min <= epoch);
-        *waiting = later;
-        ready.into_iter().map(|(_, sender)| sender).collect()
-    };
-    if requests.is_empty() {
-        return;
-    }
-    let cached = hub.ring().snapshot.as_ref().filter(|(at, _)| *at == epoch).and_then(|(_, s)| s.upgrade());
-    let snapshot = cached.unwrap_or_else(|| {
-        let snapshot = Arc::new(encode_snapshot(hub, reader, epoch));
-        hub.ring().snapshot = Some((epoch, Arc::downgrade(&snapshot)));
-        snapshot
-    });
-    let mut ring = hub.ring();
-    let seq = ring.next_seq();
-    for request in requests {
-        let joined = Joined { snapshot: Some(snapshot.clone()), position: ring.register(seq), skip_through: epoch };
-        let _ = request.send(joined); // a subscriber that left no longer waits
-    }
-}
-
-fn encode_snapshot(hub: &Hub, reader: &Subscription, epoch: Epoch) -> Snapshot {
+/// The view's rows as of the last committed epoch, as snapshot lines.
+fn read_snapshot(
+    data_dir: &std::path::Path,
+    view: &str,
+    columns: &[(String, Type)],
+) -> millpond_dataflow::Result<Snapshot> {
+    let mut reader = Subscription::open(data_dir, view, None, true)?;
+    let epoch = reader.as_of();
     let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
-    for (row, count) in reader.held_rows() {
-        let row: &RawValue = serde_json::from_slice(row).expect("the reader validated every row it holds");
-        LinesBuilder::push_change_to_both(&mut plain, &mut flagged, (epoch, count, row), &hub.columns);
+    while let Some(RawEvent::Change { epoch: at, diff, row }) = reader.next_raw() {
+        debug_assert_eq!(at, epoch, "a snapshot's rows come before its progress mark");
+        LinesBuilder::push_change_to_both(&mut plain, &mut flagged, (epoch, diff, &row), columns);
     }
-    Snapshot { epoch, plain: Lines::build(plain), flagged: Lines::build(flagged) }
+    Ok(Snapshot { epoch, plain: Lines::build(plain), flagged: Lines::build(flagged) })
 }
 
 /// Ends the stream for every subscriber (after the entries they have).
@@ -571,7 +593,7 @@ fn end(hub: &Hub, end: End) {
         ring.end = Some(end);
         ring.next_seq()
     };
-    hub.requests.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    hub.ready.send_replace(true);
     hub.appended.send_replace(next);
 }
 

@@ -4,14 +4,29 @@
 //! takes what the dataflow leaves, instead of slowing the views they read.
 //! The fan-out hubs are not among them: a hub's work is per change, not per
 //! subscriber, and it runs at the runtime's priority (`fanout::Spawner`).
+//! The runtime's state applier, whose work is the dataflow's but not on
+//! the way to a subscriber, runs between the two ([`state_apply_nice`]):
+//! below the hubs, so an epoch goes out first; above the client threads,
+//! so a crowd of subscribers cannot hold up the next commit, which waits
+//! for it.
 //!
 //! Invariant: niceness is only ever raised (priority lowered), per thread
 //! (Linux applies `setpriority` on a thread id to that thread alone); an
 //! unprivileged process may always do that, and a failure is reported, not
 //! fatal.
 
+use std::sync::Mutex;
+use std::sync::mpsc::SendError;
+use std::thread::JoinHandle;
+
 /// The nice value of the client-serving threads unless configured (no change).
 pub const WIRE_NICE_DEFAULT: i32 = 0;
+
+/// The nice value of the runtime's state applier for client threads at
+/// `wire_nice`: half way between them and the runtime (0 when they are at 0).
+pub fn state_apply_nice(wire_nice: i32) -> i32 {
+    wire_nice.clamp(0, NICE_MAX) / 2
+}
 
 /// The largest nice value (the lowest priority).
 const NICE_MAX: i32 = 19;
@@ -28,6 +43,55 @@ pub(crate) fn lower_current_thread(nice: i32) {
     }
 }
 
+/// A request to the spawner: a closure that starts a thread and replies.
+type SpawnRequest = Box<dyn FnOnce() + Send>;
+
+/// Starts threads at the priority of the thread that made it (the engine's
+/// opener): a thread inherits its creator's nice value and may not lower it
+/// again, so a thread asked for by a client thread (at the wire's nice)
+/// would otherwise run at the wire's priority. The engine starts its hubs
+/// and every run of the runtime (restarted when a client creates or drops
+/// a view) through it.
+#[derive(Debug)]
+pub(crate) struct Spawner {
+    requests: Mutex<std::sync::mpsc::Sender<SpawnRequest>>,
+}
+
+impl Spawner {
+    /// A spawner at the calling thread's priority.
+    pub(crate) fn new() -> Spawner {
+        let (requests, received) = std::sync::mpsc::channel::<SpawnRequest>();
+        // Ends when the spawner (and so the sender) is dropped.
+        let started = std::thread::Builder::new().name("millpond-spawner".into()).spawn(move || {
+            for request in received {
+                request();
+            }
+        });
+        if let Err(error) = started {
+            eprintln!("millpond: no thread spawner ({error}); threads start at their caller's priority");
+        }
+        Spawner { requests: Mutex::new(requests) }
+    }
+
+    /// Starts `body` on a thread named `name` at the spawner's priority
+    /// (or, without a spawner thread, at the caller's).
+    pub(crate) fn spawn<T: Send + 'static>(
+        &self,
+        name: String,
+        body: impl FnOnce() -> T + Send + 'static,
+    ) -> std::io::Result<JoinHandle<T>> {
+        let (reply, replied) = std::sync::mpsc::sync_channel(1);
+        let request: SpawnRequest = Box::new(move || {
+            let _ = reply.send(std::thread::Builder::new().name(name).spawn(body));
+        });
+        let sent = self.requests.lock().unwrap_or_else(|e| e.into_inner()).send(request);
+        if let Err(SendError(request)) = sent {
+            request(); // the spawner thread is gone: start it from here
+        }
+        replied.recv().unwrap_or_else(|_| Err(std::io::Error::other("the thread spawner stopped")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -41,5 +105,22 @@ mod tests {
         .unwrap();
         assert_eq!(lowered, before.max(7));
         assert_eq!(rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap(), before);
+    }
+
+    #[test]
+    fn a_spawned_thread_runs_at_the_spawners_priority_not_its_callers() {
+        let own = rustix::process::getpriority_process(None).unwrap();
+        let spawner = std::sync::Arc::new(super::Spawner::new());
+        let asking = spawner.clone();
+        let nice = std::thread::spawn(move || {
+            super::lower_current_thread(own.max(0) + 3);
+            let spawned = asking.spawn("niced-caller".into(), || {
+                rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
+            });
+            spawned.unwrap().join().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(nice, own, "the spawned thread has the spawner's nice value");
     }
 }

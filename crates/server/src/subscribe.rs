@@ -17,7 +17,7 @@
 //! after its last progress mark; never by a dataflow. A stream that falls
 //! behind the hub's ring, or whose client reads nothing for the stall
 //! time, ends with 53200 and is never skipped ahead. A dropped view is
-//! retracted (hub) or declared void (own reader), then 42P01; an AS OF no
+//! declared void (the rows a client holds from it), 42P01; an AS OF no
 //! longer retained is SQLSTATE 22000.
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -37,7 +37,7 @@ use tokio::sync::watch;
 use crate::commits::Commit;
 use crate::copy_line::LinesBuilder;
 use crate::engine::Engine;
-use crate::fanout::{Entry, Found, HubHandle, Joined};
+use crate::fanout::{Entry, Found, HubHandle, JoinError, Joined};
 use crate::pg::{VIEW_READY_POLL_MS, text_of, user_error};
 
 /// Events taken from the changelog per poll: a subscriber's memory bound.
@@ -479,14 +479,13 @@ async fn start(
     }
     // The snapshot is at least of the epoch committed now (read-your-writes).
     let committed = engine.committed().ok().flatten().map_or(0, |meta| meta.epoch);
-    let receiver = handle.hub.request_snapshot(committed);
-    let joined = match tokio::time::timeout(Duration::from_millis(wait_ms), receiver).await {
-        Ok(Ok(joined)) => joined,
-        Ok(Err(_)) => {
-            let (code, message) = handle.hub.ended().unwrap_or(("XX000", "the view's reader stopped".into()));
-            return Err(user_error(code, message));
+    let joined = match handle.hub.join_with_snapshot(engine.data_dir(), committed, Duration::from_millis(wait_ms)).await
+    {
+        Ok(joined) => joined,
+        Err(JoinError::Ended((code, message))) => return Err(user_error(code, message)),
+        Err(JoinError::NotReady) => {
+            return Err(subscription_error(millpond_dataflow::Error::UnknownView(request.view.clone()), wait_ms));
         }
-        Err(_) => return Err(subscription_error(millpond_dataflow::Error::UnknownView(request.view.clone()), wait_ms)),
     };
     let mut items = Vec::new();
     if let Some(snapshot) = &joined.snapshot {
