@@ -1,7 +1,6 @@
 //! The state applier: a thread that brings the views' state up to each
-//! commit's changelog ends ([`crate::view_state::apply_through`]) after
-//! the commit is published, below the runtime's priority, then raises the
-//! committed epoch.
+//! commit's changelog ends ([`crate::view_state::apply_step`]) after the
+//! commit is published, then raises the committed epoch.
 //!
 //! Why a thread of its own: a commit's view rows (RocksDB puts, ~1.7 µs a
 //! row) are the largest step after a publish, and they ran on the commit
@@ -15,17 +14,23 @@
 //! deadline. Even at the runtime's priority it overlaps the next epoch's
 //! work instead of holding up the commit thread.
 //!
+//! The apply goes in steps of at most [`APPLY_STEP_RECORDS`] records, and
+//! a commit that finds the previous apply unfinished takes the remaining
+//! steps itself, at its own priority ([`Applier::wait`]): the commit
+//! thread never waits on the lower-priority thread for more than the step
+//! it is in.
+//!
 //! Invariants:
-//! - One commit at a time, in commit order: a commit hands its apply over
-//!   only when the previous one is done ([`Applier::wait`]), and the
-//!   commit thread waits for it before the next commit's synced batch, so
-//!   a view's marker is never more than one commit behind once a commit
-//!   is durable (the bound that changelog compaction relies on,
+//! - One commit at a time, in commit order, one step at a time: a commit
+//!   hands its apply over only when the previous one is done, and the
+//!   commit thread finishes it before the next commit's synced batch, so a
+//!   view's marker is never more than one commit behind once a commit is
+//!   durable (the bound that changelog compaction relies on,
 //!   [`crate::checkpoint`]).
 //! - The committed epoch (what operators' overlays prune by) is raised
-//!   only after its epoch's apply, never past a failed one.
-//! - A failed apply is returned by the next [`Applier::wait`] (and every
-//!   one after it); nothing is applied after it.
+//!   only after its epoch's last step, never past a failed one.
+//! - A failed (or panicked) step is returned by the next [`Applier::wait`]
+//!   (and every one after it); nothing is applied after it.
 //! - Dropping the applier finishes the apply in hand, then joins the thread.
 
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -41,6 +46,10 @@ use crate::timing::CommitTimings;
 
 /// The largest nice value (the lowest priority).
 const NICE_MAX: i32 = 19;
+/// Changelog records per step (one RocksDB batch with its marker): about
+/// 3 ms of work at the runtime's priority, the most a commit waits for the
+/// applier's thread.
+pub(crate) const APPLY_STEP_RECORDS: u64 = 2048;
 
 /// One commit's apply: every view whose changelog the commit synced, to
 /// its committed end.
@@ -50,12 +59,19 @@ pub(crate) struct Apply {
     /// View, changelog topic, committed end offset.
     pub(crate) views: Vec<(String, String, u64)>,
     pub(crate) timings: Arc<CommitTimings>,
+    /// When it was handed over (`view_apply` times it from there to its
+    /// last step).
+    pub(crate) submitted: std::time::Instant,
 }
 
 #[derive(Debug, Default)]
 struct Slot {
     /// Handed over and not yet done (being applied, or about to be).
     apply: Option<Apply>,
+    /// The view of `apply` the next step is of.
+    view: usize,
+    /// A step is being taken (by the thread or a waiting commit).
+    stepping: bool,
     /// Why an apply failed, for the first wait after it; every later one
     /// gets `failed`.
     failure: Option<Error>,
@@ -65,6 +81,8 @@ struct Slot {
 
 #[derive(Debug)]
 struct Shared {
+    store: Arc<dyn StateStore>,
+    log: Arc<Log>,
     slot: Mutex<Slot>,
     changed: Condvar,
     committed_epoch: AtomicU64,
@@ -75,6 +93,59 @@ struct Shared {
 impl Shared {
     fn slot(&self) -> MutexGuard<'_, Slot> {
         self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, slot: MutexGuard<'a, Slot>) -> MutexGuard<'a, Slot> {
+        self.changed.wait(slot).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the next step of the apply in hand, unless one is being taken.
+    fn take_step(slot: &mut Slot) -> Option<(String, String, u64)> {
+        if slot.stepping {
+            return None;
+        }
+        let view = slot.apply.as_ref()?.views.get(slot.view)?.clone();
+        slot.stepping = true;
+        Some(view)
+    }
+
+    /// Takes one step (unlocked), then records it: the apply is done
+    /// after its last view's last step, or failed.
+    fn step<'a>(
+        &'a self,
+        slot: MutexGuard<'a, Slot>,
+        (view, topic, end): (String, String, u64),
+    ) -> MutexGuard<'a, Slot> {
+        drop(slot);
+        let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let store = self.store.as_ref();
+            crate::view_state::apply_step(store, &self.log, (&view, &topic), end, APPLY_STEP_RECORDS)
+        }));
+        let outcome = taken.unwrap_or_else(|_| Err(Error::Worker(format!("applying view '{view}' panicked"))));
+        let mut slot = self.slot();
+        slot.stepping = false;
+        match outcome {
+            Ok(false) => {}
+            Ok(true) => slot.view += 1,
+            Err(error) => {
+                slot.failed = Some(error.to_string());
+                slot.failure = Some(error);
+                slot.apply = None;
+            }
+        }
+        self.finish_if_done(&mut slot);
+        self.changed.notify_all();
+        slot
+    }
+
+    /// Ends the apply in hand once no view is left: raises the committed
+    /// epoch.
+    fn finish_if_done(&self, slot: &mut Slot) {
+        if let Some(apply) = slot.apply.as_ref().filter(|a| slot.view >= a.views.len()) {
+            apply.timings.view_apply.record(apply.submitted.elapsed());
+            self.committed_epoch.store(apply.epoch, Ordering::Release);
+            slot.apply = None;
+        }
     }
 }
 
@@ -91,6 +162,8 @@ impl Applier {
     /// after its catch-up).
     pub(crate) fn start(store: Arc<dyn StateStore>, log: Arc<Log>, committed: Epoch, nice: i32) -> Result<Applier> {
         let shared = Arc::new(Shared {
+            store,
+            log,
             slot: Mutex::new(Slot::default()),
             changed: Condvar::new(),
             committed_epoch: AtomicU64::new(committed),
@@ -99,7 +172,7 @@ impl Applier {
         let running = shared.clone();
         let thread = std::thread::Builder::new()
             .name("millpond-apply".into())
-            .spawn(move || run(&running, store.as_ref(), &log, nice))
+            .spawn(move || run(&running, nice))
             .map_err(|e| Error::Worker(format!("spawning the state applier: {e}")))?;
         Ok(Applier { shared, thread: Some(thread) })
     }
@@ -109,11 +182,17 @@ impl Applier {
         self.shared.committed_epoch.load(Ordering::Acquire)
     }
 
-    /// Waits until the apply in hand is done; fails if any apply failed.
+    /// Finishes the apply in hand, taking its remaining steps on the
+    /// calling thread (and waiting for a step the applier's thread is in);
+    /// fails if any apply failed.
     pub(crate) fn wait(&self) -> Result<()> {
-        let mut slot = self.shared.slot();
+        let shared = &self.shared;
+        let mut slot = shared.slot();
         while slot.apply.is_some() {
-            slot = self.shared.changed.wait(slot).unwrap_or_else(|e| e.into_inner());
+            slot = match Shared::take_step(&mut slot) {
+                Some(step) => shared.step(slot, step),
+                None => shared.wait(slot),
+            };
         }
         if let Some(error) = slot.failure.take() {
             return Err(error);
@@ -128,7 +207,11 @@ impl Applier {
     pub(crate) fn submit(&self, apply: Apply) -> Result<()> {
         self.wait()?;
         assert!(apply.epoch > self.committed_epoch(), "applies come in commit order");
-        self.shared.slot().apply = Some(apply);
+        let mut slot = self.shared.slot();
+        debug_assert!(slot.apply.is_none() && !slot.stepping, "one apply at a time");
+        slot.view = 0;
+        slot.apply = Some(apply);
+        self.shared.finish_if_done(&mut slot); // a commit without views' rows
         self.shared.changed.notify_all();
         Ok(())
     }
@@ -144,46 +227,21 @@ impl Drop for Applier {
     }
 }
 
-/// The thread: lowers its priority, then applies what it is handed until
-/// stopped (finishing the apply in hand).
-fn run(shared: &Shared, store: &dyn StateStore, log: &Log, nice: i32) {
+/// The thread: lowers its priority, then takes the steps of what it is
+/// handed until stopped (finishing the apply in hand).
+fn run(shared: &Shared, nice: i32) {
     lower_priority(nice);
     shared.thread_id.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
+    let mut slot = shared.slot();
     loop {
-        let apply = {
-            let mut slot = shared.slot();
-            while slot.apply.is_none() && !slot.stop {
-                slot = shared.changed.wait(slot).unwrap_or_else(|e| e.into_inner());
-            }
-            match &slot.apply {
-                Some(apply) => apply.clone(),
-                None => return,
-            }
-        };
-        let result = apply_views(store, log, &apply);
-        let mut slot = shared.slot();
-        match result {
-            Ok(()) => shared.committed_epoch.store(apply.epoch, Ordering::Release),
-            Err(error) => {
-                slot.failed = Some(error.to_string());
-                slot.failure = Some(error);
-            }
-        }
-        slot.apply = None;
-        shared.changed.notify_all();
-        if slot.failed.is_some() {
+        if slot.apply.is_none() && slot.stop {
             return;
         }
+        slot = match Shared::take_step(&mut slot) {
+            Some(step) => shared.step(slot, step),
+            None => shared.wait(slot),
+        };
     }
-}
-
-fn apply_views(store: &dyn StateStore, log: &Log, apply: &Apply) -> Result<()> {
-    let started = std::time::Instant::now();
-    for (view, topic, end) in &apply.views {
-        crate::view_state::apply_through(store, log, (view, topic), *end)?;
-    }
-    apply.timings.view_apply.record(started.elapsed());
-    Ok(())
 }
 
 /// Raises the thread's nice value to `nice` (never lowers it: raising
@@ -210,7 +268,7 @@ mod tests {
     }
 
     fn apply(epoch: Epoch, views: Vec<(String, String, u64)>) -> Apply {
-        Apply { epoch, views, timings: Arc::default() }
+        Apply { epoch, views, timings: Arc::default(), submitted: std::time::Instant::now() }
     }
 
     #[test]
@@ -222,6 +280,33 @@ mod tests {
         applier.submit(apply(5, Vec::new())).unwrap();
         applier.wait().unwrap();
         assert_eq!(applier.committed_epoch(), 5);
+    }
+
+    /// An apply of several steps, finished by a waiting commit or the
+    /// thread, leaves every row and the marker at the committed end.
+    #[test]
+    fn an_apply_of_many_steps_reaches_the_committed_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap());
+        let config = millpond_log::TopicConfig { partitions: 1, ..millpond_log::TopicConfig::default() };
+        log.create_topic("view.v", config).unwrap();
+        let rows = 3 * APPLY_STEP_RECORDS + 5;
+        let records: Vec<millpond_log::Record> = (0..rows)
+            .map(|k| millpond_log::Record::new(Some(format!("[{k}]").as_bytes()), Some(&1i64.to_be_bytes()), 0))
+            .collect();
+        log.append("view.v", 0, &records).unwrap();
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let applier = Applier::start(store.clone(), log, 3, 7).unwrap();
+        applier.submit(apply(4, vec![("v".into(), "view.v".into(), rows)])).unwrap();
+        applier.wait().unwrap();
+        assert_eq!(applier.committed_epoch(), 4);
+        let markers = store.keyspace(crate::view_state::APPLIED_KEYSPACE).unwrap();
+        assert_eq!(crate::view_state::applied(store.as_ref(), markers, "view.v").unwrap(), rows);
+        let keyspace = store.keyspace("view.v").unwrap();
+        for k in [0, APPLY_STEP_RECORDS, rows - 1] {
+            let count = store.get(keyspace, format!("[{k}]").as_bytes()).unwrap();
+            assert_eq!(count.map(|c| crate::codec::decode::<i64>(&c, "a count").unwrap()), Some(1), "row {k}");
+        }
     }
 
     #[test]
@@ -242,9 +327,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let own = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
         let applier = applier(dir.path());
-        // It lowers itself as it starts, before its first apply.
-        applier.submit(apply(4, Vec::new())).unwrap();
-        applier.wait().unwrap();
+        // It lowers itself as it starts, then records its id.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while applier.shared.thread_id.load(Ordering::Acquire) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let tid = rustix::process::Pid::from_raw(applier.shared.thread_id.load(Ordering::Acquire));
         let tid = tid.expect("the thread recorded its id");
         assert_eq!(rustix::process::getpriority_process(Some(tid)).unwrap(), own.max(7));

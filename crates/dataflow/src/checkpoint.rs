@@ -52,7 +52,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use millpond_log::Log;
 use serde::{Deserialize, Serialize};
@@ -369,6 +369,10 @@ pub(crate) struct Checkpoints {
     /// Applies each commit's view rows to the views' state, then raises
     /// the committed epoch.
     applier: Applier,
+    /// The last epoch whose synced batch is stored (ahead of the committed
+    /// epoch while its views' state is applied): nothing may be handed
+    /// over for it any more.
+    stored_epoch: AtomicU64,
     /// An operator handed over an epoch's writes, or a sink its position,
     /// since worker 0 last looked at the probe: see [`Checkpoints::progress_due`].
     finished: AtomicBool,
@@ -454,6 +458,7 @@ impl Checkpoints {
             ),
             epoch_floor,
             applier: Applier::start(store.clone(), log.clone(), meta.epoch, apply_nice)?,
+            stored_epoch: AtomicU64::new(meta.epoch),
             finished: AtomicBool::new(false),
             behind_views: catch_up_failures.keys().cloned().collect(),
             catch_up_failures: Mutex::new(catch_up_failures),
@@ -508,7 +513,10 @@ impl Checkpoints {
 
     /// Adds state changes made while processing `epoch`.
     pub(crate) fn add_writes(&self, epoch: Epoch, batch: &mut WriteBatch) {
-        assert!(epoch > self.committed_epoch(), "writes for epoch {epoch}, which is already committed");
+        assert!(
+            epoch > self.stored_epoch.load(Ordering::Acquire),
+            "writes for epoch {epoch}, which is already committed"
+        );
         self.pending.lock().expect("pending lock").entry(epoch).or_default().batch.append(batch);
         self.finished.store(true, Ordering::Release);
     }
@@ -536,7 +544,7 @@ impl Checkpoints {
     /// Records that `reader`'s partition of `topic` reached `next_offset` at
     /// the end of `epoch`.
     pub(crate) fn source_position(&self, epoch: Epoch, reader: &str, topic: &str, partition: u32, next_offset: u64) {
-        assert!(epoch > self.committed_epoch(), "source position for committed epoch {epoch}");
+        assert!(epoch > self.stored_epoch.load(Ordering::Acquire), "source position for committed epoch {epoch}");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().sources.push((
             reader.to_owned(),
             topic.to_owned(),
@@ -547,7 +555,7 @@ impl Checkpoints {
 
     /// Records that a sink topic ends at `end_offset` after `epoch`'s output.
     pub(crate) fn sink_position(&self, epoch: Epoch, topic: &str, end_offset: u64) {
-        assert!(epoch > self.committed_epoch(), "sink position for committed epoch {epoch}");
+        assert!(epoch > self.stored_epoch.load(Ordering::Acquire), "sink position for committed epoch {epoch}");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().sinks.push((topic.to_owned(), end_offset));
         self.finished.store(true, Ordering::Release);
     }
@@ -616,14 +624,14 @@ impl Checkpoints {
     /// The view `name` holds `rows` distinct rows after `epoch` (its sink
     /// wrote the epoch).
     pub(crate) fn view_rows(&self, epoch: Epoch, name: &str, rows: u64) {
-        assert!(epoch > self.committed_epoch(), "view rows for committed epoch {epoch}");
+        assert!(epoch > self.stored_epoch.load(Ordering::Acquire), "view rows for committed epoch {epoch}");
         self.pending.lock().expect("pending lock").entry(epoch).or_default().views.push((name.to_owned(), rows));
     }
 
     /// The dead-letter topic `topic` is complete up to `marks` after `epoch`
     /// (its sink wrote the epoch).
     pub(crate) fn dead_letter_marks(&self, epoch: Epoch, topic: &str, marks: DeadLetterMarks) {
-        assert!(epoch > self.committed_epoch(), "dead-letter marks for committed epoch {epoch}");
+        assert!(epoch > self.stored_epoch.load(Ordering::Acquire), "dead-letter marks for committed epoch {epoch}");
         self.pending
             .lock()
             .expect("pending lock")
@@ -834,6 +842,7 @@ impl Checkpoints {
         self.applier.wait()?;
         let storing = std::time::Instant::now();
         self.store.commit(batch, self.durable)?;
+        self.stored_epoch.store(epoch, Ordering::Release);
         let publishing = std::time::Instant::now();
         self.timings.state_commit.record(publishing - storing);
         meta.publish(&self.data_dir)?;
@@ -850,7 +859,8 @@ impl Checkpoints {
         let views = views.map(|(view, topic)| {
             (view.clone(), topic.clone(), *meta.sinks.get(topic).expect("a synced sink has an end"))
         });
-        self.applier.submit(Apply { epoch, views: views.collect(), timings: self.timings.clone() })?;
+        let submitted = std::time::Instant::now();
+        self.applier.submit(Apply { epoch, views: views.collect(), timings: self.timings.clone(), submitted })?;
         // The dropped topics go only now: a crash before this point leaves
         // them listed by the old checkpoint (and whole) or orphaned by the
         // new one (deleted at the next startup that drops undeclared parts).

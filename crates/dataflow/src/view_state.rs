@@ -6,7 +6,7 @@
 //! committed prefix: the last record of each row. A commit therefore only
 //! waits for the changelog's sync and the (small) synced meta batch; the
 //! view's operator writes only its overlay, and after the commit is
-//! published [`apply_through`] writes the store from the changelog records
+//! published [`apply_step`] writes the store from the changelog records
 //! the commit made durable, in unsynced batches (RocksDB's WAL on, so a
 //! crash keeps a prefix of them; the next synced commit makes them
 //! durable), each with a marker: the changelog offset the keyspace is
@@ -84,18 +84,29 @@ pub(crate) fn catch_up_all(
     Ok(failures)
 }
 
-/// Brings view `view`'s state up to offset `end` of its changelog `topic`
-/// (after a commit: the records it just made durable); returns the records
-/// applied.
-pub(crate) fn apply_through(store: &dyn StateStore, log: &Log, (view, topic): (&str, &str), end: u64) -> Result<u64> {
+/// Brings view `view`'s state toward offset `end` of its changelog `topic`
+/// (after a commit: the records it just made durable), a step at a time:
+/// applies at most `records_max` more records (one batch with its marker);
+/// returns whether the state now reaches `end`. The state applier's unit
+/// of work ([`crate::applier`]), so that a commit that needs the apply
+/// done can take the next step itself.
+pub(crate) fn apply_step(
+    store: &dyn StateStore,
+    log: &Log,
+    (view, topic): (&str, &str),
+    end: u64,
+    records_max: u64,
+) -> Result<bool> {
     let markers = store.keyspace(APPLIED_KEYSPACE)?;
     let from = applied(store, markers, topic)?;
     assert!(from <= end, "view '{view}' is applied through {from}, past its committed end {end}");
     if from == end {
-        return Ok(0);
+        return Ok(true);
     }
+    let to = end.min(from.saturating_add(records_max.max(1)));
     let keyspace = store.keyspace(&format!("view.{view}"))?;
-    catch_up(store, log, (keyspace, markers), topic, from, end)
+    catch_up(store, log, (keyspace, markers), topic, from, to)?;
+    Ok(to == end)
 }
 
 /// Applies the records of `topic` in `[from, end)` to `keyspace`, in

@@ -122,7 +122,8 @@ pub struct Engine {
     pub(crate) subscriptions: crate::subscription::Subscriptions,
     /// The published checkpoint, read once for every subscriber.
     pub(crate) commits: crate::commits::Commits,
-    /// Subscriptions being opened at once (each folds its view's changelog).
+    /// Changelog folds at once: readers opened AS OF an epoch, and the
+    /// hubs' snapshot reads (each folds its view's changelog).
     pub(crate) opens: Arc<tokio::sync::Semaphore>,
     /// One shared changelog reader per view with subscribers.
     pub(crate) hubs: crate::fanout::Hubs,

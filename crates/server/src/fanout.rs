@@ -299,9 +299,12 @@ impl Hub {
     /// `min_epoch` (read from `data_dir`'s changelog on a blocking thread,
     /// or shared with an earlier join), and a position from which the ring
     /// has every later change. Waits at most `wait` for the view to commit.
+    /// A read holds a permit of `opens` (the server's bound on snapshot
+    /// reads at once) until it is done, even if the join is abandoned.
     pub(crate) async fn join_with_snapshot(
         &self,
         data_dir: &std::path::Path,
+        opens: &Arc<tokio::sync::Semaphore>,
         min_epoch: Epoch,
         wait: Duration,
     ) -> Result<Joined, JoinError> {
@@ -317,6 +320,8 @@ impl Hub {
         if let Some(joined) = self.join_shared(shared.as_ref(), min_epoch) {
             return Ok(joined);
         }
+        let closed = |_| JoinError::Ended(("XX000", "the server is stopping".into()));
+        let permit = opens.clone().acquire_owned().await.map_err(closed)?;
         // Registered first: what the ring holds before it, the snapshot covers.
         let (seq, position, read_through) = {
             let mut ring = self.ring();
@@ -324,19 +329,25 @@ impl Hub {
             (seq, ring.register(seq), ring.read_through)
         };
         let (dir, view, columns) = (data_dir.to_path_buf(), self.view.clone(), self.columns.clone());
-        let read = tokio::task::spawn_blocking(move || read_snapshot(&dir, &view, &columns)).await;
-        let snapshot = match read {
+        let read = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            read_snapshot(&dir, &view, &columns)
+        });
+        let snapshot = match read.await {
             Ok(Ok(snapshot)) => Arc::new(snapshot),
             Ok(Err(error)) => return Err(JoinError::Ended(crate::subscribe::error_parts(error, 0))),
             Err(panicked) => {
                 return Err(JoinError::Ended(("XX000", format!("reading the snapshot failed: {panicked}"))));
             }
         };
-        assert!(
-            snapshot.epoch >= read_through,
-            "a snapshot of epoch {} is older than epoch {read_through} the ring had read before it",
-            snapshot.epoch
-        );
+        if snapshot.epoch < read_through {
+            // Published epochs only grow: a checkpoint that went back.
+            let message = format!(
+                "the view's snapshot is of epoch {}, older than epoch {read_through} its reader had read",
+                snapshot.epoch
+            );
+            return Err(JoinError::Ended(("XX000", message)));
+        }
         debug_assert!(snapshot.epoch >= min_epoch, "published epochs only grow");
         *shared = Some(SharedSnapshot { snapshot: Arc::downgrade(&snapshot), seq });
         let skip_through = snapshot.epoch;

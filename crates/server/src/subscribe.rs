@@ -479,8 +479,8 @@ async fn start(
     }
     // The snapshot is at least of the epoch committed now (read-your-writes).
     let committed = engine.committed().ok().flatten().map_or(0, |meta| meta.epoch);
-    let joined = match handle.hub.join_with_snapshot(engine.data_dir(), committed, Duration::from_millis(wait_ms)).await
-    {
+    let wait = Duration::from_millis(wait_ms);
+    let joined = match handle.hub.join_with_snapshot(engine.data_dir(), &engine.opens, committed, wait).await {
         Ok(joined) => joined,
         Err(JoinError::Ended((code, message))) => return Err(user_error(code, message)),
         Err(JoinError::NotReady) => {
