@@ -66,7 +66,7 @@ const ENTRY_BYTES_MAX: usize = 64 << 10;
 /// Bytes of entries a subscriber takes from the ring at once.
 const TAKE_BYTES_MAX: usize = 64 << 10;
 /// How long an idle hub sleeps at most between looks at its stop flag
-/// (a commit, a snapshot request or the last subscriber leaving wakes it).
+/// (a commit or the last subscriber leaving wakes it).
 const IDLE_WAIT_MS: u64 = 1_000;
 /// Changelog records the hub reads per poll (its memory bound per poll,
 /// and small beside the ring, so a burst is appended in steps that
@@ -243,7 +243,7 @@ pub(crate) struct Hub {
     /// it); the lock also makes joins that arrive together read one.
     snapshot: tokio::sync::Mutex<Option<SharedSnapshot>>,
     stop: AtomicBool,
-    /// Rung at each commit, snapshot request and stop.
+    /// Rung at each commit and at the stop.
     wake: Arc<Wake>,
     /// Subscribers found behind the ring so far (each then ends, 53200).
     behind: AtomicU64,
