@@ -93,7 +93,7 @@ impl Server {
         }
         let config = EngineConfig {
             epoch_interval_ms: epoch_ms,
-            state_apply_nice: millpond_server::state_apply_nice(wire_nice),
+            fanout_nice: millpond_server::fanout_nice(wire_nice),
             ..EngineConfig::new(dir)
         };
         let engine = Engine::open(config)?;

@@ -65,7 +65,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     let config = EngineConfig {
         workers: args.workers,
         epoch_interval_ms: args.epoch_ms,
-        state_apply_nice: millpond_server::state_apply_nice(args.wire_nice),
+        fanout_nice: millpond_server::fanout_nice(args.wire_nice),
         ..EngineConfig::new(data_dir)
     };
     let engine = Engine::open(config).context("opening the data directory")?;

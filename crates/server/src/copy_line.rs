@@ -55,28 +55,14 @@ impl LinesBuilder {
         self.end_line();
     }
 
-    /// [`LinesBuilder::push_change`] into `plain` (without `mp_progressed`)
-    /// and `flagged` (with it) at once: the row is read once for both.
-    pub(crate) fn push_change_to_both(
-        plain: &mut LinesBuilder,
-        flagged: &mut LinesBuilder,
-        change: (Epoch, i64, &RawValue),
-        columns: &[(String, Type)],
-    ) {
-        let (epoch, diff, row) = change;
-        plain.tail.clear();
-        if !encode_fields(&mut plain.tail, diff, row, columns) {
-            plain.push_change(epoch, diff, row, columns, false);
-            return flagged.push_change(epoch, diff, row, columns, true);
-        }
-        for (lines, flag) in [(&mut *flagged, &b"\tf"[..]), (&mut *plain, &b""[..])] {
-            write!(lines.buf, "{epoch}").expect("a BytesMut takes any text");
-            lines.buf.extend_from_slice(flag);
-        }
-        flagged.buf.extend_from_slice(&plain.tail);
-        flagged.end_line();
-        plain.buf.extend_from_slice(&plain.tail);
-        plain.end_line();
+    /// Appends a line of `epoch` (its first field) with `mp_progressed`
+    /// (`f`) before `rest` (the tab-led fields after it and the newline).
+    pub(crate) fn push_flagged(&mut self, epoch: &[u8], rest: &[u8]) {
+        debug_assert!(rest.starts_with(b"\t") && rest.ends_with(b"\n"), "fields after mp_epoch");
+        self.buf.extend_from_slice(epoch);
+        self.buf.extend_from_slice(b"\tf");
+        self.buf.extend_from_slice(rest);
+        self.end_line();
     }
 
     /// Appends a line already encoded (ending in a newline).
@@ -271,21 +257,6 @@ mod tests {
                 }
                 let (fast, tree) = both(row, &columns, flagged);
                 assert_eq!(fast, tree, "row {row}, flagged {flagged}");
-            }
-        }
-    }
-
-    #[test]
-    fn both_lines_at_once_are_each_line_alone() {
-        let columns = columns(&["a", "b"]);
-        for row in [r#"{"a":1,"b":"x\ty"}"#, r#"{"a\u0062":1}"#, r#"[1]"#] {
-            let raw: Box<RawValue> = serde_json::from_str(row).unwrap();
-            let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
-            LinesBuilder::push_change_to_both(&mut plain, &mut flagged, (3, 1, &raw), &columns);
-            for (built, flag) in [(plain, false), (flagged, true)] {
-                let mut alone = LinesBuilder::default();
-                alone.push_change(3, 1, &raw, &columns, flag);
-                assert_eq!(built.finish(), alone.finish(), "row {row}, flagged {flag}");
             }
         }
     }

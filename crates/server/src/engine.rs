@@ -58,9 +58,9 @@ pub struct EngineConfig {
     /// Segment size of the views' changelog topics (compaction rewrites
     /// closed segments only).
     pub changelog_segment_bytes: u64,
-    /// The nice value of the runtime's state applier (0: the runtime's;
-    /// [`crate::state_apply_nice`] for a server with niced client threads).
-    pub state_apply_nice: i32,
+    /// The nice value of the fan-out hubs' threads (0: the engine's;
+    /// [`crate::fanout_nice`] for a server with niced client threads).
+    pub fanout_nice: i32,
 }
 
 impl EngineConfig {
@@ -76,7 +76,7 @@ impl EngineConfig {
             commit_delay_ms: 0,
             changelog_compaction_lag_ms: runtime.changelog_compaction_lag_ms,
             changelog_segment_bytes: runtime.sink_segment_bytes,
-            state_apply_nice: runtime.state_apply_nice,
+            fanout_nice: 0,
         }
     }
 }
@@ -161,7 +161,7 @@ impl Engine {
         })?;
         let spawner = Arc::new(crate::priority::Spawner::new());
         let engine = Arc::new(Engine {
-            hubs: crate::fanout::Hubs::new(spawner.clone()),
+            hubs: crate::fanout::Hubs::new(spawner.clone(), config.fanout_nice),
             spawner,
             commits,
             opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),
@@ -421,7 +421,6 @@ impl Engine {
             .changelog_holds(self.subscriptions.holds.clone())
             .on_commit(self.commits.bell())
             .timings(self.timings.clone())
-            .state_apply_nice(self.config.state_apply_nice)
             .changelog_compaction_lag_ms(self.config.changelog_compaction_lag_ms)
             .sink_segment_bytes(self.config.changelog_segment_bytes);
         config.commit_delay_ms = self.config.commit_delay_ms;

@@ -2,8 +2,9 @@
 //!
 //! A [`Hub`] reads its view's changelog once, on its own thread, as the
 //! server's checkpoint watch ([`crate::commits`]) says epochs commit; it
-//! decodes each change once and encodes it once as a COPY text line (with
-//! and without the `mp_progressed` column), into a ring of [`Entry`]s
+//! decodes each change once and encodes it once as a COPY text line (the
+//! form with the `mp_progressed` column is made from it once, when a
+//! subscriber with PROGRESS first reads the entry), into a ring of [`Entry`]s
 //! shared by every subscriber. A subscriber is a position (a sequence
 //! number) in that ring: delivering a change to it is a reference-counted
 //! slice and a socket write, so k subscribers cost one decode, not k.
@@ -101,13 +102,56 @@ impl Lines {
     fn bytes(&self) -> usize {
         self.buf.len() + 4 * self.ends.len()
     }
+
+    /// The same lines with `mp_progressed` (`f`) after their first field
+    /// (`mp_epoch`).
+    fn flagged(&self) -> Lines {
+        let mut builder = LinesBuilder::default();
+        for line in self.iter() {
+            let at = line.iter().position(|&b| b == b'\t').expect("a change line has fields after mp_epoch");
+            builder.push_flagged(&line[..at], &line[at..]);
+        }
+        Lines::build(builder)
+    }
+
+    /// What [`Lines::flagged`] of these lines takes: 2 bytes more a line.
+    fn flagged_bytes(&self) -> usize {
+        self.bytes() + 2 * self.ends.len()
+    }
+}
+
+/// A change entry's lines. Those with `mp_progressed` are made from the
+/// plain ones when a subscriber with PROGRESS first asks (on its thread,
+/// once per entry), not by the hub for every entry: most streams never
+/// need them.
+#[derive(Debug)]
+pub(crate) struct RowLines {
+    plain: Lines,
+    flagged: std::sync::OnceLock<Lines>,
+}
+
+impl RowLines {
+    fn new(plain: Lines) -> RowLines {
+        RowLines { plain, flagged: std::sync::OnceLock::new() }
+    }
+
+    /// The lines, with `mp_progressed` when `progress`.
+    pub(crate) fn lines(&self, progress: bool) -> &Lines {
+        if progress { self.flagged.get_or_init(|| self.plain.flagged()) } else { &self.plain }
+    }
+
+    /// Bytes of both forms (the flagged one counted before it is made, so
+    /// that what the ring counts never changes under it).
+    fn bytes(&self) -> usize {
+        self.plain.bytes() + self.plain.flagged_bytes()
+    }
 }
 
 /// One unit of the ring.
 #[derive(Debug)]
 pub(crate) enum Entry {
     /// Changes of one epoch, as COPY lines without and with `mp_progressed`.
-    Rows { epoch: Epoch, plain: Lines, flagged: Lines },
+    Rows { epoch: Epoch, lines: RowLines },
     /// Every change of `epoch` and before precedes this entry.
     Progress { epoch: Epoch },
 }
@@ -121,7 +165,7 @@ impl Entry {
 
     fn bytes(&self) -> usize {
         match self {
-            Entry::Rows { plain, flagged, .. } => plain.bytes() + flagged.bytes(),
+            Entry::Rows { lines, .. } => lines.bytes(),
             Entry::Progress { .. } => 16,
         }
     }
@@ -131,8 +175,7 @@ impl Entry {
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     pub(crate) epoch: Epoch,
-    pub(crate) plain: Lines,
-    pub(crate) flagged: Lines,
+    pub(crate) lines: RowLines,
 }
 
 /// A snapshot and the ring position it continues from.
@@ -414,17 +457,19 @@ impl Drop for HubHandle {
 #[derive(Debug)]
 pub(crate) struct Hubs {
     hubs: Mutex<HashMap<String, Weak<HubHandle>>>,
-    /// Hubs start at the engine's priority, not at the client thread's
-    /// that asked for one: a hub's work is per change, like the
-    /// dataflow's (measured: a hub at nice 10 delayed an epoch's first
-    /// line by up to 150-250 ms after its commit; at nice 0, 20 ms at p99).
+    /// Hubs start from the engine's priority, not from the client
+    /// thread's that asked for one (a thread may not lower its nice
+    /// value again), then take `nice`: below the dataflow, above the
+    /// client threads (see [`crate::priority`]).
     spawner: Arc<Spawner>,
+    nice: i32,
 }
 
 impl Hubs {
-    /// Hubs whose threads `spawner` starts (at the engine's priority).
-    pub(crate) fn new(spawner: Arc<Spawner>) -> Hubs {
-        Hubs { hubs: Mutex::default(), spawner }
+    /// Hubs whose threads `spawner` starts (at the engine's priority),
+    /// each then at nice value `nice`.
+    pub(crate) fn new(spawner: Arc<Spawner>, nice: i32) -> Hubs {
+        Hubs { hubs: Mutex::default(), spawner, nice }
     }
 
     /// The view's running hub, or a new one reading `data_dir`.
@@ -458,8 +503,11 @@ impl Hubs {
         });
         commits.register(&hub.wake);
         let commits = commits.subscribe();
-        let (running, dir) = (hub.clone(), data_dir.to_path_buf());
-        self.spawner.spawn(format!("millpond-fanout-{view}"), move || run(&running, &dir, commits))?;
+        let (running, dir, nice) = (hub.clone(), data_dir.to_path_buf(), self.nice);
+        self.spawner.spawn(format!("millpond-fanout-{view}"), move || {
+            crate::priority::lower_current_thread(nice);
+            run(&running, &dir, commits)
+        })?;
         let handle = Arc::new(HubHandle { hub });
         hubs.insert(view.to_owned(), Arc::downgrade(&handle));
         Ok(handle)
@@ -541,12 +589,7 @@ fn append(hub: &Hub, reader: &mut Subscription) {
             }
             RawEvent::Change { epoch, diff, row } => {
                 rows.epoch = Some(epoch);
-                LinesBuilder::push_change_to_both(
-                    &mut rows.plain,
-                    &mut rows.flagged,
-                    (epoch, diff, &row),
-                    &hub.columns,
-                );
+                rows.plain.push_change(epoch, diff, &row, &hub.columns, false);
             }
         }
     }
@@ -562,7 +605,6 @@ fn append(hub: &Hub, reader: &mut Subscription) {
 struct Rows {
     epoch: Option<Epoch>,
     plain: LinesBuilder,
-    flagged: LinesBuilder,
 }
 
 impl Rows {
@@ -574,8 +616,8 @@ impl Rows {
     fn push_to(&mut self, hub: &Hub) -> bool {
         let Some(epoch) = self.epoch.take() else { return false };
         let rows = std::mem::take(self);
-        debug_assert!(!rows.plain.is_empty() && rows.plain.len() == rows.flagged.len());
-        let entry = Entry::Rows { epoch, plain: Lines::build(rows.plain), flagged: Lines::build(rows.flagged) };
+        debug_assert!(!rows.plain.is_empty());
+        let entry = Entry::Rows { epoch, lines: RowLines::new(Lines::build(rows.plain)) };
         hub.ring().push(entry, hub.ring_bytes_max);
         true
     }
@@ -589,12 +631,12 @@ fn read_snapshot(
 ) -> millpond_dataflow::Result<Snapshot> {
     let mut reader = Subscription::open(data_dir, view, None, true)?;
     let epoch = reader.as_of();
-    let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
+    let mut plain = LinesBuilder::default();
     while let Some(RawEvent::Change { epoch: at, diff, row }) = reader.next_raw() {
         debug_assert_eq!(at, epoch, "a snapshot's rows come before its progress mark");
-        LinesBuilder::push_change_to_both(&mut plain, &mut flagged, (epoch, diff, &row), columns);
+        plain.push_change(epoch, diff, &row, columns, false);
     }
-    Ok(Snapshot { epoch, plain: Lines::build(plain), flagged: Lines::build(flagged) })
+    Ok(Snapshot { epoch, lines: RowLines::new(Lines::build(plain)) })
 }
 
 /// Ends the stream for every subscriber (after the entries they have).
@@ -623,7 +665,7 @@ mod tests {
     }
 
     fn rows(epoch: Epoch, text: &str) -> Entry {
-        Entry::Rows { epoch, plain: texts(&[text]), flagged: texts(&[text]) }
+        Entry::Rows { epoch, lines: RowLines::new(texts(&[text])) }
     }
 
     #[test]
@@ -632,6 +674,23 @@ mod tests {
         let got: Vec<Bytes> = lines.iter().collect();
         assert_eq!(got, [&b"a\n"[..], b"bc\n", b"", b"d\n"]);
         assert_eq!(lines.len(), 4);
+    }
+
+    #[test]
+    fn flagged_lines_are_the_lines_a_change_gets_with_progress() {
+        let columns: Vec<(String, Type)> = ["a", "b"].iter().map(|n| ((*n).to_owned(), Type::Text)).collect();
+        let rows = [r#"{"a":1,"b":"x\ty"}"#, r#"{"a\u0062":1}"#, r#"[1]"#, r#"{"a":"\t","b":null}"#];
+        let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
+        for (epoch, row) in (12_345..).zip(rows) {
+            let raw: Box<serde_json::value::RawValue> = serde_json::from_str(row).unwrap();
+            plain.push_change(epoch, -3, &raw, &columns, false);
+            flagged.push_change(epoch, -3, &raw, &columns, true);
+        }
+        let lines = RowLines::new(Lines::build(plain));
+        let expected = Lines::build(flagged);
+        let made = lines.lines(true);
+        assert_eq!(made.iter().collect::<Vec<_>>(), expected.iter().collect::<Vec<_>>());
+        assert_eq!(lines.bytes(), lines.lines(false).bytes() + made.bytes(), "counted before it was made");
     }
 
     #[test]

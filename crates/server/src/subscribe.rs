@@ -442,9 +442,8 @@ fn shared_items(entries: &[Arc<Entry>], skip_through: Epoch, progress: bool) -> 
     let mut items = Vec::new();
     for entry in entries.iter().filter(|e| e.epoch() > skip_through) {
         match &**entry {
-            Entry::Rows { epoch, plain, flagged } => {
-                let lines = if progress { flagged } else { plain };
-                items.extend(lines.iter().map(|line| Item::Row { epoch: *epoch, line }));
+            Entry::Rows { epoch, lines } => {
+                items.extend(lines.lines(progress).iter().map(|line| Item::Row { epoch: *epoch, line }));
             }
             Entry::Progress { epoch } => items.push(Item::Progress(*epoch)),
         }
@@ -490,7 +489,7 @@ async fn start(
     let mut items = Vec::new();
     if let Some(snapshot) = &joined.snapshot {
         if request.snapshot {
-            let lines = if request.progress { &snapshot.flagged } else { &snapshot.plain };
+            let lines = snapshot.lines.lines(request.progress);
             items.extend(lines.iter().map(|line| Item::Row { epoch: snapshot.epoch, line }));
         }
         // Where the stream starts, with or without the snapshot's rows.

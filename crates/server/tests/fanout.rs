@@ -218,21 +218,21 @@ fn nice_of_threads(prefix: &str) -> Vec<i64> {
     nices
 }
 
-/// A hub's work is per change, not per subscriber: it runs at the engine's
-/// priority, though the client thread that asked for it runs at the wire's
-/// higher nice value (a thread inherits its creator's, and may not lower it).
-/// The runtime's state applier runs between the two; the runtime's run,
-/// though a client's statement started it, at the engine's priority.
+/// The dataflow (the runtime's run, its commit thread, timely workers and
+/// state applier) runs at the engine's priority, though a client's
+/// statement started the run; a hub (per change, not per subscriber) runs
+/// below it, though the client thread that asked for it runs at the wire's
+/// higher nice value (a thread inherits its creator's, and may not lower
+/// it); the client threads run below both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hub_runs_at_the_engines_priority_the_state_applier_below_it_and_the_wire_threads_below_both() {
+async fn the_dataflow_runs_at_the_engines_priority_a_hub_below_it_and_the_wire_threads_below_both() {
     let own = i64::from(rustix::process::getpriority_process(None).unwrap());
     assert!(own < 18, "the test needs room below its own priority (nice {own})");
     let wire = (own + 6).min(19);
-    let apply = i64::from(millpond_server::state_apply_nice(wire as i32)).max(own);
-    assert!(own < apply && apply < wire, "the applier's nice {apply} is between {own} and {wire}");
+    let fanout = i64::from(millpond_server::fanout_nice(wire as i32)).max(own);
+    assert!(own < fanout && fanout < wire, "the hubs' nice {fanout} is between {own} and {wire}");
     let dir = tempfile::tempdir().unwrap();
-    let config =
-        EngineConfig { epoch_interval_ms: 50, state_apply_nice: apply as i32, ..EngineConfig::new(dir.path()) };
+    let config = EngineConfig { epoch_interval_ms: 50, fanout_nice: fanout as i32, ..EngineConfig::new(dir.path()) };
     let engine = Engine::open(config).unwrap();
     let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
     config.wire_nice = wire as i32;
@@ -247,22 +247,21 @@ async fn a_hub_runs_at_the_engines_priority_the_state_applier_below_it_and_the_w
         .unwrap();
     let mut stream = Box::pin(client.copy_out("COPY (SUBSCRIBE v WITH (PROGRESS)) TO STDOUT").await.unwrap());
     stream.next().await.unwrap().unwrap(); // the hub runs: it sent a row
-    let mut hubs = nice_of_threads("millpond-fanou"); // the hub
-    hubs.extend(nice_of_threads("millpond-spawne")); // and the engine's thread spawner
-    assert!(hubs.len() >= 2, "a hub and the spawner run: {hubs:?}");
-    assert!(hubs.iter().all(|&nice| nice == own), "hubs at the engine's nice {own}: {hubs:?}");
+    let hubs = nice_of_threads("millpond-fanou");
+    assert!(hubs.contains(&fanout), "this engine's hub at nice {fanout}: {hubs:?}");
+    let spawners = nice_of_threads("millpond-spawne");
+    assert!(!spawners.is_empty() && spawners.iter().all(|&nice| nice == own), "spawners at {own}: {spawners:?}");
     // This endpoint's client threads run at the wire's nice (the other
     // tests of this binary run endpoints of their own at the default).
     let wire_threads = nice_of_threads("millpond-pg");
     assert!(wire_threads.contains(&wire), "client threads at nice {wire}: {wire_threads:?}");
     // The run that maintains the view started when a client thread created
-    // it, yet runs at the engine's priority, and so does its commit thread.
-    for runtime in ["millpond-runtim", "millpond-commit", "timely:work"] {
+    // it, yet runs at the engine's priority, and so do its commit thread,
+    // workers and state applier.
+    for runtime in ["millpond-runtim", "millpond-commit", "timely:work", "millpond-apply"] {
         let nices = nice_of_threads(runtime);
         assert!(!nices.is_empty() && nices.iter().all(|&nice| nice == own), "{runtime} at nice {own}: {nices:?}");
     }
-    let appliers = nice_of_threads("millpond-apply");
-    assert!(appliers.contains(&apply), "this engine's state applier at nice {apply}: {appliers:?}");
     drop(stream);
     drop(endpoint);
     engine.shutdown().unwrap();
