@@ -230,7 +230,9 @@ impl Drop for Applier {
 /// The thread: lowers its priority, then takes the steps of what it is
 /// handed until stopped (finishing the apply in hand).
 fn run(shared: &Shared, nice: i32) {
-    lower_priority(nice);
+    if let Err(error) = lower_current_thread(nice) {
+        eprintln!("millpond: the state applier runs at its creator's priority ({error})");
+    }
     shared.thread_id.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
     let mut slot = shared.slot();
     loop {
@@ -244,17 +246,18 @@ fn run(shared: &Shared, nice: i32) {
     }
 }
 
-/// Raises the thread's nice value to `nice` (never lowers it: raising
-/// one's own needs no privilege).
-fn lower_priority(nice: i32) {
+/// Raises the calling thread's nice value to `nice` (at most 19); never
+/// lowers it (raising one's own needs no privilege, and a thread already
+/// at or past `nice` is left alone). The one helper every niced thread of
+/// Millpond's uses (the applier here; a server's hubs and client threads).
+pub fn lower_current_thread(nice: i32) -> std::io::Result<()> {
     let thread = rustix::thread::gettid();
     let own = rustix::process::getpriority_process(Some(thread)).unwrap_or(0);
+    let nice = nice.min(NICE_MAX);
     if nice <= own {
-        return;
+        return Ok(());
     }
-    if let Err(error) = rustix::process::setpriority_process(Some(thread), nice.min(NICE_MAX)) {
-        eprintln!("millpond: the state applier runs at its creator's priority ({error})");
-    }
+    rustix::process::setpriority_process(Some(thread), nice).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ pub type Epoch = u64;
 pub type Diff = isize;
 
 pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
+pub use applier::lower_current_thread;
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};
 pub use config::{ChangelogHold, ChangelogHolds, CommitBell};

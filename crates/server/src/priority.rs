@@ -31,14 +31,10 @@ pub fn fanout_nice(wire_nice: i32) -> i32 {
 /// The largest nice value (the lowest priority).
 const NICE_MAX: i32 = 19;
 
-/// Raises the calling thread's nice value to `nice` (0: leaves it).
+/// Raises the calling thread's nice value to `nice`; never lowers it
+/// ([`millpond_dataflow::lower_current_thread`]).
 pub(crate) fn lower_current_thread(nice: i32) {
-    if nice <= 0 {
-        return;
-    }
-    let nice = nice.min(NICE_MAX);
-    let thread = rustix::thread::gettid();
-    if let Err(error) = rustix::process::setpriority_process(Some(thread), nice) {
+    if let Err(error) = millpond_dataflow::lower_current_thread(nice) {
         eprintln!("millpond: could not set the nice value of a thread to {nice}: {error}");
     }
 }
