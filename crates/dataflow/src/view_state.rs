@@ -41,6 +41,12 @@ use crate::state::{Keyspace, StateStore, WriteBatch};
 pub(crate) const APPLIED_KEYSPACE: &str = "checkpoint.applied";
 /// Bytes per fetch while replaying, and writes per replay batch.
 const REPLAY_FETCH_BYTES_MAX: usize = 1 << 20;
+/// A fetch is sized to the records still wanted at this many bytes each
+/// (at least [`REPLAY_FETCH_BYTES_MIN`]): a read validates every batch it
+/// returns, so a 2048-record step must not read (and check) a MiB past
+/// its end. Rows larger than this take more fetches, never fewer records.
+const REPLAY_FETCH_BYTES_PER_RECORD: usize = 64;
+const REPLAY_FETCH_BYTES_MIN: usize = 16 << 10;
 const REPLAY_BATCH_WRITES_MAX: usize = 50_000;
 
 /// The offset `topic`'s view state is applied through (0 without a marker).
@@ -132,7 +138,7 @@ fn catch_up(
     let mut applied = 0;
     let mut batch = WriteBatch::new();
     while next < end {
-        let fetch = log.fetch(topic, 0, next, REPLAY_FETCH_BYTES_MAX)?;
+        let fetch = log.fetch(topic, 0, next, replay_fetch_bytes(end - next))?;
         for record in fetch.records().take_while(|r| r.offset < end) {
             apply(&mut batch, keyspace, topic, &record)?;
             applied += 1;
@@ -155,6 +161,14 @@ fn catch_up(
 }
 
 /// One changelog record's effect on the state: its row's multiplicity.
+/// The bytes to fetch for `records` more records.
+fn replay_fetch_bytes(records: u64) -> usize {
+    usize::try_from(records)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(REPLAY_FETCH_BYTES_PER_RECORD)
+        .clamp(REPLAY_FETCH_BYTES_MIN, REPLAY_FETCH_BYTES_MAX)
+}
+
 fn apply(batch: &mut WriteBatch, keyspace: Keyspace, topic: &str, record: &millpond_log::RecordView<'_>) -> Result<()> {
     let corrupt = |reason: &str| Error::CorruptChangelog {
         view: topic.to_owned(),
@@ -173,4 +187,47 @@ fn apply(batch: &mut WriteBatch, keyspace: Keyspace, topic: &str, record: &millp
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::MemoryStore;
+
+    /// Rows far larger than a fetch's per-record guess take more fetches
+    /// per step, never fewer records; records past the committed end (the
+    /// next epoch's, already written) are not applied.
+    #[test]
+    fn steps_over_rows_larger_than_the_fetch_guess_apply_exactly_to_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap();
+        let config = millpond_log::TopicConfig { partitions: 1, ..millpond_log::TopicConfig::default() };
+        log.create_topic("view.v", config).unwrap();
+        let row = |k: u64| format!("[{k},\"{}\"]", "x".repeat(4 * REPLAY_FETCH_BYTES_PER_RECORD));
+        let records: Vec<millpond_log::Record> = (0..600)
+            .map(|k| millpond_log::Record::new(Some(row(k).as_bytes()), Some(&1i64.to_be_bytes()), 0))
+            .collect();
+        log.append("view.v", 0, &records).unwrap();
+        let store = MemoryStore::new();
+        let end = 500;
+        let mut steps = 0;
+        while !apply_step(&store, &log, ("v", "view.v"), end, 128).unwrap() {
+            steps += 1;
+        }
+        assert_eq!(steps, 3, "500 records in steps of 128");
+        let markers = store.keyspace(APPLIED_KEYSPACE).unwrap();
+        assert_eq!(applied(&store, markers, "view.v").unwrap(), end);
+        let keyspace = store.keyspace("view.v").unwrap();
+        for k in 0..600 {
+            let held = store.get(keyspace, row(k).as_bytes()).unwrap().is_some();
+            assert_eq!(held, k < end, "row {k}");
+        }
+    }
+
+    #[test]
+    fn a_fetch_is_sized_to_the_records_wanted_within_its_bounds() {
+        assert_eq!(replay_fetch_bytes(1), REPLAY_FETCH_BYTES_MIN);
+        assert_eq!(replay_fetch_bytes(2048), 2048 * REPLAY_FETCH_BYTES_PER_RECORD);
+        assert_eq!(replay_fetch_bytes(u64::MAX), REPLAY_FETCH_BYTES_MAX);
+    }
 }
