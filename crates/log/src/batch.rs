@@ -179,7 +179,7 @@ impl<'a> BatchView<'a> {
         let mut previous_delta: i64 = -1;
         let count = self.record_count() as usize;
         for index in 0..count {
-            let record = decode_record(&mut cursor).map_err(|reason| BatchError::BadRecord { index, reason })?;
+            let record = decode_record(&mut cursor, Keys::Check).map_err(|reason| BatchError::BadRecord { index, reason })?;
             let delta = i64::from(record.offset_delta);
             if delta <= previous_delta || delta > i64::from(self.last_offset_delta()) {
                 return Err(BatchError::BadRecord { index, reason: "offset delta out of order or range" });
@@ -314,7 +314,7 @@ impl<'a> Iterator for Records<'a> {
             return None;
         }
         self.remaining -= 1;
-        let raw = decode_record(&mut self.cursor).expect("records were validated when the batch was parsed");
+        let raw = decode_record(&mut self.cursor, Keys::Trusted).expect("records were validated when the batch was parsed");
         Some(RecordView {
             offset: self.base_offset + raw.offset_delta as u64,
             timestamp_ms: self.base_timestamp.wrapping_add(raw.timestamp_delta),
@@ -345,7 +345,18 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     fn varlong(&mut self) -> Result<i64, &'static str> {
+        // Most varints of a record (lengths, deltas, counts) are one byte.
+        if let Some(&byte) = self.bytes.get(self.pos)
+            && byte & 0x80 == 0
+        {
+            self.pos += 1;
+            return Ok(i64::from(byte >> 1) ^ -i64::from(byte & 1));
+        }
+        self.varlong_long()
+    }
+    fn varlong_long(&mut self) -> Result<i64, &'static str> {
         let mut value: u64 = 0;
         for shift in (0..70).step_by(7) {
             let byte = *self.bytes.get(self.pos).ok_or("varint runs past the end")?;
@@ -360,6 +371,7 @@ impl<'a> Cursor<'a> {
         }
         Err("varint too long")
     }
+    #[inline]
     fn varint(&mut self) -> Result<i32, &'static str> {
         i32::try_from(self.varlong()?).map_err(|_| "varint out of i32 range")
     }
@@ -378,7 +390,15 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode_record<'a>(cursor: &mut Cursor<'a>) -> Result<RawRecord<'a>, &'static str> {
+/// Whether [`decode_record`] checks that header keys are UTF-8: once, when
+/// a batch is parsed; a batch's records decoded again later are trusted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    Check,
+    Trusted,
+}
+
+fn decode_record<'a>(cursor: &mut Cursor<'a>, keys: Keys) -> Result<RawRecord<'a>, &'static str> {
     let length = cursor.varint()?;
     if length < 0 {
         return Err("negative record length");
@@ -400,7 +420,9 @@ fn decode_record<'a>(cursor: &mut Cursor<'a>) -> Result<RawRecord<'a>, &'static 
     let headers_start = inner.pos;
     for _ in 0..header_count {
         let key = inner.bytes_or_null()?.ok_or("null header key")?;
-        std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
+        if keys == Keys::Check {
+            std::str::from_utf8(key).map_err(|_| "header key is not UTF-8")?;
+        }
         inner.bytes_or_null()?;
     }
     let headers = &body[headers_start..inner.pos];
@@ -618,6 +640,35 @@ mod tests {
         assert_eq!(batch.max_timestamp(), 1_700_000_000_000);
         let back: Vec<_> = batch.records().map(|r| (r.offset, r.to_record())).collect();
         assert_eq!(back, records.into_iter().enumerate().map(|(i, r)| (42 + i as u64, r)).collect::<Vec<_>>());
+    }
+
+    /// A header key that is not UTF-8 (under a correct CRC) is refused
+    /// when the batch is parsed: the one place keys are checked.
+    #[test]
+    fn a_header_key_that_is_not_utf8_is_refused_at_parse() {
+        let header = Header { key: "kk".into(), value: None };
+        let mut out = Vec::new();
+        encode_records(&mut out, 0, &[Record { headers: vec![header], ..Record::new(Some(b"a"), Some(b"b"), 1) }]);
+        let at = out.windows(2).rposition(|w| w == b"kk").expect("the key is in the batch");
+        out[at..at + 2].copy_from_slice(&[0xff, 0xfe]);
+        let crc = crc32c::crc32c(&out[CRC_START..]);
+        out[17..21].copy_from_slice(&crc.to_be_bytes());
+        let error = BatchView::parse(&out).unwrap_err().to_string();
+        assert!(error.contains("not UTF-8"), "{error}");
+    }
+
+    /// The one-byte fast path and the general decoder agree on every
+    /// one-byte varint, and longer ones still go the long way.
+    #[test]
+    fn one_byte_varints_decode_as_the_general_path_does() {
+        for byte in 0u8..0x80 {
+            let fast = Cursor { bytes: &[byte], pos: 0 }.varlong().unwrap();
+            let long = Cursor { bytes: &[byte], pos: 0 }.varlong_long().unwrap();
+            assert_eq!(fast, long, "byte {byte}");
+        }
+        let mut two = Cursor { bytes: &[0x80, 0x01], pos: 0 };
+        assert_eq!((two.varlong().unwrap(), two.pos), (64, 2));
+        assert!(Cursor { bytes: &[0x80], pos: 0 }.varlong().is_err(), "a varint cut short");
     }
 
     #[test]
