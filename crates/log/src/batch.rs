@@ -179,7 +179,8 @@ impl<'a> BatchView<'a> {
         let mut previous_delta: i64 = -1;
         let count = self.record_count() as usize;
         for index in 0..count {
-            let record = decode_record(&mut cursor, Keys::Check).map_err(|reason| BatchError::BadRecord { index, reason })?;
+            let record =
+                decode_record(&mut cursor, Keys::Check).map_err(|reason| BatchError::BadRecord { index, reason })?;
             let delta = i64::from(record.offset_delta);
             if delta <= previous_delta || delta > i64::from(self.last_offset_delta()) {
                 return Err(BatchError::BadRecord { index, reason: "offset delta out of order or range" });
@@ -314,7 +315,8 @@ impl<'a> Iterator for Records<'a> {
             return None;
         }
         self.remaining -= 1;
-        let raw = decode_record(&mut self.cursor, Keys::Trusted).expect("records were validated when the batch was parsed");
+        let raw =
+            decode_record(&mut self.cursor, Keys::Trusted).expect("records were validated when the batch was parsed");
         Some(RecordView {
             offset: self.base_offset + raw.offset_delta as u64,
             timestamp_ms: self.base_timestamp.wrapping_add(raw.timestamp_delta),
