@@ -42,6 +42,10 @@ pub(crate) struct ServeArgs {
     /// dataflow the rest; 0 gives clients an equal share.
     #[arg(long, default_value_t = 10)]
     wire_nice: i32,
+    /// Threads that serve clients (default: the cores the runtime's
+    /// workers leave, at least one).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=millpond_server::WIRE_THREADS_MAX as u64))]
+    wire_threads: Option<u64>,
     /// The largest message a client may send after its startup packet (a
     /// query, or a prepared statement's parameters); more is refused (54000).
     #[arg(long, default_value_t = millpond_server::MESSAGE_BYTES_MAX_DEFAULT)]
@@ -83,6 +87,8 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     pg.subscriber_buffer_bytes = args.subscriber_buffer_bytes;
     pg.subscriber_stall_ms = args.subscriber_stall_ms;
     pg.wire_nice = args.wire_nice;
+    pg.wire_threads =
+        args.wire_threads.map_or_else(|| millpond_server::wire_threads_default(args.workers), |n| n as usize);
     pg.message_bytes_max = args.message_bytes_max;
     pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;

@@ -239,6 +239,9 @@ pub struct PgConfig {
     /// start, which inherit it): above 0, clients get what CPU the
     /// dataflow leaves when the machine is saturated (`priority`).
     pub wire_nice: i32,
+    /// The endpoint's I/O threads (1 to [`crate::WIRE_THREADS_MAX`]);
+    /// [`crate::wire_threads_default`] of the dataflow's workers unless set.
+    pub wire_threads: usize,
     /// How long a client has to send its first packet (startup, SSL or
     /// cancel request) in full; a slower one gets 08P01 and is closed.
     pub startup_timeout_ms: u64,
@@ -288,6 +291,7 @@ impl std::fmt::Debug for PgConfig {
             .field("subscriber_stall_ms", &self.subscriber_stall_ms)
             .field("subscriber_buffer_bytes", &self.subscriber_buffer_bytes)
             .field("wire_nice", &self.wire_nice)
+            .field("wire_threads", &self.wire_threads)
             .field("startup_timeout_ms", &self.startup_timeout_ms)
             .field("message_bytes_max", &self.message_bytes_max)
             .finish()
@@ -303,6 +307,7 @@ impl PgConfig {
             subscriber_stall_ms: crate::subscribe::SUBSCRIBER_STALL_MS_DEFAULT,
             subscriber_buffer_bytes: crate::fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT,
             wire_nice: crate::priority::WIRE_NICE_DEFAULT,
+            wire_threads: crate::priority::wire_threads_default(1),
             startup_timeout_ms: STARTUP_TIMEOUT_MS_DEFAULT,
             message_bytes_max: crate::connection::MESSAGE_BYTES_MAX_DEFAULT,
         }
@@ -325,11 +330,18 @@ impl PgEndpoint {
             let path = config.listen.to_string();
             move |source| Error::Io { action, path, source }
         };
+        if !(1..=crate::priority::WIRE_THREADS_MAX).contains(&config.wire_threads) {
+            return Err(Error::Config(format!(
+                "wire_threads must be 1 to {}, not {}",
+                crate::priority::WIRE_THREADS_MAX,
+                config.wire_threads
+            )));
+        }
         let listener = std::net::TcpListener::bind(config.listen).map_err(io("binding"))?;
         listener.set_nonblocking(true).map_err(io("configuring"))?;
         let addr = listener.local_addr().map_err(io("reading the address of"))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(config.wire_threads)
             .thread_name("millpond-pg")
             .on_thread_start({
                 let nice = config.wire_nice;

@@ -668,3 +668,26 @@ async fn subqueries_of_a_one_off_select_read_views_too() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// An endpoint without I/O threads, or with more than the cap, is refused
+/// at start with what is wrong; one thread serves clients.
+#[test]
+fn the_endpoint_runs_one_to_the_cap_of_io_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    for wrong in [0, millpond_server::WIRE_THREADS_MAX + 1] {
+        let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+        config.wire_threads = wrong;
+        let error = PgEndpoint::start(engine.clone(), config).unwrap_err().to_string();
+        assert!(error.contains(&format!("wire_threads must be 1 to 64, not {wrong}")), "{error}");
+    }
+    let mut config = PgConfig::new("127.0.0.1:0".parse().unwrap());
+    config.wire_threads = 1;
+    let endpoint = PgEndpoint::start(engine.clone(), config).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rows = runtime.block_on(async {
+        let client = connect(endpoint.addr()).await.unwrap();
+        query(&client, "SELECT 1 + 1").await.unwrap().1
+    });
+    assert_eq!(rows, vec![vec![Some("2".to_owned())]]);
+}
