@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use millpond_log::{PartitionReader, RecordView};
 use serde::Serialize;
-use serde_json::value::RawValue;
 
 use crate::Epoch;
 use crate::checkpoint::CheckpointMeta;
@@ -129,8 +128,32 @@ pub enum Event {
 /// without building a JSON tree per change ([`Subscription::next_raw`]).
 #[derive(Clone, Debug)]
 pub enum RawEvent {
-    Change { epoch: Epoch, diff: i64, row: Box<RawValue> },
+    Change { epoch: Epoch, diff: i64, row: RawRow },
     Progress { epoch: Epoch, progress: bool },
+}
+
+/// A changelog row's JSON text, checked where it was read as strictly as a
+/// parse into a `serde_json::Value` checks it (so every later parse of it
+/// succeeds), without surrounding whitespace. Checked once, by one pass
+/// that builds nothing: what a server's hub does for every change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawRow(Box<str>);
+
+impl RawRow {
+    /// Checks `text` (the record at `offset` of `view`'s changelog).
+    fn check(view: &str, offset: u64, text: &[u8]) -> Result<RawRow> {
+        validate_row(view, offset, text).map(|text| RawRow(text.into()))
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+
+    /// The row as a tree.
+    pub fn parse(&self) -> serde_json::Value {
+        serde_json::from_str(self.get()).expect("a raw row is JSON checked when it was read")
+    }
 }
 
 impl RawEvent {
@@ -143,10 +166,7 @@ impl RawEvent {
     /// The event with its row parsed.
     pub fn parse(self) -> Event {
         match self {
-            RawEvent::Change { epoch, diff, row } => {
-                let row = serde_json::from_str(row.get()).expect("a raw row is JSON validated when it was read");
-                Event::Change { epoch, diff, row }
-            }
+            RawEvent::Change { epoch, diff, row } => Event::Change { epoch, diff, row: row.parse() },
             RawEvent::Progress { epoch, progress } => Event::Progress { epoch, progress },
         }
     }
@@ -223,7 +243,7 @@ impl Subscription {
             let rows = fold
                 .sorted_counts()
                 .into_iter()
-                .map(|(row, count)| Ok((raw_row(&fold.view, 0, row)?, count)))
+                .map(|(row, count)| Ok((RawRow::check(&fold.view, 0, row)?, count)))
                 .collect::<Result<Vec<_>>>()?;
             for (row, diff) in rows {
                 fold.queue.push_back(RawEvent::Change { epoch: as_of, diff, row });
@@ -380,10 +400,10 @@ impl Subscription {
         // The dropping commit follows every epoch read; the max only guards
         // against a published checkpoint that went back.
         let epoch = epoch.max(fold.last_progress + 1);
-        let held: Vec<(Box<RawValue>, i64)> = fold
+        let held: Vec<(RawRow, i64)> = fold
             .sorted_counts()
             .into_iter()
-            .map(|(row, count)| (raw_row(&fold.view, 0, row).expect("rows held were validated when read"), count))
+            .map(|(row, count)| (RawRow::check(&fold.view, 0, row).expect("rows held were checked when read"), count))
             .collect();
         fold.counts = RowCounts::default();
         for (row, count) in held {
@@ -528,10 +548,19 @@ impl Fold {
     }
 
     fn parse<'r>(&self, record: &RecordView<'r>) -> Result<(Epoch, i64, &'r [u8])> {
-        let header = |name: &str| {
-            record.header(name).flatten().and_then(|v| <[u8; 8]>::try_from(v).ok()).map(i64::from_be_bytes)
-        };
-        match (header(EPOCH_HEADER), header(DIFF_HEADER), record.key) {
+        // One pass over the headers; the first of each name counts.
+        let (mut epoch, mut diff) = (None, None);
+        for (key, value) in record.header_pairs() {
+            let slot = match key {
+                k if k == EPOCH_HEADER.as_bytes() => &mut epoch,
+                k if k == DIFF_HEADER.as_bytes() => &mut diff,
+                _ => continue,
+            };
+            if slot.is_none() {
+                *slot = Some(value.and_then(|v| <[u8; 8]>::try_from(v).ok()).map(i64::from_be_bytes));
+            }
+        }
+        match (epoch.flatten(), diff.flatten(), record.key) {
             (Some(epoch), Some(diff), Some(key)) if epoch > 0 => Ok((epoch as Epoch, diff, key)),
             _ => Err(Error::CorruptChangelog {
                 view: self.view.clone(),
@@ -589,7 +618,7 @@ impl Fold {
             self.finish_through(self.last_epoch);
             self.last_epoch = epoch;
         }
-        let row = raw_row(&self.view, offset, key)?;
+        let row = RawRow::check(&self.view, offset, key)?;
         if self.track_rows {
             self.track(offset, key, count, diff)?;
         }
@@ -644,19 +673,20 @@ fn record_count(record: &RecordView<'_>) -> i64 {
     record.value.and_then(|v| <[u8; 8]>::try_from(v).ok()).map_or(0, i64::from_be_bytes)
 }
 
-/// A changelog row as JSON text, validated (without building a tree).
-fn raw_row(view: &str, offset: u64, key: &[u8]) -> Result<Box<RawValue>> {
-    validate_row(view, offset, key).map(<RawValue>::to_owned)
-}
-
-/// The row's JSON text, checked as a parse into a tree would check it (so
-/// that every later parse of it succeeds).
-fn validate_row<'k>(view: &str, offset: u64, key: &'k [u8]) -> Result<&'k RawValue> {
-    let corrupt = |e: serde_json::Error| Error::CorruptChangelog {
+/// The row's JSON text without surrounding whitespace, checked as a parse
+/// into a tree would check it (so that every later parse of it succeeds).
+fn validate_row<'k>(view: &str, offset: u64, key: &'k [u8]) -> Result<&'k str> {
+    let corrupt = |reason: String| Error::CorruptChangelog {
         view: view.to_owned(),
         offset,
-        reason: format!("the row is not JSON: {e}"),
+        reason: format!("the row is not JSON: {reason}"),
     };
-    crate::json_check::check(key).map_err(corrupt)?;
-    serde_json::from_slice(key).map_err(corrupt)
+    crate::json_check::check(key).map_err(|e| corrupt(e.to_string()))?;
+    // JSON that parses is UTF-8 (outside strings it is ASCII).
+    let text = std::str::from_utf8(key).map_err(|e| corrupt(e.to_string()))?;
+    let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    if text.bytes().next().is_some_and(space) || text.bytes().next_back().is_some_and(space) {
+        return Ok(text.trim_matches(|c: char| c.is_ascii() && space(c as u8)));
+    }
+    Ok(text)
 }

@@ -12,7 +12,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::time::Duration;
 
-use millpond_dataflow::{CheckpointMeta, Error, Event, Subscription, ViewInfo, list_views, read_view, read_view_at};
+use millpond_dataflow::{
+    CheckpointMeta, Error, Event, RawEvent, Subscription, ViewInfo, list_views, read_view, read_view_at,
+};
 use millpond_log::{FlushPolicy, Header, Log, LogOptions, Record, TopicConfig};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -578,6 +580,28 @@ fn a_bounded_poll_reads_a_large_commit_in_pieces_and_yields_the_same_stream() {
     assert!(calls >= 5, "3000 rows of 2 KiB take several bounded polls, not {calls}");
     assert_eq!(got, expected);
     assert_eq!(bounded.progressed(), 4);
+}
+
+#[test]
+fn a_raw_row_is_the_records_json_text_without_surrounding_whitespace_and_the_first_header_counts() {
+    let dir = data_dir();
+    let dir = dir.path();
+    publish(dir, 1, 0);
+    let mut subscription = Subscription::open(dir, VIEW, None, false).unwrap();
+    let spaced = Record { key: Some(b" \t{\"k\": \"a b\"}\r\n".to_vec()), ..change(&row("x"), 1, 2, 1) };
+    let mut doubled = change(&row("y"), 1, 2, 1);
+    // A second epoch or diff header is ignored, as `RecordView::header` does.
+    doubled.headers.push(header("epoch", Some(be(9))));
+    doubled.headers.push(header("diff", Some(vec![1])));
+    let end = append(dir, &[vec![spaced, doubled]]);
+    subscription.poll_at(&meta(2, end)).unwrap();
+    let raw: Vec<(u64, i64, String)> = std::iter::from_fn(|| subscription.next_raw())
+        .filter_map(|event| match event {
+            RawEvent::Change { epoch, diff, row } => Some((epoch, diff, row.get().to_owned())),
+            RawEvent::Progress { .. } => None,
+        })
+        .collect();
+    assert_eq!(raw, [(2, 1, r#"{"k": "a b"}"#.to_owned()), (2, 1, r#"{"k":"y"}"#.to_owned())]);
 }
 
 #[test]

@@ -276,16 +276,19 @@ impl<'a> RecordView<'a> {
     /// The value of the first header named `name` (`Some(None)`: a null
     /// value), borrowed from the batch.
     pub fn header(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        self.header_pairs().find(|(key, _)| *key == name.as_bytes()).map(|(_, value)| value)
+    }
+
+    /// Each header's key and value (None: null), in order, borrowed from
+    /// the batch: one pass for a reader that wants several.
+    pub fn header_pairs(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + use<'a> {
         let mut cursor = Cursor { bytes: self.headers, pos: 0 };
-        for _ in 0..self.header_count {
+        (0..self.header_count).map(move |_| {
             // Validated at parse time: every header decodes.
             let key = cursor.bytes_or_null().ok().flatten().unwrap_or_default();
             let value = cursor.bytes_or_null().ok().flatten();
-            if key == name.as_bytes() {
-                return Some(value);
-            }
-        }
-        None
+            (key, value)
+        })
     }
 
     /// An owned copy, as it would be appended.

@@ -10,8 +10,7 @@
 //! path does not take (not an object, an escaped key, a nested value) goes
 //! through the tree.
 
-use std::fmt::{self, Write as _};
-use std::io::Write as _;
+use std::fmt;
 
 use bytes::{Bytes, BytesMut};
 use millpond_dataflow::{Epoch, Event};
@@ -37,17 +36,17 @@ impl LinesBuilder {
         &mut self,
         epoch: Epoch,
         diff: i64,
-        row: &RawValue,
+        row: &str,
         columns: &[(String, Type)],
         flagged: bool,
     ) {
         self.tail.clear();
         if !encode_fields(&mut self.tail, diff, row, columns) {
-            let row = serde_json::from_str(row.get()).expect("a raw row is JSON validated when it was read");
+            let row = serde_json::from_str(row).expect("a raw row is JSON checked when it was read");
             let text = line(&Event::Change { epoch, diff, row }, columns, flagged).expect("a change has a line");
             return self.push_line(text.as_bytes());
         }
-        write!(self.buf, "{epoch}").expect("a BytesMut takes any text");
+        self.buf.extend_from_slice(itoa::Buffer::new().format(epoch).as_bytes());
         if flagged {
             self.buf.extend_from_slice(b"\tf");
         }
@@ -106,8 +105,8 @@ impl LinesBuilder {
 
 /// Writes `\t diff`, then `\t field` per column and the newline; false
 /// (with `out` in any state) when the row needs the tree.
-fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &RawValue, columns: &[(String, Type)]) -> bool {
-    let mut deserializer = serde_json::Deserializer::from_str(row.get());
+fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &str, columns: &[(String, Type)]) -> bool {
+    let mut deserializer = serde_json::Deserializer::from_str(row);
     let Ok(slots) = (Slots { columns, slots: vec![None; columns.len()] }).deserialize(&mut deserializer) else {
         return false;
     };
@@ -115,7 +114,7 @@ fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &RawValue, columns: &[(Strin
         return false;
     }
     out.push(b'\t');
-    write!(out, "{diff}").expect("a Vec takes any bytes");
+    out.extend_from_slice(itoa::Buffer::new().format(diff).as_bytes());
     for slot in slots {
         out.push(b'\t');
         if !encode_field(out, slot) {
@@ -220,9 +219,8 @@ mod tests {
     }
 
     fn both(row: &str, columns: &[(String, Type)], flagged: bool) -> (String, String) {
-        let raw: Box<RawValue> = serde_json::from_str(row).unwrap();
         let mut builder = LinesBuilder::default();
-        builder.push_change(7, -2, &raw, columns, flagged);
+        builder.push_change(7, -2, row, columns, flagged);
         let (buf, ends) = builder.finish();
         assert_eq!(ends, vec![buf.len() as u32]);
         let event = Event::Change { epoch: 7, diff: -2, row: serde_json::from_str(row).unwrap() };
@@ -266,8 +264,7 @@ mod tests {
         let columns = columns(&["k"]);
         let mut builder = LinesBuilder::default();
         for k in 0..3 {
-            let raw: Box<RawValue> = serde_json::from_str(&format!(r#"{{"k":{k}}}"#)).unwrap();
-            builder.push_change(1, 1, &raw, &columns, false);
+            builder.push_change(1, 1, &format!(r#"{{"k":{k}}}"#), &columns, false);
         }
         builder.push_line(b"2\tt\t\\N\t\\N\n");
         let (buf, ends) = builder.finish();

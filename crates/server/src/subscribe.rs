@@ -420,7 +420,7 @@ fn own_items(events: &[RawEvent], columns: &[(String, Type)], progress: bool) ->
     let mut lines = LinesBuilder::default();
     for event in events {
         if let RawEvent::Change { epoch, diff, row } = event {
-            lines.push_change(*epoch, *diff, row, columns, progress);
+            lines.push_change(*epoch, *diff, row.get(), columns, progress);
         }
     }
     let (buf, ends) = lines.finish();
