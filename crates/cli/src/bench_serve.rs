@@ -533,6 +533,44 @@ async fn select_latency(dir: &Path, rows: u64, queries: &[&str], nice: i32) -> R
 struct Round {
     alone: f64,
     with: Vec<Throughput>,
+    /// The share of the machine's CPU time the hypervisor took during the round.
+    stolen: Option<f64>,
+}
+
+/// The machine's CPU time in ticks (`/proc/stat`'s first line), all of it
+/// and what the hypervisor stole: on a VM whose host is busy a run loses
+/// CPU that nothing else in the figures shows.
+#[derive(Clone, Copy, Debug)]
+struct CpuTicks {
+    total: u64,
+    steal: u64,
+}
+
+impl CpuTicks {
+    /// None where `/proc/stat` is not Linux's.
+    fn now() -> Option<CpuTicks> {
+        CpuTicks::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    fn parse(stat: &str) -> Option<CpuTicks> {
+        let line = stat.lines().next()?.strip_prefix("cpu ")?;
+        let fields: Vec<u64> = line.split_whitespace().map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal (guest time is in user).
+        let steal = *fields.get(7)?;
+        Some(CpuTicks { total: fields.iter().take(8).sum(), steal })
+    }
+
+    /// The share of CPU time stolen since `before`.
+    fn stolen_since(before: Option<CpuTicks>) -> Option<f64> {
+        let (before, now) = (before?, CpuTicks::now()?);
+        let total = now.total.checked_sub(before.total).filter(|&t| t > 0)?;
+        Some(now.steal.saturating_sub(before.steal) as f64 / total as f64)
+    }
+}
+
+/// A stolen share as a cell.
+fn stolen_cell(stolen: Option<f64>) -> String {
+    stolen.map_or_else(|| "unknown".to_owned(), |share| format!("{:.1} %", share * 100.0))
 }
 
 /// `args.rounds` rounds, interleaved so that a slow spell of the machine
@@ -540,12 +578,13 @@ struct Round {
 async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Round>> {
     let mut rounds = Vec::with_capacity(args.rounds.max(1));
     for _ in 0..args.rounds.max(1) {
+        let before = CpuTicks::now();
         let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?.dataflow;
         let mut with = Vec::with_capacity(args.subscribers.len());
         for &subscribers in &args.subscribers {
             with.push(throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?);
         }
-        rounds.push(Round { alone, with });
+        rounds.push(Round { alone, with, stolen: CpuTicks::stolen_since(before) });
     }
     Ok(rounds)
 }
@@ -604,6 +643,12 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         "—".into(),
         "1.00".into(),
     ]);
+    row([
+        "CPU time stolen by the hypervisor in each throughput round (`/proc/stat`)".into(),
+        rounds.iter().map(|round| stolen_cell(round.stolen)).collect::<Vec<_>>().join(", "),
+        "0 % (a machine of its own)".into(),
+        "—".into(),
+    ]);
     for (at, &subscribers) in args.subscribers.iter().enumerate() {
         let runs: Vec<&Throughput> = rounds.iter().map(|round| &round.with[at]).collect();
         let dataflow: Vec<f64> = runs.iter().map(|run| run.dataflow).collect();
@@ -637,7 +682,14 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     for &epoch_ms in &args.latency_epochs_ms {
         for &client_nice in &args.latency_client_nice {
             let run = LatencyRun { epoch_ms, rate, seconds: args.latency_seconds, client_nice };
+            let before = CpuTicks::now();
             let (appended, committed, spans) = latency(&dir.join("run"), run, args.wire_nice).await?;
+            row([
+                format!("CPU time stolen by the hypervisor, {epoch_ms} ms epochs, client at nice {client_nice}"),
+                stolen_cell(CpuTicks::stolen_since(before)),
+                "0 % (a machine of its own)".into(),
+                "—".into(),
+            ]);
             for (from, samples) in [("append", &appended), ("commit", &committed)] {
                 for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
                     let ms = percentile(samples, p) as f64 / 1000.0;
@@ -706,4 +758,19 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     }
     println!("{}", table.join("\n"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_read_the_steal_column_of_the_first_line() {
+        let stat = "cpu  100 5 20 800 10 0 5 60 30 0\ncpu0 50 2 10 400 5 0 2 30 15 0\n";
+        let ticks = CpuTicks::parse(stat).unwrap();
+        assert_eq!((ticks.total, ticks.steal), (1000, 60), "guest time is not counted twice");
+        assert!(CpuTicks::parse("cpu0 1 2 3\n").is_none(), "not the machine's line");
+        assert!(CpuTicks::parse("cpu  1 2 3 4\n").is_none(), "a kernel without a steal column");
+        assert!(CpuTicks::parse("cpu  1 x 3 4 5 6 7 8\n").is_none());
+    }
 }
