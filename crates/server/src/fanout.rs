@@ -201,7 +201,10 @@ pub(crate) type End = (&'static str, String);
 /// A subscriber's place in a hub.
 #[derive(Debug)]
 pub(crate) struct Joined {
-    /// The snapshot at the join epoch (only for a snapshot join).
+    /// The snapshot at the join epoch (only for a snapshot join), held so
+    /// that others joining at that epoch share it; the stream lets it go
+    /// when it reads an entry of a later epoch (then new joiners want a
+    /// newer one), so a subscriber does not keep a view's rows for life.
     pub(crate) snapshot: Option<Arc<Snapshot>>,
     /// The sequence number of the next entry to deliver (the hub reads it
     /// to know what every subscriber has passed).
@@ -285,6 +288,8 @@ pub(crate) struct Hub {
     /// The last snapshot read (shared while the ring holds what follows
     /// it); the lock also makes joins that arrive together read one.
     snapshot: tokio::sync::Mutex<Option<SharedSnapshot>>,
+    /// The same snapshot, for the metrics (which cannot wait on a join).
+    last_snapshot: Mutex<Weak<Snapshot>>,
     stop: AtomicBool,
     /// Rung at each commit and at the stop.
     wake: Arc<Wake>,
@@ -298,6 +303,8 @@ pub(crate) struct HubStats {
     pub(crate) ring_bytes: usize,
     pub(crate) positions: usize,
     pub(crate) behind: u64,
+    /// Bytes of the last snapshot read while a subscriber holds it.
+    pub(crate) snapshot_bytes: usize,
 }
 
 impl Hub {
@@ -393,6 +400,7 @@ impl Hub {
         }
         debug_assert!(snapshot.epoch >= min_epoch, "published epochs only grow");
         *shared = Some(SharedSnapshot { snapshot: Arc::downgrade(&snapshot), seq });
+        *self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&snapshot);
         let skip_through = snapshot.epoch;
         Ok(Joined { snapshot: Some(snapshot), position, skip_through })
     }
@@ -436,7 +444,13 @@ impl Hub {
     pub(crate) fn stats(&self) -> HubStats {
         let ring = self.ring();
         let positions = ring.positions.iter().filter(|p| p.strong_count() > 0).count();
-        HubStats { ring_bytes: ring.bytes, positions, behind: self.behind.load(Ordering::Relaxed) }
+        let snapshot = self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner()).upgrade();
+        HubStats {
+            ring_bytes: ring.bytes,
+            positions,
+            behind: self.behind.load(Ordering::Relaxed),
+            snapshot_bytes: snapshot.map_or(0, |s| s.lines.plain.bytes()),
+        }
     }
 }
 
@@ -497,6 +511,7 @@ impl Hubs {
             appended: watch::channel(0).0,
             ready: watch::channel(false).0,
             snapshot: tokio::sync::Mutex::new(None),
+            last_snapshot: Mutex::new(Weak::new()),
             stop: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
             behind: AtomicU64::new(0),

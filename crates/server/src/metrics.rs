@@ -128,6 +128,13 @@ pub(crate) fn render(engine: &Engine, gauges: &Gauges) -> String {
     per_hub(&mut out, "millpond_fanout_positions", &|s| s.positions as u64);
     metric(&mut out, "millpond_fanout_behind_total", "counter", "Subscribers dropped for falling behind the ring.");
     per_hub(&mut out, "millpond_fanout_behind_total", &|s| s.behind);
+    metric(
+        &mut out,
+        "millpond_fanout_snapshot_bytes",
+        "gauge",
+        "Bytes of a view's last snapshot, while subscribers that joined on it hold it.",
+    );
+    per_hub(&mut out, "millpond_fanout_snapshot_bytes", &|s| s.snapshot_bytes as u64);
     commit_durations(&mut out, engine.commit_timings());
     let Ok(Some(meta)) = engine.committed() else { return out };
     let stats = engine.view_stats(&meta);

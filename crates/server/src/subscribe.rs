@@ -396,6 +396,11 @@ impl Feed {
                 Ok(match handle.hub.find(seq) {
                     Found::Entries(entries) => {
                         joined.position.store(seq + entries.len() as u64, Ordering::Release);
+                        if entries.iter().any(|entry| entry.epoch() > joined.skip_through) {
+                            // A later epoch committed: no new subscriber joins
+                            // on this snapshot any more (it wants the newest).
+                            joined.snapshot = None;
+                        }
                         Step::Items(shared_items(&entries, joined.skip_through, progress), None)
                     }
                     Found::Nothing => Step::Idle,

@@ -338,3 +338,55 @@ async fn an_as_of_stream_joins_the_views_hub_once_caught_up_and_misses_nothing()
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_lets_its_snapshot_go_once_a_later_epoch_reaches_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path());
+    let metrics = millpond_server::MetricsEndpoint::start(
+        engine.clone(),
+        endpoint.gauges().clone(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let client = connect(endpoint.addr()).await;
+    items_view(&client).await;
+    let streaming = connect(endpoint.addr()).await;
+    let sql = "COPY (SUBSCRIBE items WITH (PROGRESS)) TO STDOUT";
+    let mut stream = Box::pin(streaming.copy_out(sql).await.unwrap());
+    let mut next_line = async || {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), futures::StreamExt::next(&mut stream))
+            .await
+            .expect("a line in time")
+            .unwrap()
+            .unwrap();
+        String::from_utf8(chunk.to_vec()).unwrap()
+    };
+    // The snapshot's rows, then its progress row.
+    let snapshot_at = loop {
+        let line = next_line().await;
+        let fields: Vec<&str> = line.trim_end().split('\t').collect();
+        if fields[1] == "t" {
+            break fields[0].parse::<u64>().unwrap();
+        }
+    };
+    let held = items_metric(metrics.addr(), "millpond_fanout_snapshot_bytes").await;
+    assert!(held.is_some_and(|bytes| bytes > 0), "the snapshot is held while no later epoch came: {held:?}");
+    client.simple_query("INSERT INTO item VALUES (3, 'pear')").await.unwrap();
+    loop {
+        let line = next_line().await;
+        let fields: Vec<&str> = line.trim_end().split('\t').collect();
+        if fields[1] == "f" && fields[0].parse::<u64>().unwrap() > snapshot_at {
+            assert_eq!(&fields[2..], ["1", "3", "pear"]);
+            break;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while items_metric(metrics.addr(), "millpond_fanout_snapshot_bytes").await != Some(0) {
+        assert!(Instant::now() < deadline, "the subscriber kept the snapshot after a later epoch reached it");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(metrics);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
