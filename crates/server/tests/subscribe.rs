@@ -269,6 +269,15 @@ async fn a_stream_of_a_dropped_view_ends_with_an_error_that_voids_its_rows() {
     engine.shutdown().unwrap();
 }
 
+/// A metrics endpoint of the server, on a port of its own.
+fn metrics_of(
+    engine: &std::sync::Arc<millpond_server::Engine>,
+    endpoint: &millpond_server::PgEndpoint,
+) -> millpond_server::MetricsEndpoint {
+    let listen = "127.0.0.1:0".parse().unwrap();
+    millpond_server::MetricsEndpoint::start(engine.clone(), endpoint.gauges().clone(), listen).unwrap()
+}
+
 /// The value of metric `name` with label `view="items"` (None: not exported).
 async fn items_metric(metrics: SocketAddr, name: &str) -> Option<u64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -284,12 +293,7 @@ async fn items_metric(metrics: SocketAddr, name: &str) -> Option<u64> {
 async fn an_as_of_stream_joins_the_views_hub_once_caught_up_and_misses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, endpoint) = serve(dir.path());
-    let metrics = millpond_server::MetricsEndpoint::start(
-        engine.clone(),
-        endpoint.gauges().clone(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .unwrap();
+    let metrics = metrics_of(&engine, &endpoint);
     let client = connect(endpoint.addr()).await;
     items_view(&client).await;
     let seen = committed_epoch(endpoint.addr());
@@ -343,12 +347,7 @@ async fn an_as_of_stream_joins_the_views_hub_once_caught_up_and_misses_nothing()
 async fn a_subscriber_lets_its_snapshot_go_once_a_later_epoch_reaches_it() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, endpoint) = serve(dir.path());
-    let metrics = millpond_server::MetricsEndpoint::start(
-        engine.clone(),
-        endpoint.gauges().clone(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .unwrap();
+    let metrics = metrics_of(&engine, &endpoint);
     let client = connect(endpoint.addr()).await;
     items_view(&client).await;
     let streaming = connect(endpoint.addr()).await;
