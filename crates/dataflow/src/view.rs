@@ -145,6 +145,13 @@ impl RawRow {
         validate_row(view, offset, text).map(|text| RawRow(text.into()))
     }
 
+    /// A row held by a fold: checked by [`RawRow::check`] or
+    /// [`validate_row`] when its record was read.
+    fn held(text: &[u8]) -> RawRow {
+        let text = std::str::from_utf8(text).expect("rows held were checked when read");
+        RawRow(trim_json_space(text).into())
+    }
+
     /// The JSON text.
     pub fn get(&self) -> &str {
         &self.0
@@ -240,11 +247,8 @@ impl Subscription {
         subscription.fold.check_counted(&meta, end)?;
         let fold = &mut subscription.fold;
         if snapshot {
-            let rows = fold
-                .sorted_counts()
-                .into_iter()
-                .map(|(row, count)| Ok((RawRow::check(&fold.view, 0, row)?, count)))
-                .collect::<Result<Vec<_>>>()?;
+            let rows =
+                fold.sorted_counts().into_iter().map(|(row, count)| (RawRow::held(row), count)).collect::<Vec<_>>();
             for (row, diff) in rows {
                 fold.queue.push_back(RawEvent::Change { epoch: as_of, diff, row });
             }
@@ -400,11 +404,8 @@ impl Subscription {
         // The dropping commit follows every epoch read; the max only guards
         // against a published checkpoint that went back.
         let epoch = epoch.max(fold.last_progress + 1);
-        let held: Vec<(RawRow, i64)> = fold
-            .sorted_counts()
-            .into_iter()
-            .map(|(row, count)| (RawRow::check(&fold.view, 0, row).expect("rows held were checked when read"), count))
-            .collect();
+        let held: Vec<(RawRow, i64)> =
+            fold.sorted_counts().into_iter().map(|(row, count)| (RawRow::held(row), count)).collect();
         fold.counts = RowCounts::default();
         for (row, count) in held {
             fold.queue.push_back(RawEvent::Change { epoch, diff: -count, row });
@@ -684,9 +685,14 @@ fn validate_row<'k>(view: &str, offset: u64, key: &'k [u8]) -> Result<&'k str> {
     crate::json_check::check(key).map_err(|e| corrupt(e.to_string()))?;
     // JSON that parses is UTF-8 (outside strings it is ASCII).
     let text = std::str::from_utf8(key).map_err(|e| corrupt(e.to_string()))?;
+    Ok(trim_json_space(text))
+}
+
+/// `text` without the JSON whitespace around it.
+fn trim_json_space(text: &str) -> &str {
     let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
     if text.bytes().next().is_some_and(space) || text.bytes().next_back().is_some_and(space) {
-        return Ok(text.trim_matches(|c: char| c.is_ascii() && space(c as u8)));
+        return text.trim_matches(|c: char| c.is_ascii() && space(c as u8));
     }
-    Ok(text)
+    text
 }

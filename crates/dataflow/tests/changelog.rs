@@ -228,6 +228,19 @@ fn bad_records() -> Vec<(&'static str, Record)> {
         ("a 7-byte diff", with_headers(vec![header("epoch", Some(be(2))), header("diff", Some(vec![0; 7]))])),
         ("a 9-byte epoch", with_headers(vec![header("epoch", Some(vec![0; 9])), header("diff", Some(be(1)))])),
         ("an epoch header without a value", with_headers(vec![header("epoch", None), header("diff", Some(be(1)))])),
+        // The first header of a name counts, even when a later one is good.
+        (
+            "a null epoch header before a good one",
+            with_headers(vec![header("epoch", None), header("epoch", Some(be(2))), header("diff", Some(be(1)))]),
+        ),
+        (
+            "a 7-byte diff header before a good one",
+            with_headers(vec![
+                header("epoch", Some(be(2))),
+                header("diff", Some(vec![0; 7])),
+                header("diff", Some(be(1))),
+            ]),
+        ),
         ("epoch 0", with_headers(vec![header("epoch", Some(be(0))), header("diff", Some(be(1)))])),
         ("a negative epoch", with_headers(vec![header("epoch", Some(be(-2))), header("diff", Some(be(1)))])),
         ("no key", Record { key: None, ..good.clone() }),

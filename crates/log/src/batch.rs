@@ -647,6 +647,26 @@ mod tests {
         assert_eq!(back, records.into_iter().enumerate().map(|(i, r)| (42 + i as u64, r)).collect::<Vec<_>>());
     }
 
+    #[test]
+    fn header_pairs_are_every_header_in_order_and_header_takes_the_first_of_a_name() {
+        let headers = vec![
+            Header { key: "a".into(), value: Some(b"1".to_vec()) },
+            Header { key: String::new(), value: None },
+            Header { key: "a".into(), value: Some(b"2".to_vec()) },
+            Header { key: "b".into(), value: None },
+        ];
+        let mut out = Vec::new();
+        encode_records(&mut out, 0, &[Record { headers, ..Record::new(Some(b"k"), None, 1) }]);
+        let batch = BatchView::parse(&out).unwrap();
+        let record = batch.records().next().unwrap();
+        let pairs: Vec<_> = record.header_pairs().collect();
+        let expected: [(&[u8], Option<&[u8]>); 4] = [(b"a", Some(b"1")), (b"", None), (b"a", Some(b"2")), (b"b", None)];
+        assert_eq!(pairs, expected);
+        assert_eq!(record.header("a"), Some(Some(&b"1"[..])));
+        assert_eq!(record.header("b"), Some(None), "a null value");
+        assert_eq!(record.header("c"), None, "no such header");
+    }
+
     /// A header key that is not UTF-8 (under a correct CRC) is refused
     /// when the batch is parsed: the one place keys are checked.
     #[test]

@@ -14,7 +14,9 @@
 //! not grow with the view. A new subscriber's snapshot is read from the
 //! changelog off the hub's thread, at the wire's priority, by the first
 //! subscriber that asks ([`Hub::join_with_snapshot`]), and shared with the
-//! others that join while the ring still holds what follows it. A dropped
+//! others that join while the ring still holds what follows it and a
+//! subscriber that joined on it has not yet read a later epoch (each lets
+//! it go then: new joiners want the newest commit anyway). A dropped
 //! view ends every stream with an error that says the rows held are void
 //! (42P01): nothing is retracted, and nothing is left silently stale.
 //!
@@ -138,6 +140,11 @@ impl RowLines {
     /// The lines, with `mp_progressed` when `progress`.
     pub(crate) fn lines(&self, progress: bool) -> &Lines {
         if progress { self.flagged.get_or_init(|| self.plain.flagged()) } else { &self.plain }
+    }
+
+    /// Bytes of the forms made so far.
+    fn allocated_bytes(&self) -> usize {
+        self.plain.bytes() + self.flagged.get().map_or(0, Lines::bytes)
     }
 
     /// Bytes of both forms (the flagged one counted before it is made, so
@@ -286,7 +293,8 @@ pub(crate) struct Hub {
     /// wait for it.
     ready: watch::Sender<bool>,
     /// The last snapshot read (shared while the ring holds what follows
-    /// it); the lock also makes joins that arrive together read one.
+    /// it and a subscriber holds it, see [`Joined::snapshot`]); the lock
+    /// also makes joins that arrive together read one.
     snapshot: tokio::sync::Mutex<Option<SharedSnapshot>>,
     /// The same snapshot, for the metrics (which cannot wait on a join).
     last_snapshot: Mutex<Weak<Snapshot>>,
@@ -303,7 +311,8 @@ pub(crate) struct HubStats {
     pub(crate) ring_bytes: usize,
     pub(crate) positions: usize,
     pub(crate) behind: u64,
-    /// Bytes of the last snapshot read while a subscriber holds it.
+    /// Bytes of the last snapshot read (both its forms, once made) while
+    /// a subscriber holds it; older ones still held are not counted.
     pub(crate) snapshot_bytes: usize,
 }
 
@@ -449,7 +458,7 @@ impl Hub {
             ring_bytes: ring.bytes,
             positions,
             behind: self.behind.load(Ordering::Relaxed),
-            snapshot_bytes: snapshot.map_or(0, |s| s.lines.plain.bytes()),
+            snapshot_bytes: snapshot.map_or(0, |s| s.lines.allocated_bytes()),
         }
     }
 }

@@ -385,6 +385,26 @@ async fn a_subscriber_lets_its_snapshot_go_once_a_later_epoch_reaches_it() {
         assert!(Instant::now() < deadline, "the subscriber kept the snapshot after a later epoch reached it");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A new subscriber reads a new snapshot: every row once, the new one too.
+    let late = connect(endpoint.addr()).await;
+    let mut late_stream = Box::pin(late.copy_out(sql).await.unwrap());
+    let mut rows = Vec::new();
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), futures::StreamExt::next(&mut late_stream))
+            .await
+            .expect("a line in time")
+            .unwrap()
+            .unwrap();
+        let line = String::from_utf8(chunk.to_vec()).unwrap();
+        let fields: Vec<String> = line.trim_end().split('\t').map(str::to_owned).collect();
+        if fields[1] == "t" {
+            assert!(fields[0].parse::<u64>().unwrap() > snapshot_at, "a snapshot of the later epoch");
+            break;
+        }
+        rows.push(fields[2..].join(" "));
+    }
+    rows.sort();
+    assert_eq!(rows, ["1 1 apple", "1 2 tab\\there", "1 3 pear"]);
     drop(metrics);
     drop(endpoint);
     engine.shutdown().unwrap();
