@@ -81,4 +81,7 @@ pub use timing::{CommitTimings, Histogram, HistogramSnapshot};
 pub use topics::{
     Fetch, RecordView, Resolved, Start, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked,
 };
-pub use view::{Event, RawEvent, RawRow, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at};
+pub use view::{
+    Event, RawEvent, RawRow, RawSnapshot, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at,
+    read_view_raw, read_view_raw_at,
+};

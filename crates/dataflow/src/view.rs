@@ -80,17 +80,48 @@ pub struct Snapshot {
     pub rows: Vec<(serde_json::Value, i64)>,
 }
 
+/// A view's contents at one epoch with each row as its checked JSON text:
+/// what a reader that decodes rows itself takes (a one-off query), without
+/// a JSON tree per row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawSnapshot {
+    pub epoch: Epoch,
+    pub rows: Vec<(RawRow, i64)>,
+}
+
+impl RawSnapshot {
+    /// The rows parsed into JSON trees.
+    pub fn parse(self) -> Snapshot {
+        Snapshot { epoch: self.epoch, rows: self.rows.into_iter().map(|(row, count)| (row.parse(), count)).collect() }
+    }
+}
+
 /// The contents of view `name` as of the last committed epoch.
 pub fn read_view(data_dir: &Path, name: &str) -> Result<Snapshot> {
-    let mut subscription = Subscription::open(data_dir, name, None, true)?;
+    read_view_raw(data_dir, name).map(RawSnapshot::parse)
+}
+
+/// [`read_view`] with each row left as JSON text.
+pub fn read_view_raw(data_dir: &Path, name: &str) -> Result<RawSnapshot> {
+    let subscription = Subscription::open(data_dir, name, None, true)?;
     let epoch = subscription.as_of();
+    Ok(RawSnapshot { epoch, rows: snapshot_rows(subscription, epoch) })
+}
+
+/// The snapshot's rows a subscription opened with one queued (they come
+/// before its progress mark).
+fn snapshot_rows(mut subscription: Subscription, epoch: Epoch) -> Vec<(RawRow, i64)> {
     let mut rows = Vec::new();
-    while let Some(event) = subscription.next_queued() {
-        if let Event::Change { diff, row, .. } = event {
-            rows.push((row, diff));
+    while let Some(event) = subscription.next_raw() {
+        match event {
+            RawEvent::Change { diff, row, epoch: at } => {
+                debug_assert_eq!(at, epoch, "the snapshot's rows come before its progress mark");
+                rows.push((row, diff));
+            }
+            RawEvent::Progress { .. } => break,
         }
     }
-    Ok(Snapshot { epoch, rows })
+    rows
 }
 
 /// The contents of view `name` as of committed epoch `epoch` (a reader of
@@ -98,18 +129,13 @@ pub fn read_view(data_dir: &Path, name: &str) -> Result<Snapshot> {
 /// AS OF `epoch` does when that epoch is no longer retained or not yet
 /// committed.
 pub fn read_view_at(data_dir: &Path, name: &str, epoch: Epoch) -> Result<Snapshot> {
-    let mut subscription = Subscription::open(data_dir, name, Some(epoch), true)?;
-    let mut rows = Vec::new();
-    while let Some(event) = subscription.next_queued() {
-        match event {
-            Event::Change { diff, row, epoch: at } => {
-                debug_assert_eq!(at, epoch, "the snapshot's rows come before its progress mark");
-                rows.push((row, diff));
-            }
-            Event::Progress { .. } => break,
-        }
-    }
-    Ok(Snapshot { epoch, rows })
+    read_view_raw_at(data_dir, name, epoch).map(RawSnapshot::parse)
+}
+
+/// [`read_view_at`] with each row left as JSON text.
+pub fn read_view_raw_at(data_dir: &Path, name: &str, epoch: Epoch) -> Result<RawSnapshot> {
+    let subscription = Subscription::open(data_dir, name, Some(epoch), true)?;
+    Ok(RawSnapshot { epoch, rows: snapshot_rows(subscription, epoch) })
 }
 
 /// What a subscription yields.

@@ -1072,7 +1072,7 @@ fn consistent_rows(
     engine: &Engine,
     views: &[&str],
     wait_ms: u64,
-) -> PgWireResult<std::collections::BTreeMap<String, millpond_dataflow::Snapshot>> {
+) -> PgWireResult<std::collections::BTreeMap<String, millpond_dataflow::RawSnapshot>> {
     let mut snapshots = std::collections::BTreeMap::new();
     for view in views {
         snapshots.insert((*view).to_owned(), committed_rows(engine, view, wait_ms)?);
@@ -1084,7 +1084,7 @@ fn consistent_rows(
             return Ok(snapshots);
         }
         for view in behind {
-            match millpond_dataflow::read_view_at(engine.data_dir(), &view, epoch) {
+            match millpond_dataflow::read_view_raw_at(engine.data_dir(), &view, epoch) {
                 Ok(snapshot) => snapshots.insert(view, snapshot),
                 // Compacted past that epoch meanwhile: read the latest again.
                 Err(millpond_dataflow::Error::EpochUnavailable { .. }) => {
@@ -1104,10 +1104,10 @@ fn consistent_rows(
 /// The rows of view `name` as of its last committed epoch. A view in the
 /// catalog that the runtime has not committed yet (just created) is waited
 /// for, up to `wait_ms` (then 57014, as a statement timeout).
-fn committed_rows(engine: &Engine, name: &str, wait_ms: u64) -> PgWireResult<millpond_dataflow::Snapshot> {
+fn committed_rows(engine: &Engine, name: &str, wait_ms: u64) -> PgWireResult<millpond_dataflow::RawSnapshot> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
-        match millpond_dataflow::read_view(engine.data_dir(), name) {
+        match millpond_dataflow::read_view_raw(engine.data_dir(), name) {
             Ok(snapshot) => return Ok(snapshot),
             Err(millpond_dataflow::Error::UnknownView(_)) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(VIEW_READY_POLL_MS));

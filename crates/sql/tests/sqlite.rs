@@ -50,7 +50,7 @@ fn one_off_rows(session: &Session, dir: &Path, query: &str) -> Result<Rows, Stri
     let query = session.query(query).map_err(|e| format!("refused: {e}"))?;
     let mut snapshots = BTreeMap::new();
     for view in query.views() {
-        let snapshot = millpond_dataflow::read_view(dir, view).map_err(|e| format!("read_view {view}: {e}"))?;
+        let snapshot = millpond_dataflow::read_view_raw(dir, view).map_err(|e| format!("read_view {view}: {e}"))?;
         snapshots.insert(view.to_owned(), snapshot);
     }
     let rows = query.run(&snapshots).map_err(|e| format!("failed: {e}"))?;

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use millpond_dataflow::{Snapshot, Topics};
+use millpond_dataflow::{RawSnapshot, Topics};
 use sqlparser::ast;
 
 use super::Session;
@@ -138,14 +138,14 @@ impl Query {
 
     /// The answer, in order when the query orders it: each row as many
     /// times as it is held. `snapshots` has one per view of [`Query::views`].
-    pub fn run(&self, snapshots: &BTreeMap<String, Snapshot>) -> Result<Vec<Row>> {
+    pub fn run(&self, snapshots: &BTreeMap<String, RawSnapshot>) -> Result<Vec<Row>> {
         self.run_until(snapshots, &|| false)
     }
 
     /// [`Query::run`], stopped with an error (`canceling statement ...`)
     /// as soon as `stop` says so (checked as operators' rows grow), and at
     /// [`ONE_OFF_ROWS_MAX`] rows in any operator.
-    pub fn run_until(&self, snapshots: &BTreeMap<String, Snapshot>, stop: &dyn Fn() -> bool) -> Result<Vec<Row>> {
+    pub fn run_until(&self, snapshots: &BTreeMap<String, RawSnapshot>, stop: &dyn Fn() -> bool) -> Result<Vec<Row>> {
         let inputs = Contents { query: self, snapshots, stop };
         let rows = evaluate(&self.rel, &inputs)?;
         let mut out = Vec::new();
@@ -209,7 +209,7 @@ fn table_function(function: TableFunction, args: &[crate::plan::Expr]) -> Result
 /// The committed contents of a query's inputs.
 struct Contents<'q> {
     query: &'q Query,
-    snapshots: &'q BTreeMap<String, Snapshot>,
+    snapshots: &'q BTreeMap<String, RawSnapshot>,
     stop: &'q dyn Fn() -> bool,
 }
 
@@ -240,8 +240,7 @@ impl Inputs for Contents<'_> {
                 })?;
                 let mut rows = Rows::new();
                 for (json, count) in snapshot.rows.iter().filter(|(_, count)| *count > 0) {
-                    let bytes = serde_json::to_vec(json).expect("a JSON value serializes");
-                    let row = decode_row(&bytes, columns, &wanted).map_err(|e| Error::Catalog {
+                    let row = decode_row(json.get().as_bytes(), columns, &wanted).map_err(|e| Error::Catalog {
                         offset: snapshot.epoch,
                         message: format!(
                             "view \"{view}\" holds a row that does not read at epoch {}: {e}",
