@@ -326,6 +326,20 @@ impl Subscription {
         self.fold.counts = RowCounts::default();
     }
 
+    /// The error that ends it when the view was dropped or created again
+    /// (its retractions are queued before it), taken: a reader that keeps
+    /// the rows learns here that they are not the view's.
+    pub fn take_end(&mut self) -> Option<Error> {
+        self.dropped.take()
+    }
+
+    /// The rows held and their multiplicities, in byte order: the view's
+    /// contents as of what has been read (none after
+    /// [`Subscription::forget_rows`], or once the view was dropped).
+    pub fn held_rows(&self) -> Vec<(RawRow, i64)> {
+        self.fold.sorted_counts().into_iter().map(|(row, count)| (RawRow::held(row), count)).collect()
+    }
+
     /// The epoch of the snapshot.
     pub fn as_of(&self) -> Epoch {
         self.fold.as_of

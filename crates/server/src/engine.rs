@@ -127,6 +127,8 @@ pub struct Engine {
     pub(crate) opens: Arc<tokio::sync::Semaphore>,
     /// One shared changelog reader per view with subscribers.
     pub(crate) hubs: crate::fanout::Hubs,
+    /// The rows one-off SELECTs read, brought forward by each query.
+    pub(crate) view_cache: crate::view_cache::ViewCache,
     /// Starts the runtime's runs and the hubs at the opener's priority
     /// (a run restarted by a client's statement would otherwise inherit
     /// the client thread's nice value, and the dataflow run at the wire's).
@@ -162,6 +164,7 @@ impl Engine {
         let spawner = Arc::new(crate::priority::Spawner::new());
         let engine = Arc::new(Engine {
             hubs: crate::fanout::Hubs::new(spawner.clone(), config.fanout_nice),
+            view_cache: crate::view_cache::ViewCache::default(),
             spawner,
             commits,
             opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),

@@ -37,6 +37,7 @@ mod pg;
 mod priority;
 mod subscribe;
 mod subscription;
+mod view_cache;
 
 pub use connection::MESSAGE_BYTES_MAX_DEFAULT;
 pub use consume::{RecordFormat, record_line};

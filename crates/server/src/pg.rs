@@ -1061,66 +1061,27 @@ pub(crate) fn await_writes(engine: &Engine, settings: &Settings, views: &[&str])
     }
 }
 
-/// Reads of views that keep landing on different epochs before giving up.
-const CONSISTENT_READS_MAX: usize = 3;
-
 /// The rows of every view in `views`, all as of one committed epoch (every
-/// view commits in the same checkpoint): each is read as of its last
-/// commit, and those read before a later commit landed are read again as
-/// of the latest epoch seen.
+/// view commits in the same checkpoint), through the engine's cache of
+/// view rows (`view_cache`): a query reads what committed since the last.
+/// A view in the catalog that the runtime has not committed yet (just
+/// created) is waited for, up to `wait_ms` (then 57014, as a statement
+/// timeout).
 fn consistent_rows(
     engine: &Engine,
     views: &[&str],
     wait_ms: u64,
-) -> PgWireResult<std::collections::BTreeMap<String, millpond_dataflow::RawSnapshot>> {
-    let mut snapshots = std::collections::BTreeMap::new();
-    for view in views {
-        snapshots.insert((*view).to_owned(), committed_rows(engine, view, wait_ms)?);
-    }
-    for _ in 0..CONSISTENT_READS_MAX {
-        let epoch = snapshots.values().map(|s| s.epoch).max().unwrap_or(0);
-        let behind: Vec<String> = snapshots.iter().filter(|(_, s)| s.epoch < epoch).map(|(v, _)| v.clone()).collect();
-        if behind.is_empty() {
-            return Ok(snapshots);
+) -> PgWireResult<std::collections::BTreeMap<String, Arc<millpond_dataflow::RawSnapshot>>> {
+    use crate::view_cache::ReadError;
+    engine.view_cache.rows(engine.data_dir(), views, wait_ms).map_err(|error| match error {
+        ReadError::NotCommitted(view) => {
+            user_error("57014", format!("view \"{view}\" has not committed its first epoch within {wait_ms} ms"))
         }
-        for view in behind {
-            match millpond_dataflow::read_view_raw_at(engine.data_dir(), &view, epoch) {
-                Ok(snapshot) => snapshots.insert(view, snapshot),
-                // Compacted past that epoch meanwhile: read the latest again.
-                Err(millpond_dataflow::Error::EpochUnavailable { .. }) => {
-                    snapshots.insert(view.clone(), committed_rows(engine, &view, wait_ms)?)
-                }
-                Err(e) => return Err(user_error("XX000", format!("reading view \"{view}\": {e}"))),
-            };
+        ReadError::Inconsistent(epochs) => {
+            user_error("40001", format!("could not read the views at one epoch ({epochs}); run the query again"))
         }
-    }
-    let epochs: Vec<String> = snapshots.iter().map(|(v, s)| format!("{v} at {}", s.epoch)).collect();
-    Err(user_error(
-        "40001",
-        format!("could not read the views at one epoch ({}); run the query again", epochs.join(", ")),
-    ))
-}
-
-/// The rows of view `name` as of its last committed epoch. A view in the
-/// catalog that the runtime has not committed yet (just created) is waited
-/// for, up to `wait_ms` (then 57014, as a statement timeout).
-fn committed_rows(engine: &Engine, name: &str, wait_ms: u64) -> PgWireResult<millpond_dataflow::RawSnapshot> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
-    loop {
-        match millpond_dataflow::read_view_raw(engine.data_dir(), name) {
-            Ok(snapshot) => return Ok(snapshot),
-            Err(millpond_dataflow::Error::UnknownView(_)) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(VIEW_READY_POLL_MS));
-            }
-            Err(millpond_dataflow::Error::UnknownView(_)) => {
-                return Err(user_error(
-                    "57014",
-                    format!("view \"{name}\" has not committed its first epoch within {wait_ms} ms"),
-                ));
-            }
-            Err(e) => return Err(user_error("XX000", format!("reading view \"{name}\": {e}"))),
-        }
-    }
+        ReadError::Failed(view, e) => user_error("XX000", format!("reading view \"{view}\": {e}")),
+    })
 }
 
 /// A JSON value of a view row in Postgres's text format (None: NULL).

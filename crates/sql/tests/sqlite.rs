@@ -51,7 +51,7 @@ fn one_off_rows(session: &Session, dir: &Path, query: &str) -> Result<Rows, Stri
     let mut snapshots = BTreeMap::new();
     for view in query.views() {
         let snapshot = millpond_dataflow::read_view_raw(dir, view).map_err(|e| format!("read_view {view}: {e}"))?;
-        snapshots.insert(view.to_owned(), snapshot);
+        snapshots.insert(view.to_owned(), std::sync::Arc::new(snapshot));
     }
     let rows = query.run(&snapshots).map_err(|e| format!("failed: {e}"))?;
     Ok(rows

@@ -14,6 +14,7 @@
 //!   outermost ORDER BY (the answer's order), OFFSET and duplicate column names.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use millpond_dataflow::{RawSnapshot, Topics};
 use sqlparser::ast;
@@ -138,14 +139,18 @@ impl Query {
 
     /// The answer, in order when the query orders it: each row as many
     /// times as it is held. `snapshots` has one per view of [`Query::views`].
-    pub fn run(&self, snapshots: &BTreeMap<String, RawSnapshot>) -> Result<Vec<Row>> {
+    pub fn run(&self, snapshots: &BTreeMap<String, Arc<RawSnapshot>>) -> Result<Vec<Row>> {
         self.run_until(snapshots, &|| false)
     }
 
     /// [`Query::run`], stopped with an error (`canceling statement ...`)
     /// as soon as `stop` says so (checked as operators' rows grow), and at
     /// [`ONE_OFF_ROWS_MAX`] rows in any operator.
-    pub fn run_until(&self, snapshots: &BTreeMap<String, RawSnapshot>, stop: &dyn Fn() -> bool) -> Result<Vec<Row>> {
+    pub fn run_until(
+        &self,
+        snapshots: &BTreeMap<String, Arc<RawSnapshot>>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Vec<Row>> {
         let inputs = Contents { query: self, snapshots, stop };
         let rows = evaluate(&self.rel, &inputs)?;
         let mut out = Vec::new();
@@ -209,7 +214,7 @@ fn table_function(function: TableFunction, args: &[crate::plan::Expr]) -> Result
 /// The committed contents of a query's inputs.
 struct Contents<'q> {
     query: &'q Query,
-    snapshots: &'q BTreeMap<String, RawSnapshot>,
+    snapshots: &'q BTreeMap<String, Arc<RawSnapshot>>,
     stop: &'q dyn Fn() -> bool,
 }
 
