@@ -157,8 +157,13 @@ impl Runtime {
                     if committer_shared.failed() {
                         break;
                     }
-                    if let Err(e) = committer_shared.checkpoints.commit_below(frontier) {
-                        committer_shared.fail(e);
+                    match committer_shared.checkpoints.commit_below(frontier) {
+                        Ok(Some(epoch)) => {
+                            let since = committer_shared.since_epoch_end(epoch);
+                            committer_shared.checkpoints.timings.close_to_publish.record(since);
+                        }
+                        Ok(None) => {}
+                        Err(e) => committer_shared.fail(e),
                     }
                 }
             })

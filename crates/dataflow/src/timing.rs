@@ -106,6 +106,10 @@ impl HistogramSnapshot {
 /// through [`crate::RuntimeConfig::timings`]).
 #[derive(Debug, Default)]
 pub struct CommitTimings {
+    /// An epoch's end on the runtime's clock to a view's sink starting to
+    /// write it: the input read and folded after the close, and the
+    /// frontier's way through the dataflow.
+    pub close_to_write: Histogram,
     /// A view's sink writing one epoch: its records sorted, built and appended.
     pub sink_write: Histogram,
     /// A commit from its start to its publish (the three steps below and
@@ -119,18 +123,23 @@ pub struct CommitTimings {
     pub publish: Histogram,
     /// The views' state applied from their changelogs, after the publish.
     pub view_apply: Histogram,
+    /// An epoch's end on the runtime's clock to its commit's publish: the
+    /// dataflow's part of a reader's latency.
+    pub close_to_publish: Histogram,
 }
 
 impl CommitTimings {
     /// Each histogram with its name (for metrics and benchmarks).
-    pub fn each(&self) -> [(&'static str, &Histogram); 6] {
+    pub fn each(&self) -> [(&'static str, &Histogram); 8] {
         [
+            ("close_to_write", &self.close_to_write),
             ("sink_write", &self.sink_write),
             ("commit", &self.commit),
             ("changelog_sync", &self.changelog_sync),
             ("state_commit", &self.state_commit),
             ("publish", &self.publish),
             ("view_apply", &self.view_apply),
+            ("close_to_publish", &self.close_to_publish),
         ]
     }
 }

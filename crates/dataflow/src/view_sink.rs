@@ -18,8 +18,10 @@
 //!   builds);
 //! - the state is read (read ahead, or at a write) only after the last
 //!   written epoch is in its overlay: the overlay's inserts are deferred
-//!   from the write to the operator's next activation, so the epoch's
-//!   commit does not wait for them, but every read comes after them.
+//!   from the write to the operator's second activation after it (the
+//!   first is in the step that carries the epoch's progress to the probe,
+//!   which the commit waits for), so the epoch's commit does not wait for
+//!   them, but every read comes after them.
 
 use std::collections::BTreeMap;
 
@@ -76,6 +78,10 @@ struct ViewFold {
     /// The last epoch written, not yet in the state's overlay (see
     /// [`ViewFold::index_written`]).
     written: Option<Written>,
+    /// An epoch was written at this activation: the next one leaves it
+    /// out of the overlay (it carries the epoch's progress), the one after
+    /// puts it in.
+    index_next: bool,
 }
 
 /// An epoch's rows as written to the changelog: each row and its
@@ -105,6 +111,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
         replaced: None,
         rows_held: 0,
         written: None,
+        index_next: false,
     };
     if rows.inner.scope().index() == 0 {
         ctx.declare_view(name, &topic);
@@ -142,8 +149,14 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
             let mut forced = fold.replaced.map(|epoch| capability.delayed(&epoch));
             move |(input, frontier), _output| {
                 // The epoch written at the last activation goes into the
-                // overlay now, after the commit could start.
-                fold.index_written();
+                // overlay one activation later: the step right after a write
+                // carries its progress to the probe, and the commit waits
+                // for that step to end (runtime: sources skip it too).
+                if std::mem::take(&mut fold.index_next) {
+                    activator.activate();
+                } else {
+                    fold.index_written();
+                }
                 input.for_each(|capability, data| {
                     for (row, epoch, diff) in data.drain(..) {
                         fold.absorb(&capability, row, epoch, diff);
@@ -156,6 +169,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
                     if shared.failed() {
                         return;
                     }
+                    shared.checkpoints.timings.close_to_write.record(shared.since_epoch_end(epoch));
                     let writing = std::time::Instant::now();
                     let written = fold.write(&shared, epoch);
                     shared.checkpoints.timings.sink_write.record(writing.elapsed());
@@ -163,6 +177,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
                         shared.fail(crate::Error::at(label.clone(), e));
                         return;
                     }
+                    fold.index_next = true;
                     activator.activate();
                 }
                 if let Err(e) = fold.read_ahead(frontier.frontier().first().copied()) {

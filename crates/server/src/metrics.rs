@@ -167,9 +167,10 @@ fn commit_durations(out: &mut String, timings: &millpond_dataflow::CommitTimings
     const NAME: &str = "millpond_checkpoint_duration_seconds";
     let _ = writeln!(
         out,
-        "# HELP {NAME} Steps of the commit path since the server started: a view's sink writing an epoch \
-         (sink_write), the commit to its publish (commit) and its parts, then the views' state applied.\n# TYPE \
-         {NAME} summary"
+        "# HELP {NAME} Steps of the commit path since the server started: an epoch's end to a view's sink \
+         starting to write it (close_to_write), the sink writing it (sink_write), the commit to its publish \
+         (commit) and its parts, the views' state applied (view_apply), and an epoch's end to its publish \
+         (close_to_publish).\n# TYPE {NAME} summary"
     );
     for (step, histogram) in timings.each() {
         let snapshot = histogram.snapshot();

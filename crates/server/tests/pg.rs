@@ -375,7 +375,16 @@ async fn the_metrics_endpoint_exports_views_and_connections_in_prometheus_text()
     assert!(body.contains("millpond_view_committed_epoch{view=\"v\"} "), "{body}");
     assert!(body.contains("millpond_checkpoint_age_seconds "), "{body}");
     // The view committed: its sink wrote epochs and commits published them.
-    for step in ["sink_write", "commit", "changelog_sync", "state_commit", "publish", "view_apply"] {
+    for step in [
+        "close_to_write",
+        "sink_write",
+        "commit",
+        "changelog_sync",
+        "state_commit",
+        "publish",
+        "view_apply",
+        "close_to_publish",
+    ] {
         let count = format!("millpond_checkpoint_duration_seconds_count{{step=\"{step}\"}} ");
         let line = body.lines().find(|l| l.starts_with(&count)).unwrap_or_else(|| panic!("no {count}: {body}"));
         let recorded: u64 = line[count.len()..].parse().unwrap();
