@@ -36,10 +36,13 @@ pub(crate) fn pg_type(ty: &millpond_sql::Type) -> Type {
     }
 }
 
-/// A value in Postgres's text format (None: NULL).
-pub(crate) fn text(value: &Value) -> Option<String> {
+/// A value of a column of type `ty` in Postgres's text format (None: NULL).
+/// A `DECIMAL(p, s)` value has `s` fractional digits at least, as in
+/// Postgres (`2.50`, not `2.5`).
+pub(crate) fn text(value: &Value, ty: &millpond_sql::Type) -> Option<String> {
     match value {
         Value::Null => None,
+        Value::Decimal(_) => Some(decimal_text(value, ty)),
         Value::Bool(b) => Some(if *b { "t" } else { "f" }.to_owned()),
         Value::Double(d) => Some(float_text(d.0)),
         other => Some(other.to_string()),
@@ -64,8 +67,18 @@ fn float_text(x: f64) -> String {
     x.to_string()
 }
 
-/// A value in Postgres's binary format for its column's type (None: NULL).
-pub(crate) fn binary(value: &Value) -> Option<Vec<u8>> {
+/// A decimal's text at its column's scale (see [`text`]).
+fn decimal_text(value: &Value, ty: &millpond_sql::Type) -> String {
+    let text = value.to_string();
+    match ty {
+        millpond_sql::Type::Decimal { scale, .. } => millpond_sql::decimal_text_at_scale(&text, *scale).into_owned(),
+        _ => text,
+    }
+}
+
+/// A value of a column of type `ty` in Postgres's binary format (None:
+/// NULL); a decimal's display scale is its column's, as in [`text`].
+pub(crate) fn binary(value: &Value, ty: &millpond_sql::Type) -> Option<Vec<u8>> {
     Some(match value {
         Value::Null => return None,
         Value::Bool(b) => vec![u8::from(*b)],
@@ -79,7 +92,7 @@ pub(crate) fn binary(value: &Value) -> Option<Vec<u8>> {
             out.extend_from_slice(&[0; 8]); // days and months: all of it is in the microseconds
             out
         }
-        Value::Decimal(_) => numeric_binary(&value.to_string()),
+        Value::Decimal(_) => numeric_binary(&decimal_text(value, ty)),
     })
 }
 
@@ -117,10 +130,15 @@ fn numeric_binary(text: &str) -> Vec<u8> {
 }
 
 /// A DataRow of `values`, column `i` in binary when `binary(i)`.
-pub(crate) fn data_row(values: &[Value], is_binary: impl Fn(usize) -> bool) -> DataRow {
+pub(crate) fn data_row(
+    values: &[Value],
+    columns: &[(String, millpond_sql::Type)],
+    is_binary: impl Fn(usize) -> bool,
+) -> DataRow {
+    assert_eq!(values.len(), columns.len(), "a row has a value per column");
     let mut data = BytesMut::with_capacity(16 * values.len());
-    for (i, value) in values.iter().enumerate() {
-        let bytes = if is_binary(i) { binary(value) } else { text(value).map(String::into_bytes) };
+    for (i, (value, (_, ty))) in values.iter().zip(columns).enumerate() {
+        let bytes = if is_binary(i) { binary(value, ty) } else { text(value, ty).map(String::into_bytes) };
         match bytes {
             Some(bytes) => {
                 data.put_i32(bytes.len() as i32);
@@ -332,13 +350,39 @@ mod tests {
 
     #[test]
     fn values_print_as_postgres_prints_them() {
-        let double = |x: f64| text(&Value::Double(millpond_sql::OrderedF64(x))).unwrap();
+        use millpond_sql::Type as T;
+        let double = |x: f64| text(&Value::Double(millpond_sql::OrderedF64(x)), &T::Double).unwrap();
         assert_eq!(double(1.5), "1.5");
         assert_eq!(double(1e20), "1e+20");
         assert_eq!(double(1.5e-7), "1.5e-07");
         assert_eq!(double(f64::NEG_INFINITY), "-Infinity");
-        assert_eq!(text(&Value::Bool(true)).unwrap(), "t");
-        assert_eq!(text(&Value::Null), None);
+        assert_eq!(text(&Value::Bool(true), &T::Bool).unwrap(), "t");
+        assert_eq!(text(&Value::Null, &T::Int), None);
+    }
+
+    #[test]
+    fn a_decimal_prints_at_its_columns_scale_in_both_formats() {
+        use millpond_sql::Type as T;
+        let decimal = |units: i128| Value::Decimal(units.into());
+        let at = |scale: u8| T::Decimal { precision: 10, scale };
+        // Units are millionths (`DECIMAL_SCALE`): 0.1, 2, -12.5, 0.0625.
+        let cases = [
+            (100_000, at(2), "0.10"),
+            (2_000_000, at(2), "2.00"),
+            (-12_500_000, at(3), "-12.500"),
+            (2_000_000, at(0), "2"),
+            (62_500, at(2), "0.0625"), // digits beyond the scale are kept
+            (100_000, at(8), "0.10000000"),
+        ];
+        for (units, ty, want) in cases {
+            assert_eq!(text(&decimal(units), &ty).unwrap(), want, "{units} as {ty:?}");
+            let binary = binary(&decimal(units), &ty).unwrap();
+            assert_eq!(numeric_text(&binary).unwrap(), want, "binary {units} as {ty:?}");
+        }
+        assert_eq!(millpond_sql::decimal_text_at_scale("abc", 2), "abc");
+        assert_eq!(millpond_sql::decimal_text_at_scale("1.", 2), "1.");
+        assert_eq!(millpond_sql::decimal_text_at_scale("-7", 1), "-7.0");
+        assert_eq!(millpond_sql::decimal_text_at_scale("1e5", 2), "1e5");
     }
 
     #[test]

@@ -115,9 +115,9 @@ fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &str, columns: &[(String, Ty
     }
     out.push(b'\t');
     out.extend_from_slice(itoa::Buffer::new().format(diff).as_bytes());
-    for slot in slots {
+    for (slot, (_, ty)) in slots.into_iter().zip(columns) {
         out.push(b'\t');
-        if !encode_field(out, slot) {
+        if !encode_field(out, slot, ty) {
             return false;
         }
     }
@@ -125,12 +125,16 @@ fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &str, columns: &[(String, Ty
     true
 }
 
-/// One field as `text_of` + `copy_field` write it; false for a nested value.
-fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>) -> bool {
+/// One field as `text_of_as` + `copy_field` write it; false for a nested
+/// value.
+fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>, ty: &Type) -> bool {
     let Some(value) = value else {
         out.extend_from_slice(b"\\N");
         return true;
     };
+    if let Type::Decimal { scale, .. } = ty {
+        return encode_decimal(out, value.get(), *scale);
+    }
     let text = value.get();
     match text.as_bytes().first() {
         Some(b'n') => out.extend_from_slice(b"\\N"),
@@ -150,6 +154,28 @@ fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>) -> bool {
         },
         _ => return false,
     }
+    true
+}
+
+/// A decimal column's field (a JSON string as views write decimals, or a
+/// number) at the column's scale; false for anything else.
+fn encode_decimal(out: &mut Vec<u8>, text: &str, scale: u8) -> bool {
+    let number = match text.as_bytes().first() {
+        Some(b'"') => match serde_json::from_str::<String>(text) {
+            Ok(unescaped) => unescaped,
+            Err(_) => return false,
+        },
+        Some(b'-' | b'0'..=b'9') => match serde_json::from_str::<serde_json::Number>(text) {
+            Ok(number) => number.to_string(),
+            Err(_) => return false,
+        },
+        Some(b'n') => {
+            out.extend_from_slice(b"\\N");
+            return true;
+        }
+        _ => return false,
+    };
+    escape(out, &millpond_sql::decimal_text_at_scale(&number, scale));
     true
 }
 
@@ -256,6 +282,27 @@ mod tests {
                 let (fast, tree) = both(row, &columns, flagged);
                 assert_eq!(fast, tree, "row {row}, flagged {flagged}");
             }
+        }
+    }
+
+    #[test]
+    fn a_decimal_column_prints_at_its_scale_in_both_paths() {
+        let columns = vec![
+            ("a".to_owned(), Type::Decimal { precision: 10, scale: 2 }),
+            ("b".to_owned(), Type::Decimal { precision: 10, scale: 0 }),
+            ("c".to_owned(), Type::Decimal { precision: 38, scale: 3 }),
+        ];
+        let rows = [
+            (r#"{"a":"0.1","b":"7","c":"-12.5"}"#, "7\t-2\t0.10\t7\t-12.500\n"),
+            (r#"{"a":"2","b":"1.5","c":null}"#, "7\t-2\t2.00\t1.5\t\\N\n"),
+            (r#"{"a":3,"b":"0.0625","c":1.25}"#, "7\t-2\t3.00\t0.0625\t1.250\n"),
+            (r#"{"a":"0.0625"}"#, "7\t-2\t0.0625\t\\N\t\\N\n"),
+            (r#"{"a":"x","b":[1],"c":{"d":1}}"#, "7\t-2\tx\t[1]\t{\"d\":1}\n"),
+        ];
+        for (row, want) in rows {
+            let (fast, tree) = both(row, &columns, false);
+            assert_eq!(fast, tree, "row {row}");
+            assert_eq!(fast, want, "row {row}");
         }
     }
 

@@ -268,7 +268,8 @@ pub(crate) fn fetch_blocking(
 
 fn answer(columns: &[(String, Type)], rows: Vec<Vec<Value>>, format: &Format) -> Response {
     let schema = std::sync::Arc::new(fields(columns, Some(format)));
-    let rows: Vec<_> = rows.iter().map(|row| Ok(crate::cell::data_row(row, |i| format.is_binary(i)))).collect();
+    let rows: Vec<_> =
+        rows.iter().map(|row| Ok(crate::cell::data_row(row, columns, |i| format.is_binary(i)))).collect();
     Response::Query(QueryResponse::new(schema, futures::stream::iter(rows)))
 }
 

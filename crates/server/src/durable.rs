@@ -183,7 +183,7 @@ fn show(engine: &Engine) -> PgWireResult<Response> {
                 int(status.durable.max_retained_epochs),
                 Value::Text(status.state.into()),
             ];
-            Ok(crate::cell::data_row(&row, |_| false))
+            Ok(crate::cell::data_row(&row, &columns, |_| false))
         })
         .collect();
     Ok(Response::Query(QueryResponse::new(schema, futures::stream::iter(rows))))

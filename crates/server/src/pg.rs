@@ -1016,7 +1016,8 @@ fn select(engine: &Engine, settings: &Settings, query: &str, format: &Format) ->
         other => user_error("XX000", format!("answering the query: {other}")),
     })?;
     let schema = Arc::new(fields(&bound.columns, Some(format)));
-    let rows: Vec<_> = answer.iter().map(|row| Ok(cell::data_row(row, |i| format.is_binary(i)))).collect();
+    let rows: Vec<_> =
+        answer.iter().map(|row| Ok(cell::data_row(row, &bound.columns, |i| format.is_binary(i)))).collect();
     Ok(Response::Query(QueryResponse::new(schema, stream::iter(rows))))
 }
 
@@ -1085,12 +1086,24 @@ fn consistent_rows(
 }
 
 /// A JSON value of a view row in Postgres's text format (None: NULL).
-pub(crate) fn text_of(value: &serde_json::Value) -> Option<String> {
+fn text_of(value: &serde_json::Value) -> Option<String> {
     match value {
         serde_json::Value::Null => None,
         serde_json::Value::Bool(b) => Some(if *b { "t" } else { "f" }.to_owned()),
         serde_json::Value::String(s) => Some(s.clone()),
         other => Some(other.to_string()),
+    }
+}
+
+/// [`text_of`] for a column of type `ty`: a decimal at the column's scale
+/// (`2.50` in a `DECIMAL(10, 2)`), as Postgres prints it.
+pub(crate) fn text_of_as(value: &serde_json::Value, ty: &millpond_sql::Type) -> Option<String> {
+    let text = text_of(value)?;
+    match ty {
+        millpond_sql::Type::Decimal { scale, .. } => {
+            Some(millpond_sql::decimal_text_at_scale(&text, *scale).into_owned())
+        }
+        _ => Some(text),
     }
 }
 

@@ -38,7 +38,7 @@ use crate::commits::Commit;
 use crate::copy_line::LinesBuilder;
 use crate::engine::Engine;
 use crate::fanout::{Entry, Found, HubHandle, JoinError, Joined};
-use crate::pg::{VIEW_READY_POLL_MS, text_of, user_error};
+use crate::pg::{VIEW_READY_POLL_MS, text_of_as, user_error};
 
 /// Events taken from the changelog per poll: a subscriber's memory bound.
 pub(crate) const EVENTS_PER_POLL_MAX: usize = 4096;
@@ -311,9 +311,9 @@ pub(crate) fn line(event: &Event, columns: &[(String, millpond_sql::Type)], prog
             }
             out.push('\t');
             out.push_str(&diff.to_string());
-            for (column, _) in columns {
+            for (column, ty) in columns {
                 out.push('\t');
-                copy_field(&mut out, text_of(&row[column.as_str()]).as_deref());
+                copy_field(&mut out, text_of_as(&row[column.as_str()], ty).as_deref());
             }
         }
         Event::Progress { epoch, .. } if progress => {

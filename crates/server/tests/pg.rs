@@ -70,7 +70,8 @@ async fn statements_and_view_reads_over_the_wire() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let text = |s: &str| Some(s.to_owned());
-    assert_eq!(rows, [vec![text("1"), text("apple"), text("2.5")], vec![text("2"), text("pear"), None]]);
+    // A DECIMAL(10, 2) prints at its scale, as in Postgres.
+    assert_eq!(rows, [vec![text("1"), text("apple"), text("2.50")], vec![text("2"), text("pear"), None]]);
     // DML while the view runs; BEGIN/COMMIT are accepted.
     let (counts, _) = query(&client, "BEGIN; UPDATE item SET price = 3 WHERE id = 2; COMMIT").await.unwrap();
     assert_eq!(counts, [0, 1, 0]);
@@ -141,7 +142,7 @@ async fn one_off_selects_answer_over_committed_contents() {
     )
     .await
     .unwrap();
-    assert_eq!(got, rows(&[&[Some("Fruit"), Some("2"), Some("2.5")], &[Some("Vegetable"), Some("2"), Some("4")]]));
+    assert_eq!(got, rows(&[&[Some("Fruit"), Some("2"), Some("2.50")], &[Some("Vegetable"), Some("2"), Some("4.00")]]));
     let (_, got) =
         query(&client, "SELECT i.name, k.label FROM item i LEFT JOIN kind k ON i.kind = k.name WHERE i.id = 5")
             .await
@@ -155,7 +156,7 @@ async fn one_off_selects_answer_over_committed_contents() {
     assert_eq!(sqlstate(&error), "0A000", "what a view cannot say is refused: {error:?}");
     // Over a materialized view: its last committed epoch (waited for when new).
     let (_, got) = query(&client, "SELECT kind, n, total FROM by_kind WHERE n > 1 ORDER BY kind").await.unwrap();
-    assert_eq!(got, rows(&[&[Some("fruit"), Some("2"), Some("2.5")], &[Some("veg"), Some("2"), Some("5.25")]]));
+    assert_eq!(got, rows(&[&[Some("fruit"), Some("2"), Some("2.50")], &[Some("veg"), Some("2"), Some("5.25")]]));
     // A write is visible to the next one-off read of the table at once.
     query(&client, "DELETE FROM item WHERE kind = 'veg'").await.unwrap();
     let (_, got) = query(&client, "SELECT COUNT(*) FROM item").await.unwrap();

@@ -66,7 +66,7 @@ pub use session::{Description, Outcome, Query, Session};
 #[cfg(feature = "runtime")]
 pub use system::SystemContext;
 pub use time::without_zone;
-pub use value::{Dec, OrderedF64, Row, Type, Value};
+pub use value::{Dec, OrderedF64, Row, Type, Value, decimal_text_at_scale};
 
 /// Parses `sql` (statements separated by `;`) without executing anything:
 /// the number of statements, or the first syntax error with its location.

@@ -259,6 +259,31 @@ pub(crate) fn format_decimal(units: i128) -> String {
     format!("{sign}{int}.{}", digits.trim_end_matches('0'))
 }
 
+/// A decimal's text (`-12.5`, as [`Value`]'s `Display` writes it) with at
+/// least `scale` fractional digits (`-12.50`), as Postgres prints a value of
+/// a `NUMERIC(p, s)` column. Digits are only ever added, never dropped; text
+/// that is not a plain decimal is returned as it is.
+pub fn decimal_text_at_scale(text: &str, scale: u8) -> std::borrow::Cow<'_, str> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let is_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let plain = !whole.is_empty()
+        && is_digits(whole)
+        && is_digits(fraction)
+        && (digits.len() > whole.len() + 1 || !digits.contains('.'));
+    let missing = usize::from(scale).saturating_sub(fraction.len());
+    if !plain || missing == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + missing + 1);
+    out.push_str(text);
+    if fraction.is_empty() {
+        out.push('.');
+    }
+    out.extend(std::iter::repeat_n('0', missing));
+    std::borrow::Cow::Owned(out)
+}
+
 /// Rounds decimal units to `scale` fractional digits (half away from zero).
 pub(crate) fn round_decimal(units: i128, scale: u8) -> i128 {
     if scale as u32 >= DECIMAL_SCALE {
