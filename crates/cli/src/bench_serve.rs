@@ -200,6 +200,14 @@ impl EpochSeen {
     }
 }
 
+/// A field of ASCII digits as a number (None: empty, or anything else).
+fn digits(field: &[u8]) -> Option<u64> {
+    if field.is_empty() || field.len() > 19 {
+        return None;
+    }
+    field.iter().try_fold(0u64, |n, &b| b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0')))
+}
+
 /// Per-epoch spans of a latency run (µs, sorted): last append to commit,
 /// commit to the first line, commit to the last line.
 #[derive(Debug, Default)]
@@ -221,19 +229,29 @@ struct Samples {
     committed: Vec<u64>,
     /// The last epoch looked up, and when it was seen committed.
     epoch: Option<(u64, Option<u64>)>,
+    /// The epoch of the lines being read, merged over them (into `epochs`
+    /// when another comes).
+    current: Option<(u64, EpochSeen)>,
     epochs: std::collections::BTreeMap<u64, EpochSeen>,
 }
 
 impl Latencies {
     fn sample(&self, line: &[u8], now: u64, samples: &mut Samples) {
-        // mp_epoch, mp_diff, k, at
-        let field =
-            |i: usize| -> Option<u64> { std::str::from_utf8(line.split(|b| *b == b'\t').nth(i)?).ok()?.parse().ok() };
-        let Some(epoch) = field(0) else { return };
-        if let Some(at) = field(3) {
+        // mp_epoch, mp_diff, k, at: one pass over the line, digits read as
+        // they are (the client's own cost is taken from the server's CPU).
+        let mut fields = line.split(|b| *b == b'\t');
+        let Some(epoch) = fields.next().and_then(digits) else { return };
+        if let Some(at) = fields.nth(2).and_then(digits) {
             samples.appended.push(now.saturating_sub(at));
             let seen = EpochSeen { last_append: at, first_line: now, last_line: now };
-            samples.epochs.entry(epoch).and_modify(|e| e.merge(seen)).or_insert(seen);
+            match &mut samples.current {
+                Some((current, merged)) if *current == epoch => merged.merge(seen),
+                current => {
+                    if let Some((epoch, merged)) = current.replace((epoch, seen)) {
+                        samples.epochs.entry(epoch).and_modify(|e| e.merge(merged)).or_insert(merged);
+                    }
+                }
+            }
         }
         let seen = match samples.epoch {
             Some((cached, seen)) if cached == epoch => seen,
@@ -248,7 +266,10 @@ impl Latencies {
         }
     }
 
-    fn record(&self, samples: Samples) {
+    fn record(&self, mut samples: Samples) {
+        if let Some((epoch, merged)) = samples.current.take() {
+            samples.epochs.entry(epoch).and_modify(|e| e.merge(merged)).or_insert(merged);
+        }
         self.appended.lock().expect("latencies").extend(samples.appended);
         self.committed.lock().expect("latencies").extend(samples.committed);
         let mut epochs = self.epochs.lock().expect("epochs");
@@ -772,5 +793,31 @@ mod tests {
         assert!(CpuTicks::parse("cpu0 1 2 3\n").is_none(), "not the machine's line");
         assert!(CpuTicks::parse("cpu  1 2 3 4\n").is_none(), "a kernel without a steal column");
         assert!(CpuTicks::parse("cpu  1 x 3 4 5 6 7 8\n").is_none());
+    }
+
+    #[test]
+    fn samples_merge_each_epochs_lines_and_skip_what_is_not_a_change() {
+        let latencies = Latencies::default();
+        latencies.committed_at.lock().unwrap().insert(7, 1_000);
+        let mut samples = Samples::default();
+        // mp_epoch, mp_diff, k, at (µs); a progress line has no `at`.
+        for (line, now) in [
+            (&b"7\t1\t42\t900"[..], 1_500),
+            (b"7\t1\t43\t950", 1_600),
+            (b"8\t1\t44\t1200", 1_700),
+            (b"8\tt\t\\N\t\\N", 1_800),
+            (b"x\t1\t45\t1300", 1_900),
+        ] {
+            latencies.sample(line, now, &mut samples);
+        }
+        latencies.record(samples);
+        assert_eq!(*latencies.appended.lock().unwrap(), [600, 650, 500]);
+        assert_eq!(*latencies.committed.lock().unwrap(), [500, 600], "epoch 8 was never seen committed");
+        let epochs = latencies.epochs.lock().unwrap();
+        let seven = epochs[&7];
+        assert_eq!((seven.last_append, seven.first_line, seven.last_line), (950, 1_500, 1_600));
+        assert_eq!((epochs[&8].last_append, epochs[&8].first_line), (1200, 1_700));
+        assert_eq!(digits(b"18446744073709551615"), None, "twenty digits");
+        assert_eq!((digits(b""), digits(b"12"), digits(b"1a")), (None, Some(12), None));
     }
 }
