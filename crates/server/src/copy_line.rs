@@ -160,13 +160,17 @@ fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>, ty: &Type) -> bool 
 /// A decimal column's field (a JSON string as views write decimals, or a
 /// number) at the column's scale; false for anything else.
 fn encode_decimal(out: &mut Vec<u8>, text: &str, scale: u8) -> bool {
-    let number = match text.as_bytes().first() {
-        Some(b'"') => match serde_json::from_str::<String>(text) {
-            Ok(unescaped) => unescaped,
-            Err(_) => return false,
+    let number: std::borrow::Cow<'_, str> = match text.as_bytes().first() {
+        Some(b'"') => match serde_json::from_str::<&str>(text) {
+            Ok(plain) => plain.into(),
+            Err(_) => match serde_json::from_str::<String>(text) {
+                Ok(unescaped) => unescaped.into(),
+                Err(_) => return false,
+            },
         },
+        Some(b'-' | b'0'..=b'9') if is_plain_integer(text) => text.into(),
         Some(b'-' | b'0'..=b'9') => match serde_json::from_str::<serde_json::Number>(text) {
-            Ok(number) => number.to_string(),
+            Ok(number) => number.to_string().into(),
             Err(_) => return false,
         },
         Some(b'n') => {
