@@ -89,14 +89,16 @@ impl Shared {
     }
     /// Time left in `epoch`.
     pub(crate) fn until_epoch_end(&self, epoch: Epoch) -> Duration {
-        let end_ms = self.first_epoch_ms() + (epoch - self.first_epoch) * self.config.epoch_interval_ms.max(1);
-        Duration::from_millis(end_ms).saturating_sub(self.start.elapsed())
+        self.epoch_end(epoch).saturating_sub(self.start.elapsed())
     }
     /// Time since `epoch` ended on the clock (zero while it runs).
     pub(crate) fn since_epoch_end(&self, epoch: Epoch) -> Duration {
+        self.start.elapsed().saturating_sub(self.epoch_end(epoch))
+    }
+    /// When `epoch` ends on the clock, from the run's start.
+    fn epoch_end(&self, epoch: Epoch) -> Duration {
         let epochs = epoch.saturating_sub(self.first_epoch);
-        let end_ms = self.first_epoch_ms() + epochs * self.config.epoch_interval_ms.max(1);
-        self.start.elapsed().saturating_sub(Duration::from_millis(end_ms))
+        Duration::from_millis(self.first_epoch_ms() + epochs * self.config.epoch_interval_ms.max(1))
     }
     pub(crate) fn log(&self) -> &Arc<Log> {
         self.checkpoints.log()
