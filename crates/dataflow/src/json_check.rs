@@ -15,13 +15,16 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Checks that `text` is one JSON value that parses into a tree.
-pub(crate) fn check(text: &[u8]) -> Result<(), serde_json::Error> {
+pub fn check(text: &[u8]) -> Result<(), serde_json::Error> {
     serde_json::from_slice::<Checked>(text).map(|_| ())
 }
 
 /// A value visited through `deserialize_any`, so that strings are unescaped
-/// (surrogates checked) and numbers parsed (range checked), then dropped.
-struct Checked;
+/// (surrogates checked) and numbers parsed (range checked), then dropped:
+/// what a reader that takes some of a row's values as raw text deserializes
+/// the others as, instead of `IgnoredAny`.
+#[derive(Debug)]
+pub struct Checked;
 
 impl<'de> Deserialize<'de> for Checked {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Checked, D::Error> {

@@ -43,7 +43,7 @@ mod context;
 pub mod dead_letter;
 mod error;
 mod join;
-mod json_check;
+pub mod json_check;
 mod keyed;
 mod naming;
 mod opstate;
@@ -82,6 +82,6 @@ pub use topics::{
     Fetch, RecordView, Resolved, Start, StoredRecord, TopicRecord, TopicSpec, Topics, read_partition_unlocked,
 };
 pub use view::{
-    Event, RawEvent, RawRow, RawSnapshot, Snapshot, Subscription, ViewInfo, list_views, read_view, read_view_at,
-    read_view_raw, read_view_raw_at,
+    Event, RawEvent, RawRow, RawSnapshot, Snapshot, Subscription, TailEvent, UncheckedRow, ViewInfo, list_views,
+    read_view, read_view_at, read_view_raw, read_view_raw_at,
 };

@@ -189,6 +189,56 @@ impl RawRow {
     }
 }
 
+/// A change's row as the changelog holds it, NOT yet checked: what a
+/// reader opened with [`Subscription::tail_unchecked`] gets, so that the
+/// one pass that re-encodes a row can also be its check (instead of a check
+/// pass and an encode pass). That reader must refuse a row that a parse into
+/// a tree would refuse ([`UncheckedRow::corrupt`] names its offset) before
+/// it gives anything of it to anyone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UncheckedRow {
+    offset: u64,
+    bytes: Box<[u8]>,
+}
+
+impl UncheckedRow {
+    /// The row's bytes as read.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The changelog offset of its record.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Checks it as a [`RawRow`] is checked where it is read.
+    pub fn check(&self, view: &str) -> Result<RawRow> {
+        RawRow::check(view, self.offset, &self.bytes)
+    }
+
+    /// The error a reader reports for it when it is not a JSON row
+    /// (`reason`: what its parse said), the same as [`UncheckedRow::check`]'s.
+    pub fn corrupt(&self, view: &str, reason: &dyn std::fmt::Display) -> Error {
+        not_json(view, self.offset, reason)
+    }
+}
+
+/// What a reader opened with [`Subscription::tail_unchecked`] reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TailEvent {
+    Change { epoch: Epoch, diff: i64, row: UncheckedRow },
+    Progress { epoch: Epoch },
+}
+
+impl TailEvent {
+    pub fn epoch(&self) -> Epoch {
+        match self {
+            TailEvent::Change { epoch, .. } | TailEvent::Progress { epoch } => *epoch,
+        }
+    }
+}
+
 impl RawEvent {
     pub fn epoch(&self) -> Epoch {
         match self {
@@ -240,6 +290,11 @@ struct Fold {
     /// The greatest epoch of any record read (records come in epoch order).
     read_epoch: Epoch,
     queue: VecDeque<RawEvent>,
+    /// Whether rows are checked as they are read (the default), or handed
+    /// unchecked through `unchecked` instead of `queue`
+    /// ([`Subscription::tail_unchecked`]).
+    check_rows: bool,
+    unchecked: VecDeque<TailEvent>,
 }
 
 impl Subscription {
@@ -301,6 +356,18 @@ impl Subscription {
         let reader = PartitionReader::new(data_dir, &topic, 0, end)?;
         let fold = Fold::new(name, meta.epoch, false, meta.epoch);
         Ok(Subscription::new(data_dir, topic, reader, since, fold))
+    }
+
+    /// [`Subscription::tail`] whose changes come through
+    /// [`Subscription::next_unchecked`] with their rows as read, not
+    /// checked: for a reader whose one pass over each row re-encodes it and
+    /// checks it as strictly as [`RawRow`]'s check (a server's hub). Its
+    /// [`Subscription::next_raw`] and [`Subscription::next_queued`] yield
+    /// nothing.
+    pub fn tail_unchecked(data_dir: &Path, name: &str) -> Result<Subscription> {
+        let mut subscription = Subscription::tail(data_dir, name)?;
+        subscription.fold.check_rows = false;
+        Ok(subscription)
     }
 
     fn new(data_dir: &Path, topic: String, reader: PartitionReader, since: Epoch, fold: Fold) -> Subscription {
@@ -471,7 +538,15 @@ impl Subscription {
 
     /// [`Subscription::next_queued`] with the row left as JSON text.
     pub fn next_raw(&mut self) -> Option<RawEvent> {
+        debug_assert!(self.fold.check_rows, "a reader of unchecked rows takes them with next_unchecked");
         self.fold.queue.pop_front()
+    }
+
+    /// The next event read by a reader opened with
+    /// [`Subscription::tail_unchecked`], its row not checked (reads nothing).
+    pub fn next_unchecked(&mut self) -> Option<TailEvent> {
+        debug_assert!(!self.fold.check_rows, "a reader of checked rows takes them with next_raw");
+        self.fold.unchecked.pop_front()
     }
 
     /// The next event, waiting for one (polling) for at most `timeout`.
@@ -562,6 +637,8 @@ impl Fold {
             last_progress: as_of,
             read_epoch: read_through,
             queue: VecDeque::new(),
+            check_rows: true,
+            unchecked: VecDeque::new(),
         }
     }
 
@@ -659,6 +736,12 @@ impl Fold {
             self.finish_through(self.last_epoch);
             self.last_epoch = epoch;
         }
+        if !self.check_rows {
+            debug_assert!(!self.track_rows, "a reader of unchecked rows holds none");
+            let row = UncheckedRow { offset, bytes: key.into() };
+            self.unchecked.push_back(TailEvent::Change { epoch, diff, row });
+            return Ok(());
+        }
         let row = RawRow::check(&self.view, offset, key)?;
         if self.track_rows {
             self.track(offset, key, count, diff)?;
@@ -704,7 +787,11 @@ impl Fold {
     /// Queues a progress mark for `epoch` unless one at or past it was queued.
     fn finish_through(&mut self, epoch: Epoch) {
         if epoch > self.last_progress {
-            self.queue.push_back(RawEvent::Progress { epoch, progress: true });
+            if self.check_rows {
+                self.queue.push_back(RawEvent::Progress { epoch, progress: true });
+            } else {
+                self.unchecked.push_back(TailEvent::Progress { epoch });
+            }
             self.last_progress = epoch;
         }
     }
@@ -717,15 +804,15 @@ fn record_count(record: &RecordView<'_>) -> i64 {
 /// The row's JSON text without surrounding whitespace, checked as a parse
 /// into a tree would check it (so that every later parse of it succeeds).
 fn validate_row<'k>(view: &str, offset: u64, key: &'k [u8]) -> Result<&'k str> {
-    let corrupt = |reason: String| Error::CorruptChangelog {
-        view: view.to_owned(),
-        offset,
-        reason: format!("the row is not JSON: {reason}"),
-    };
-    crate::json_check::check(key).map_err(|e| corrupt(e.to_string()))?;
+    crate::json_check::check(key).map_err(|e| not_json(view, offset, &e))?;
     // JSON that parses is UTF-8 (outside strings it is ASCII).
-    let text = std::str::from_utf8(key).map_err(|e| corrupt(e.to_string()))?;
+    let text = std::str::from_utf8(key).map_err(|e| not_json(view, offset, &e))?;
     Ok(trim_json_space(text))
+}
+
+/// The error for the row at `offset` of `view`'s changelog that is not JSON.
+fn not_json(view: &str, offset: u64, reason: &dyn std::fmt::Display) -> Error {
+    Error::CorruptChangelog { view: view.to_owned(), offset, reason: format!("the row is not JSON: {reason}") }
 }
 
 /// `text` without the JSON whitespace around it.

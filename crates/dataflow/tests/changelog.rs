@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use millpond_dataflow::{
-    CheckpointMeta, Error, Event, RawEvent, Subscription, ViewInfo, list_views, read_view, read_view_at,
+    CheckpointMeta, Error, Event, RawEvent, Subscription, TailEvent, ViewInfo, list_views, read_view, read_view_at,
 };
 use millpond_log::{FlushPolicy, Header, Log, LogOptions, Record, TopicConfig};
 use proptest::collection::vec;
@@ -278,6 +278,54 @@ fn a_malformed_record_is_a_corrupt_changelog_error_naming_its_offset() {
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A tail reader of unchecked rows refuses a malformed record's framing
+/// (headers, no key) where it reads it, as every reader does; a malformed
+/// row comes through as read, and its check fails naming its offset.
+#[test]
+fn an_unchecked_tail_hands_rows_as_read_and_their_check_names_the_offset() {
+    let mut failures = Vec::new();
+    for (case, bad) in bad_records() {
+        let dir = data_dir();
+        let dir = dir.path();
+        let end = append(dir, &[vec![change(&row("a"), 1, 1, 1), change(&row("b"), 1, 1, 1)], vec![bad.clone()]]);
+        publish(dir, 1, 2);
+        let mut tail = Subscription::tail_unchecked(dir, VIEW).unwrap();
+        let polled = catch_unwind(AssertUnwindSafe(|| tail.poll_at(&meta(2, end))));
+        let events: Vec<TailEvent> = std::iter::from_fn(|| tail.next_unchecked()).collect();
+        let offset = match polled {
+            Err(panic) => {
+                failures.push(format!("{case}: poll: {}", panic_message(&panic)));
+                continue;
+            }
+            Ok(Err(error)) => {
+                assert_eq!(events, [], "{case}: nothing before the failing record");
+                corrupt_offset::<()>(Err(error))
+            }
+            Ok(Ok(())) => match &events[..] {
+                [TailEvent::Change { epoch: 2, diff: 1, row }, TailEvent::Progress { epoch: 2 }] => {
+                    assert_eq!(Some(row.bytes()), bad.key.as_deref(), "{case}: the row as read");
+                    assert_eq!(row.offset(), 2, "{case}");
+                    corrupt_offset(row.check(VIEW))
+                }
+                other => panic!("{case}: {other:?}"),
+            },
+        };
+        if offset != 2 {
+            failures.push(format!("{case}: names offset {offset}, not 2"));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    // A good row passes its check as the RawRow a checked reader gets.
+    let dir = data_dir();
+    let dir = dir.path();
+    let end = append(dir, &[vec![change(&row("x"), 1, 2, 1)]]);
+    publish(dir, 1, 0);
+    let mut tail = Subscription::tail_unchecked(dir, VIEW).unwrap();
+    tail.poll_at(&meta(2, end)).unwrap();
+    let Some(TailEvent::Change { row: read, .. }) = tail.next_unchecked() else { panic!("a change") };
+    assert_eq!(read.check(VIEW).unwrap().parse(), row("x"));
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

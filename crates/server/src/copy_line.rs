@@ -12,10 +12,11 @@
 
 use std::fmt;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
+use millpond_dataflow::json_check::Checked;
 use millpond_dataflow::{Epoch, Event};
 use millpond_sql::Type;
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::subscribe::line;
@@ -25,13 +26,13 @@ use crate::subscribe::line;
 pub(crate) struct LinesBuilder {
     buf: BytesMut,
     ends: Vec<u32>,
-    /// The fields after `mp_epoch` of the change being written.
-    tail: Vec<u8>,
 }
 
 impl LinesBuilder {
     /// Appends the line of one change: `mp_epoch`, `mp_progressed` (when
-    /// `flagged`), `mp_diff`, then the view's `columns` from `row`.
+    /// `flagged`), `mp_diff`, then the view's `columns` from `row`. Its one
+    /// pass over `row` is also its check: a row that a parse into a tree
+    /// refuses is refused with that parse's error, and nothing is appended.
     pub(crate) fn push_change(
         &mut self,
         epoch: Epoch,
@@ -39,19 +40,22 @@ impl LinesBuilder {
         row: &str,
         columns: &[(String, Type)],
         flagged: bool,
-    ) {
-        self.tail.clear();
-        if !encode_fields(&mut self.tail, diff, row, columns) {
-            let row = serde_json::from_str(row).expect("a raw row is JSON checked when it was read");
-            let text = line(&Event::Change { epoch, diff, row }, columns, flagged).expect("a change has a line");
-            return self.push_line(text.as_bytes());
-        }
+    ) -> Result<(), serde_json::Error> {
+        let start = self.buf.len();
         self.buf.extend_from_slice(itoa::Buffer::new().format(epoch).as_bytes());
         if flagged {
             self.buf.extend_from_slice(b"\tf");
         }
-        self.buf.extend_from_slice(&self.tail);
-        self.end_line();
+        if encode_fields(&mut self.buf, diff, row, columns) {
+            self.end_line();
+            return Ok(());
+        }
+        // Not a flat row object, or not JSON: the tree says which.
+        self.buf.truncate(start);
+        let row = serde_json::from_str(row)?;
+        let text = line(&Event::Change { epoch, diff, row }, columns, flagged).expect("a change has a line");
+        self.push_line(text.as_bytes());
+        Ok(())
     }
 
     /// Appends a line of `epoch` (its first field) with `mp_progressed`
@@ -104,8 +108,10 @@ impl LinesBuilder {
 }
 
 /// Writes `\t diff`, then `\t field` per column and the newline; false
-/// (with `out` in any state) when the row needs the tree.
-fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &str, columns: &[(String, Type)]) -> bool {
+/// (with `out` in any state) when the row needs the tree. Never true for a
+/// row the tree refuses: the values it writes are parsed strictly, the ones
+/// it skips checked ([`Checked`]), and a duplicate key sends it to the tree.
+fn encode_fields(out: &mut BytesMut, diff: i64, row: &str, columns: &[(String, Type)]) -> bool {
     let mut deserializer = serde_json::Deserializer::from_str(row);
     let Ok(slots) = (Slots { columns, slots: vec![None; columns.len()] }).deserialize(&mut deserializer) else {
         return false;
@@ -113,21 +119,21 @@ fn encode_fields(out: &mut Vec<u8>, diff: i64, row: &str, columns: &[(String, Ty
     if deserializer.end().is_err() {
         return false;
     }
-    out.push(b'\t');
+    out.put_u8(b'\t');
     out.extend_from_slice(itoa::Buffer::new().format(diff).as_bytes());
     for (slot, (_, ty)) in slots.into_iter().zip(columns) {
-        out.push(b'\t');
+        out.put_u8(b'\t');
         if !encode_field(out, slot, ty) {
             return false;
         }
     }
-    out.push(b'\n');
+    out.put_u8(b'\n');
     true
 }
 
 /// One field as `text_of_as` + `copy_field` write it; false for a nested
 /// value.
-fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>, ty: &Type) -> bool {
+fn encode_field(out: &mut BytesMut, value: Option<&RawValue>, ty: &Type) -> bool {
     let Some(value) = value else {
         out.extend_from_slice(b"\\N");
         return true;
@@ -138,8 +144,8 @@ fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>, ty: &Type) -> bool 
     let text = value.get();
     match text.as_bytes().first() {
         Some(b'n') => out.extend_from_slice(b"\\N"),
-        Some(b't') => out.push(b't'),
-        Some(b'f') => out.push(b'f'),
+        Some(b't') => out.put_u8(b't'),
+        Some(b'f') => out.put_u8(b'f'),
         Some(b'"') => match serde_json::from_str::<&str>(text) {
             Ok(unescaped) => escape(out, unescaped),
             Err(_) => match serde_json::from_str::<String>(text) {
@@ -159,7 +165,7 @@ fn encode_field(out: &mut Vec<u8>, value: Option<&RawValue>, ty: &Type) -> bool 
 
 /// A decimal column's field (a JSON string as views write decimals, or a
 /// number) at the column's scale; false for anything else.
-fn encode_decimal(out: &mut Vec<u8>, text: &str, scale: u8) -> bool {
+fn encode_decimal(out: &mut BytesMut, text: &str, scale: u8) -> bool {
     let number: std::borrow::Cow<'_, str> = match text.as_bytes().first() {
         Some(b'"') => match serde_json::from_str::<&str>(text) {
             Ok(plain) => plain.into(),
@@ -194,17 +200,24 @@ fn is_plain_integer(text: &str) -> bool {
         && text != "-0"
 }
 
-/// COPY's text escaping: backslash, tab, newline and carriage return.
-fn escape(out: &mut Vec<u8>, text: &str) {
-    for &byte in text.as_bytes() {
-        match byte {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            byte => out.push(byte),
-        }
+/// COPY's text escaping: backslash, tab, newline and carriage return
+/// (runs without them copied whole).
+fn escape(out: &mut BytesMut, text: &str) {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let escaped: &[u8] = match byte {
+            b'\\' => b"\\\\",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[from..at]);
+        out.extend_from_slice(escaped);
+        from = at + 1;
     }
+    out.extend_from_slice(&bytes[from..]);
 }
 
 /// Finds each column's value in a row object, as borrowed JSON text.
@@ -229,10 +242,12 @@ impl<'de> Visitor<'de> for Slots<'_, 'de> {
         // A key with escapes cannot be borrowed: the caller takes the tree.
         while let Some(key) = map.next_key::<&'de str>()? {
             match self.columns.iter().position(|(name, _)| name == key) {
-                // The last of duplicate keys wins, as in the tree.
+                // The last of duplicate keys wins in the tree, whose parse
+                // checks the first: the tree takes such a row.
+                Some(at) if self.slots[at].is_some() => return Err(A::Error::custom("a duplicate key")),
                 Some(at) => self.slots[at] = Some(map.next_value::<&'de RawValue>()?),
                 None => {
-                    map.next_value::<IgnoredAny>()?;
+                    map.next_value::<Checked>()?;
                 }
             }
         }
@@ -250,7 +265,7 @@ mod tests {
 
     fn both(row: &str, columns: &[(String, Type)], flagged: bool) -> (String, String) {
         let mut builder = LinesBuilder::default();
-        builder.push_change(7, -2, row, columns, flagged);
+        builder.push_change(7, -2, row, columns, flagged).unwrap();
         let (buf, ends) = builder.finish();
         assert_eq!(ends, vec![buf.len() as u32]);
         let event = Event::Change { epoch: 7, diff: -2, row: serde_json::from_str(row).unwrap() };
@@ -289,6 +304,55 @@ mod tests {
         }
     }
 
+    /// The hub's rows come unchecked: a line is written exactly when a parse
+    /// into a tree takes the row, and then it is the tree's line.
+    #[test]
+    fn a_line_is_written_for_exactly_the_rows_a_tree_takes() {
+        let columns = columns(&["a", "b"]);
+        let rows = [
+            r#"{"a":1,"b":"x"}"#,
+            r#"{"a":"\ud800","b":1}"#,
+            r#"{"a":1e400,"b":1}"#,
+            r#"{"a":1,"zz":1e400}"#,
+            r#"{"a":1,"zz":"\ud800"}"#,
+            r#"{"a":1,"zz":"\ud83d\ude00","yy":[1e300,{"x":-0}]}"#,
+            r#"{"a":1,"zz":[1,{"x":"\udc00"}]}"#,
+            r#"{"a":1e400,"a":2}"#,
+            r#"{"a":"\ud800","a":"ok"}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":123456789012345678901234567890}"#,
+            r#"{"a":-1e400}"#,
+            r#"{"a":1e-400,"b":-0.0}"#,
+            r#"{"a":1,}"#,
+            r#"{"a":01}"#,
+            "{\"a\":\"tab\traw\"}",
+            r#"{"a":1} {"b":2}"#,
+            r#"{"a":1"#,
+            r#""#,
+            r#"nul"#,
+            r#"{"a":"\x"}"#,
+            r#"{"\ud800":1}"#,
+            r#"[1e400]"#,
+            r#"  {"a" : true , "b" : null }  "#,
+        ];
+        for row in rows {
+            let tree = serde_json::from_str::<serde_json::Value>(row);
+            let mut builder = LinesBuilder::default();
+            builder.push_line(b"before\n");
+            let fast = builder.push_change(7, -2, row, &columns, false);
+            assert_eq!(fast.is_ok(), tree.is_ok(), "row {row}: {fast:?} / {tree:?}");
+            let (buf, ends) = builder.finish();
+            match tree {
+                Ok(tree) => {
+                    let want = line(&Event::Change { epoch: 7, diff: -2, row: tree }, &columns, false).unwrap();
+                    assert_eq!(&buf[7..], want.as_bytes(), "row {row}");
+                    assert_eq!(ends, [7, buf.len() as u32]);
+                }
+                Err(_) => assert_eq!((&buf[..], ends), (&b"before\n"[..], vec![7]), "row {row}: nothing appended"),
+            }
+        }
+    }
+
     #[test]
     fn a_decimal_column_prints_at_its_scale_in_both_paths() {
         let columns = vec![
@@ -315,7 +379,7 @@ mod tests {
         let columns = columns(&["k"]);
         let mut builder = LinesBuilder::default();
         for k in 0..3 {
-            builder.push_change(1, 1, &format!(r#"{{"k":{k}}}"#), &columns, false);
+            builder.push_change(1, 1, &format!(r#"{{"k":{k}}}"#), &columns, false).unwrap();
         }
         builder.push_line(b"2\tt\t\\N\t\\N\n");
         let (buf, ends) = builder.finish();

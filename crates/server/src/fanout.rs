@@ -10,8 +10,12 @@
 //! slice and a socket write, so k subscribers cost one decode, not k.
 //!
 //! The hub keeps no rows: it reads the changelog from its committed end
-//! on ([`Subscription::tail`]), so its memory and its work per change do
-//! not grow with the view. A new subscriber's snapshot is read from the
+//! on ([`Subscription::tail_unchecked`]), so its memory and its work per
+//! change do not grow with the view. It takes each row as read and one
+//! pass both encodes and checks it ([`LinesBuilder::push_change`] refuses
+//! what a parse into a tree refuses), instead of a check pass and then an
+//! encode pass: a row that is not JSON ends every stream with the
+//! changelog's error naming its offset, after the changes before it. A new subscriber's snapshot is read from the
 //! changelog off the hub's thread, at the wire's priority, by the first
 //! subscriber that asks ([`Hub::join_with_snapshot`]), and shared with the
 //! others that join while the ring still holds what follows it and a
@@ -45,7 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use millpond_dataflow::{Epoch, RawEvent, Subscription};
+use millpond_dataflow::{Epoch, RawEvent, Subscription, TailEvent, UncheckedRow};
 use millpond_sql::Type;
 use tokio::sync::watch;
 
@@ -317,6 +321,23 @@ pub(crate) struct HubStats {
 }
 
 impl Hub {
+    /// A hub of `view` (not yet running) with an empty ring.
+    fn new(view: &str, columns: Vec<(String, Type)>, ring_bytes_max: usize) -> Hub {
+        Hub {
+            view: view.to_owned(),
+            columns,
+            ring: Mutex::new(Ring::default()),
+            ring_bytes_max: ring_bytes_max.max(1),
+            appended: watch::channel(0).0,
+            ready: watch::channel(false).0,
+            snapshot: tokio::sync::Mutex::new(None),
+            last_snapshot: Mutex::new(Weak::new()),
+            stop: AtomicBool::new(false),
+            wake: Arc::new(Wake::default()),
+            behind: AtomicU64::new(0),
+        }
+    }
+
     fn ring(&self) -> MutexGuard<'_, Ring> {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -512,19 +533,7 @@ impl Hubs {
         {
             return Ok(handle);
         }
-        let hub = Arc::new(Hub {
-            view: view.to_owned(),
-            columns,
-            ring: Mutex::new(Ring::default()),
-            ring_bytes_max: ring_bytes_max.max(1),
-            appended: watch::channel(0).0,
-            ready: watch::channel(false).0,
-            snapshot: tokio::sync::Mutex::new(None),
-            last_snapshot: Mutex::new(Weak::new()),
-            stop: AtomicBool::new(false),
-            wake: Arc::new(Wake::default()),
-            behind: AtomicU64::new(0),
-        });
+        let hub = Arc::new(Hub::new(view, columns, ring_bytes_max));
         commits.register(&hub.wake);
         let commits = commits.subscribe();
         let (running, dir, nice) = (hub.clone(), data_dir.to_path_buf(), self.nice);
@@ -561,7 +570,9 @@ fn run(hub: &Hub, data_dir: &std::path::Path, mut commits: watch::Receiver<Commi
             Some(meta) => reader.poll_at_most(meta, RECORDS_PER_POLL_MAX),
             None => Ok(true),
         };
-        append(hub, &mut reader);
+        if let Err(error) = append(hub, &mut reader) {
+            return end(hub, crate::subscribe::error_parts(error, 0));
+        }
         match caught_up {
             Err(error) => return end(hub, crate::subscribe::error_parts(error, 0)),
             Ok(false) => continue,
@@ -582,7 +593,7 @@ fn open(hub: &Hub, data_dir: &std::path::Path) -> Option<Subscription> {
         if hub.stop.load(Ordering::Acquire) {
             return None;
         }
-        match Subscription::tail(data_dir, &hub.view) {
+        match Subscription::tail_unchecked(data_dir, &hub.view) {
             Ok(reader) => return Some(reader),
             Err(millpond_dataflow::Error::UnknownView(_)) => {
                 hub.wake.wait(Duration::from_millis(VIEW_READY_POLL_MS));
@@ -595,25 +606,31 @@ fn open(hub: &Hub, data_dir: &std::path::Path) -> Option<Subscription> {
     }
 }
 
-/// Moves what the reader queued into the ring, as entries.
-fn append(hub: &Hub, reader: &mut Subscription) {
+/// Moves what the reader queued into the ring, as entries. Its rows come
+/// unchecked ([`Subscription::tail_unchecked`]): encoding each is its check,
+/// and the first that is not a JSON row fails the hub, after the entries
+/// before it (its epoch never gets a progress mark).
+fn append(hub: &Hub, reader: &mut Subscription) -> millpond_dataflow::Result<()> {
     let mut rows = Rows::default();
     let mut pushed = false;
-    while let Some(event) = reader.next_raw() {
+    let mut failed = None;
+    while let Some(event) = reader.next_unchecked() {
         let epoch = event.epoch();
         let boundary = rows.epoch.is_some_and(|first| first != epoch);
         let full = rows.len() >= ROWS_PER_ENTRY_MAX || rows.plain.bytes() >= ENTRY_BYTES_MAX;
-        if matches!(event, RawEvent::Progress { .. }) || boundary || full {
+        if matches!(event, TailEvent::Progress { .. }) || boundary || full {
             pushed |= rows.push_to(hub);
         }
         match event {
-            RawEvent::Progress { epoch, .. } => {
+            TailEvent::Progress { epoch } => {
                 hub.ring().push(Entry::Progress { epoch }, hub.ring_bytes_max);
                 pushed = true;
             }
-            RawEvent::Change { epoch, diff, row } => {
-                rows.epoch = Some(epoch);
-                rows.plain.push_change(epoch, diff, row.get(), &hub.columns, false);
+            TailEvent::Change { epoch, diff, row } => {
+                if let Err(error) = rows.push_change(epoch, diff, &row, &hub.columns) {
+                    failed = Some(row.corrupt(&hub.view, &error));
+                    break;
+                }
             }
         }
     }
@@ -622,6 +639,7 @@ fn append(hub: &Hub, reader: &mut Subscription) {
         let next = hub.ring().next_seq();
         hub.appended.send_replace(next);
     }
+    failed.map_or(Ok(()), Err)
 }
 
 /// Changes of one epoch being encoded into an entry.
@@ -634,6 +652,20 @@ struct Rows {
 impl Rows {
     fn len(&self) -> usize {
         self.plain.len()
+    }
+
+    /// Encodes one change read unchecked; the error of a row that is not JSON.
+    fn push_change(
+        &mut self,
+        epoch: Epoch,
+        diff: i64,
+        row: &UncheckedRow,
+        columns: &[(String, Type)],
+    ) -> Result<(), String> {
+        let text = std::str::from_utf8(row.bytes()).map_err(|e| e.to_string())?;
+        self.plain.push_change(epoch, diff, text, columns, false).map_err(|e| e.to_string())?;
+        self.epoch = Some(epoch);
+        Ok(())
     }
 
     /// Pushes what is encoded as one entry; false if nothing is.
@@ -658,7 +690,7 @@ fn read_snapshot(
     let mut plain = LinesBuilder::default();
     while let Some(RawEvent::Change { epoch: at, diff, row }) = reader.next_raw() {
         debug_assert_eq!(at, epoch, "a snapshot's rows come before its progress mark");
-        plain.push_change(epoch, diff, row.get(), columns, false);
+        plain.push_change(epoch, diff, row.get(), columns, false).expect("a raw row is JSON checked when it was read");
     }
     Ok(Snapshot { epoch, lines: RowLines::new(Lines::build(plain)) })
 }
@@ -706,14 +738,76 @@ mod tests {
         let rows = [r#"{"a":1,"b":"x\ty"}"#, r#"{"a\u0062":1}"#, r#"[1]"#, r#"{"a":"\t","b":null}"#];
         let (mut plain, mut flagged) = (LinesBuilder::default(), LinesBuilder::default());
         for (epoch, row) in (12_345..).zip(rows) {
-            plain.push_change(epoch, -3, row, &columns, false);
-            flagged.push_change(epoch, -3, row, &columns, true);
+            plain.push_change(epoch, -3, row, &columns, false).unwrap();
+            flagged.push_change(epoch, -3, row, &columns, true).unwrap();
         }
         let lines = RowLines::new(Lines::build(plain));
         let expected = Lines::build(flagged);
         let made = lines.lines(true);
         assert_eq!(made.iter().collect::<Vec<_>>(), expected.iter().collect::<Vec<_>>());
         assert_eq!(lines.bytes(), lines.lines(false).bytes() + made.bytes(), "counted before it was made");
+    }
+
+    /// A changelog record of `row` at epoch 2 (diff 1, count 1).
+    fn change(row: &str) -> millpond_log::Record {
+        let header =
+            |key: &str| millpond_log::Header { key: key.to_owned(), value: Some(vec![0, 0, 0, 0, 0, 0, 0, 0]) };
+        let (mut epoch, mut diff) = (header("epoch"), header("diff"));
+        epoch.value.as_mut().unwrap()[7] = 2;
+        diff.value.as_mut().unwrap()[7] = 1;
+        millpond_log::Record {
+            key: Some(row.as_bytes().to_vec()),
+            value: Some(1i64.to_be_bytes().to_vec()),
+            timestamp_ms: 0,
+            headers: vec![epoch, diff],
+        }
+    }
+
+    fn publish(dir: &std::path::Path, epoch: u64, end: u64) -> millpond_dataflow::CheckpointMeta {
+        let meta = millpond_dataflow::CheckpointMeta {
+            version: millpond_dataflow::CHECKPOINT_VERSION,
+            epoch,
+            sinks: [("view.v".to_owned(), end)].into(),
+            views: [("v".to_owned(), "view.v".to_owned())].into(),
+            changelogs: [("v".to_owned(), millpond_dataflow::ViewChangelog::default())].into(),
+            ..Default::default()
+        };
+        std::fs::write(dir.join(millpond_dataflow::CHECKPOINT_FILE), serde_json::to_vec(&meta).unwrap()).unwrap();
+        meta
+    }
+
+    /// The hub reads rows unchecked: encoding is their check. A row a tree
+    /// refuses (valid syntax, a lone surrogate) fails the hub naming its
+    /// offset, after the lines before it and without its epoch's mark.
+    #[test]
+    fn a_row_that_is_not_json_fails_the_hub_naming_its_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = millpond_log::Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap();
+        log.create_topic("view.v", millpond_log::TopicConfig::default()).unwrap();
+        let rows = [r#"{"a":"x"}"#, r#"{"a":"y","b":1e400}"#, r#"{"a":"\ud800"}"#, r#"{"a":"z"}"#];
+        log.append("view.v", 0, &rows.map(change)[..2]).unwrap();
+        log.append("view.v", 0, &rows.map(change)[2..]).unwrap();
+        log.close().unwrap();
+        publish(dir.path(), 1, 0);
+        let mut reader = Subscription::tail_unchecked(dir.path(), "v").unwrap();
+        let hub = Hub::new("v", vec![("a".to_owned(), Type::Text)], SUBSCRIBER_BUFFER_BYTES_DEFAULT);
+        reader.poll_at(&publish(dir.path(), 2, 4)).unwrap();
+        match append(&hub, &mut reader) {
+            Err(millpond_dataflow::Error::CorruptChangelog { view, offset: 1, reason }) => {
+                assert_eq!(view, "v");
+                assert!(reason.contains("not JSON"), "{reason}");
+            }
+            other => panic!("expected the row at offset 1 refused, got {other:?}"),
+        }
+        let ring = hub.ring();
+        let entries: Vec<&Entry> = ring.entries.iter().map(|entry| &**entry).collect();
+        match &entries[..] {
+            [Entry::Rows { epoch: 2, lines }] => {
+                let got: Vec<Bytes> = lines.lines(false).iter().collect();
+                assert_eq!(got, [&b"2\t1\tx\n"[..]]);
+            }
+            other => panic!("the line before the bad row, no mark: {other:?}"),
+        }
     }
 
     #[test]

@@ -425,7 +425,9 @@ fn own_items(events: &[RawEvent], columns: &[(String, Type)], progress: bool) ->
     let mut lines = LinesBuilder::default();
     for event in events {
         if let RawEvent::Change { epoch, diff, row } = event {
-            lines.push_change(*epoch, *diff, row.get(), columns, progress);
+            lines
+                .push_change(*epoch, *diff, row.get(), columns, progress)
+                .expect("a raw row is JSON checked when read");
         }
     }
     let (buf, ends) = lines.finish();
