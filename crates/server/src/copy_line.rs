@@ -19,6 +19,7 @@ use millpond_sql::Type;
 use serde::de::{DeserializeSeed, Error as _, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::flat_row::{self, is_plain_integer};
 use crate::subscribe::line;
 
 /// COPY text lines being written into one buffer (see `fanout::Lines`).
@@ -112,6 +113,9 @@ impl LinesBuilder {
 /// row the tree refuses: the values it writes are parsed strictly, the ones
 /// it skips checked ([`Checked`]), and a duplicate key sends it to the tree.
 fn encode_fields(out: &mut BytesMut, diff: i64, row: &str, columns: &[(String, Type)]) -> bool {
+    if let Some(slots) = flat_row::scan(row, columns) {
+        return encode_slots(out, diff, slots.into_iter(), columns);
+    }
     let mut deserializer = serde_json::Deserializer::from_str(row);
     let Ok(slots) = (Slots { columns, slots: vec![None; columns.len()] }).deserialize(&mut deserializer) else {
         return false;
@@ -119,9 +123,21 @@ fn encode_fields(out: &mut BytesMut, diff: i64, row: &str, columns: &[(String, T
     if deserializer.end().is_err() {
         return false;
     }
+    encode_slots(out, diff, slots.into_iter().map(|slot| slot.map(RawValue::get)), columns)
+}
+
+/// Writes `\t diff`, then `\t field` per column (each value the text of
+/// one JSON value, syntax checked) and the newline; false for a value
+/// [`encode_field`] does not take.
+fn encode_slots<'r>(
+    out: &mut BytesMut,
+    diff: i64,
+    slots: impl Iterator<Item = Option<&'r str>>,
+    columns: &[(String, Type)],
+) -> bool {
     out.put_u8(b'\t');
     out.extend_from_slice(itoa::Buffer::new().format(diff).as_bytes());
-    for (slot, (_, ty)) in slots.into_iter().zip(columns) {
+    for (slot, (_, ty)) in slots.zip(columns) {
         out.put_u8(b'\t');
         if !encode_field(out, slot, ty) {
             return false;
@@ -131,27 +147,27 @@ fn encode_fields(out: &mut BytesMut, diff: i64, row: &str, columns: &[(String, T
     true
 }
 
-/// One field as `text_of_as` + `copy_field` write it; false for a nested
-/// value.
-fn encode_field(out: &mut BytesMut, value: Option<&RawValue>, ty: &Type) -> bool {
-    let Some(value) = value else {
+/// One field as `text_of_as` + `copy_field` write it, from the text of
+/// one syntax-checked JSON value; false for a nested value.
+fn encode_field(out: &mut BytesMut, value: Option<&str>, ty: &Type) -> bool {
+    let Some(text) = value else {
         out.extend_from_slice(b"\\N");
         return true;
     };
     if let Type::Decimal { scale, .. } = ty {
-        return encode_decimal(out, value.get(), *scale);
+        return encode_decimal(out, text, *scale);
     }
-    let text = value.get();
     match text.as_bytes().first() {
         Some(b'n') => out.extend_from_slice(b"\\N"),
         Some(b't') => out.put_u8(b't'),
         Some(b'f') => out.put_u8(b'f'),
-        Some(b'"') => match serde_json::from_str::<&str>(text) {
-            Ok(unescaped) => escape(out, unescaped),
-            Err(_) => match serde_json::from_str::<String>(text) {
-                Ok(unescaped) => escape(out, &unescaped),
-                Err(_) => return false,
-            },
+        // Checked syntax without a backslash: no control character and no
+        // escape, so the text between the quotes is the value, and COPY
+        // escapes nothing in it.
+        Some(b'"') if !text.contains('\\') => out.extend_from_slice(&text.as_bytes()[1..text.len() - 1]),
+        Some(b'"') => match serde_json::from_str::<String>(text) {
+            Ok(unescaped) => escape(out, &unescaped),
+            Err(_) => return false,
         },
         Some(b'-' | b'0'..=b'9') if is_plain_integer(text) => out.extend_from_slice(text.as_bytes()),
         Some(b'-' | b'0'..=b'9') => match serde_json::from_str::<serde_json::Number>(text) {
@@ -187,17 +203,6 @@ fn encode_decimal(out: &mut BytesMut, text: &str, scale: u8) -> bool {
     };
     escape(out, &millpond_sql::decimal_text_at_scale(&number, scale));
     true
-}
-
-/// An integer that a JSON number round-trips as written (no sign but `-`,
-/// no leading zero, within i64).
-fn is_plain_integer(text: &str) -> bool {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    !digits.is_empty()
-        && digits.len() <= 18
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'))
-        && text != "-0"
 }
 
 /// COPY's text escaping: backslash, tab, newline and carriage return
@@ -351,6 +356,92 @@ mod tests {
                 Err(_) => assert_eq!((&buf[..], ends), (&b"before\n"[..], vec![7]), "row {row}: nothing appended"),
             }
         }
+    }
+
+    /// Generated rows, flat and not, valid and not, against the tree: the
+    /// same acceptance and the same line (`flat_row`'s invariant), with
+    /// the flat scan taking a good part of them.
+    #[test]
+    fn generated_rows_write_the_trees_line_whichever_path_takes_them() {
+        let columns = vec![
+            ("a".to_owned(), Type::Text),
+            ("b".to_owned(), Type::Int),
+            ("c".to_owned(), Type::Decimal { precision: 10, scale: 2 }),
+        ];
+        let keys = [r#""a""#, r#""b""#, r#""c""#, r#""zz""#, r#""a\u0062""#, r#""é""#, r#""""#];
+        let values = [
+            "0",
+            "-7",
+            "42",
+            "123456789012345678",
+            "1234567890123456789",
+            "-0",
+            "01",
+            "1.5",
+            "1e3",
+            "1e400",
+            "-",
+            r#""x""#,
+            r#""""#,
+            "\"tab\traw\"",
+            r#""q\"uote""#,
+            r#""\u00e9""#,
+            r#""é中""#,
+            r#""\ud800""#,
+            "true",
+            "false",
+            "null",
+            "tru",
+            "nul",
+            "[1,2]",
+            r#"{"x":1}"#,
+            r#""a\\b""#,
+            r#""\n""#,
+            r#""2.5""#,
+            "\"\u{7f}\"",
+        ];
+        let spaces = ["", "", "", " ", "\n", "\t ", "\r"];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut flat, mut accepted) = (0, 0);
+        for _ in 0..20_000 {
+            let mut row = String::from(spaces[next(spaces.len())]);
+            row.push('{');
+            for at in 0..next(5) {
+                if at > 0 {
+                    row.push(',');
+                }
+                row.push_str(spaces[next(spaces.len())]);
+                row.push_str(keys[next(keys.len())]);
+                row.push_str(spaces[next(spaces.len())]);
+                row.push(':');
+                row.push_str(spaces[next(spaces.len())]);
+                row.push_str(values[next(values.len())]);
+                row.push_str(spaces[next(spaces.len())]);
+            }
+            row.push_str(["}", "}", "}", "}", ",}", "} x", "}}", ""][next(8)]);
+            row.push_str(spaces[next(spaces.len())]);
+            let tree = serde_json::from_str::<serde_json::Value>(&row);
+            if flat_row::scan(&row, &columns).is_some() {
+                assert!(tree.is_ok(), "the flat scan took a row the tree refuses: {row:?}");
+                flat += 1;
+            }
+            let mut builder = LinesBuilder::default();
+            let fast = builder.push_change(9, 1, &row, &columns, false);
+            assert_eq!(fast.is_ok(), tree.is_ok(), "row {row:?}: {fast:?} / {tree:?}");
+            if let Ok(tree) = tree {
+                accepted += 1;
+                let want = line(&Event::Change { epoch: 9, diff: 1, row: tree }, &columns, false).unwrap();
+                let (buf, _) = builder.finish();
+                assert_eq!(String::from_utf8(buf.to_vec()).unwrap(), want, "row {row:?}");
+            }
+        }
+        assert!(flat > 1_000 && accepted > flat + 1_000, "flat {flat}, accepted {accepted}: both paths exercised");
     }
 
     #[test]

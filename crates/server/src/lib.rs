@@ -32,6 +32,7 @@ mod engine;
 mod error;
 mod extended;
 mod fanout;
+mod flat_row;
 mod metrics;
 mod pg;
 mod priority;
