@@ -407,6 +407,12 @@ impl Subscription {
         self.fold.sorted_counts().into_iter().map(|(row, count)| (RawRow::held(row), count)).collect()
     }
 
+    /// Where the changelog it reads began (`ViewChangelog::since`): a view
+    /// created again has a new changelog, begun later.
+    pub fn since(&self) -> Epoch {
+        self.since
+    }
+
     /// The epoch of the snapshot.
     pub fn as_of(&self) -> Epoch {
         self.fold.as_of

@@ -307,7 +307,13 @@ pub(crate) struct Hub {
     wake: Arc<Wake>,
     /// Subscribers found behind the ring so far (each then ends, 53200).
     behind: AtomicU64,
+    /// Where the changelog its reader reads began (`ViewChangelog::since`),
+    /// once it is open ([`SINCE_UNKNOWN`] before).
+    since: AtomicU64,
 }
+
+/// A hub's `since` before its reader is open.
+const SINCE_UNKNOWN: u64 = u64::MAX;
 
 /// What a hub holds, for the metrics.
 #[derive(Debug, Clone, Copy)]
@@ -335,7 +341,20 @@ impl Hub {
             stop: AtomicBool::new(false),
             wake: Arc::new(Wake::default()),
             behind: AtomicU64::new(0),
+            since: AtomicU64::new(SINCE_UNKNOWN),
         }
+    }
+
+    /// Whether a new subscriber of the view with `columns`, whose changelog
+    /// began at `since` as last committed, may join this hub: not once it
+    /// ended, nor when it reads another changelog (the view was dropped
+    /// and created again, and it has not read the drop yet) or has other
+    /// columns. A hub still opening opens at the newest commit.
+    fn serves(&self, columns: &[(String, Type)], since: Option<Epoch>) -> bool {
+        let read = self.since.load(Ordering::Acquire);
+        self.ring().end.is_none()
+            && self.columns == columns
+            && (read == SINCE_UNKNOWN || since.is_none_or(|since| since == read))
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {
@@ -516,7 +535,8 @@ impl Hubs {
         Hubs { hubs: Mutex::default(), spawner, nice }
     }
 
-    /// The view's running hub, or a new one reading `data_dir`.
+    /// The view's running hub, or a new one reading `data_dir` (see
+    /// [`Hub::serves`]; the view's changelog `since` is the last commit's).
     pub(crate) fn get(
         &self,
         data_dir: &std::path::Path,
@@ -525,11 +545,11 @@ impl Hubs {
         columns: Vec<(String, Type)>,
         ring_bytes_max: usize,
     ) -> std::io::Result<Arc<HubHandle>> {
+        let since = commits.subscribe().borrow().as_deref().and_then(|meta| meta.changelogs.get(view)).map(|c| c.since);
         let mut hubs = self.hubs.lock().unwrap_or_else(|e| e.into_inner());
         hubs.retain(|_, hub| hub.strong_count() > 0);
         if let Some(handle) = hubs.get(view).and_then(Weak::upgrade)
-            && handle.hub.ring().end.is_none()
-            && handle.hub.columns == columns
+            && handle.hub.serves(&columns, since)
         {
             return Ok(handle);
         }
@@ -557,6 +577,7 @@ impl Hubs {
 /// or the stream ends.
 fn run(hub: &Hub, data_dir: &std::path::Path, mut commits: watch::Receiver<Commit>) {
     let Some(mut reader) = open(hub, data_dir) else { return };
+    hub.since.store(reader.since(), Ordering::Release);
     {
         let mut ring = hub.ring();
         ring.base = reader.progressed();
@@ -808,6 +829,23 @@ mod tests {
             }
             other => panic!("the line before the bad row, no mark: {other:?}"),
         }
+    }
+
+    /// A view dropped and created again has a new changelog: a subscriber
+    /// that comes before the hub read the drop gets a new hub, not the old
+    /// one (which would end its stream with 42P01 though the view exists).
+    #[test]
+    fn a_hub_serves_only_its_own_changelog_and_columns_while_it_runs() {
+        let columns = vec![("a".to_owned(), Type::Text)];
+        let hub = Hub::new("v", columns.clone(), SUBSCRIBER_BUFFER_BYTES_DEFAULT);
+        assert!(hub.serves(&columns, Some(7)), "a hub still opening opens at the newest commit");
+        hub.since.store(3, Ordering::Release);
+        assert!(hub.serves(&columns, Some(3)));
+        assert!(hub.serves(&columns, None), "no commit names the view's changelog yet");
+        assert!(!hub.serves(&columns, Some(7)), "the view was created again at epoch 7");
+        assert!(!hub.serves(&[("b".to_owned(), Type::Text)], Some(3)), "other columns");
+        hub.ring().end = Some(("42P01", "dropped".to_owned()));
+        assert!(!hub.serves(&columns, Some(3)), "an ended hub serves no one");
     }
 
     #[test]
