@@ -187,6 +187,8 @@ impl Entry {
 pub(crate) struct Snapshot {
     pub(crate) epoch: Epoch,
     pub(crate) lines: RowLines,
+    /// Where the changelog it was read from began.
+    since: Epoch,
 }
 
 /// A snapshot and the ring position it continues from.
@@ -204,6 +206,10 @@ pub(crate) enum JoinError {
     NotReady,
     /// The stream ended (the view went, or its reader failed).
     Ended(End),
+    /// The snapshot read is of another changelog than the hub's (the view
+    /// was created again): the hub serves no new subscriber now; get the
+    /// view's hub again.
+    Stale,
 }
 
 /// Why a stream ends: the SQLSTATE and message every subscriber gets.
@@ -310,6 +316,9 @@ pub(crate) struct Hub {
     /// Where the changelog its reader reads began (`ViewChangelog::since`),
     /// once it is open ([`SINCE_UNKNOWN`] before).
     since: AtomicU64,
+    /// Set when a snapshot join found the view's changelog is no longer
+    /// the one it reads: it serves no new subscriber.
+    retired: AtomicBool,
 }
 
 /// A hub's `since` before its reader is open.
@@ -342,19 +351,23 @@ impl Hub {
             wake: Arc::new(Wake::default()),
             behind: AtomicU64::new(0),
             since: AtomicU64::new(SINCE_UNKNOWN),
+            retired: AtomicBool::new(false),
         }
     }
 
     /// Whether a new subscriber of the view with `columns`, whose changelog
-    /// began at `since` as last committed, may join this hub: not once it
-    /// ended, nor when it reads another changelog (the view was dropped
-    /// and created again, and it has not read the drop yet) or has other
-    /// columns. A hub still opening opens at the newest commit.
+    /// began at `since` as last committed (None: the view is not in it),
+    /// may join this hub: not once it ended or was retired, nor when it
+    /// reads another changelog (the view was dropped, maybe created again,
+    /// and it has not read that yet) or has other columns. A hub still
+    /// opening opens at the newest commit. A snapshot join checks again
+    /// against the changelog it reads ([`JoinError::Stale`]).
     fn serves(&self, columns: &[(String, Type)], since: Option<Epoch>) -> bool {
         let read = self.since.load(Ordering::Acquire);
         self.ring().end.is_none()
+            && !self.retired.load(Ordering::Acquire)
             && self.columns == columns
-            && (read == SINCE_UNKNOWN || since.is_none_or(|since| since == read))
+            && (read == SINCE_UNKNOWN || since == Some(read))
     }
 
     fn ring(&self) -> MutexGuard<'_, Ring> {
@@ -439,6 +452,11 @@ impl Hub {
                 return Err(JoinError::Ended(("XX000", format!("reading the snapshot failed: {panicked}"))));
             }
         };
+        let read = self.since.load(Ordering::Acquire);
+        if read != SINCE_UNKNOWN && snapshot.since != read {
+            self.retired.store(true, Ordering::Release);
+            return Err(JoinError::Stale);
+        }
         if snapshot.epoch < read_through {
             // Published epochs only grow: a checkpoint that went back.
             let message = format!(
@@ -545,7 +563,10 @@ impl Hubs {
         columns: Vec<(String, Type)>,
         ring_bytes_max: usize,
     ) -> std::io::Result<Arc<HubHandle>> {
-        let since = commits.subscribe().borrow().as_deref().and_then(|meta| meta.changelogs.get(view)).map(|c| c.since);
+        let since = commits.subscribe().borrow().as_deref().filter(|meta| meta.views.contains_key(view)).map(|meta| {
+            // As a reader takes it (`Subscription::since`): 0 when not recorded.
+            meta.changelogs.get(view).map_or(0, |c| c.since)
+        });
         let mut hubs = self.hubs.lock().unwrap_or_else(|e| e.into_inner());
         hubs.retain(|_, hub| hub.strong_count() > 0);
         if let Some(handle) = hubs.get(view).and_then(Weak::upgrade)
@@ -649,7 +670,8 @@ fn append(hub: &Hub, reader: &mut Subscription) -> millpond_dataflow::Result<()>
             }
             TailEvent::Change { epoch, diff, row } => {
                 if let Err(error) = rows.push_change(epoch, diff, &row, &hub.columns) {
-                    failed = Some(row.corrupt(&hub.view, &error));
+                    // The checked readers' error for it (the same words).
+                    failed = Some(row.check(&hub.view).err().unwrap_or_else(|| row.corrupt(&hub.view, &error)));
                     break;
                 }
             }
@@ -713,7 +735,7 @@ fn read_snapshot(
         debug_assert_eq!(at, epoch, "a snapshot's rows come before its progress mark");
         plain.push_change(epoch, diff, row.get(), columns, false).expect("a raw row is JSON checked when it was read");
     }
-    Ok(Snapshot { epoch, lines: RowLines::new(Lines::build(plain)) })
+    Ok(Snapshot { epoch, lines: RowLines::new(Lines::build(plain)), since: reader.since() })
 }
 
 /// Ends the stream for every subscriber (after the entries they have).
@@ -831,6 +853,34 @@ mod tests {
         }
     }
 
+    /// A snapshot join that reads another changelog than the hub's (the view
+    /// was created again before the hub saw it) retires the hub instead of
+    /// joining it; a join on the hub's own changelog joins.
+    #[tokio::test]
+    async fn a_snapshot_join_on_another_changelog_retires_the_hub() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = millpond_log::Log::open(dir.path(), millpond_log::LogOptions::default()).unwrap();
+        log.create_topic("view.v", millpond_log::TopicConfig::default()).unwrap();
+        log.append("view.v", 0, &[change(r#"{"a":"x"}"#)]).unwrap();
+        log.close().unwrap();
+        publish(dir.path(), 2, 1); // the changelog's since: 0
+        let columns = vec![("a".to_owned(), Type::Text)];
+        let opens = Arc::new(tokio::sync::Semaphore::new(1));
+        let wait = Duration::from_secs(5);
+        let stale = Hub::new("v", columns.clone(), SUBSCRIBER_BUFFER_BYTES_DEFAULT);
+        stale.since.store(5, Ordering::Release);
+        stale.ready.send_replace(true);
+        assert!(matches!(stale.join_with_snapshot(dir.path(), &opens, 0, wait).await, Err(JoinError::Stale)));
+        assert!(!stale.serves(&columns, Some(5)), "retired");
+        let current = Hub::new("v", columns.clone(), SUBSCRIBER_BUFFER_BYTES_DEFAULT);
+        current.since.store(0, Ordering::Release);
+        current.ready.send_replace(true);
+        let joined = current.join_with_snapshot(dir.path(), &opens, 0, wait).await.unwrap();
+        let snapshot = joined.snapshot.expect("a snapshot join reads one");
+        assert_eq!((snapshot.epoch, snapshot.lines.lines(false).len()), (2, 1));
+        assert!(current.serves(&columns, Some(0)));
+    }
+
     /// A view dropped and created again has a new changelog: a subscriber
     /// that comes before the hub read the drop gets a new hub, not the old
     /// one (which would end its stream with 42P01 though the view exists).
@@ -841,9 +891,12 @@ mod tests {
         assert!(hub.serves(&columns, Some(7)), "a hub still opening opens at the newest commit");
         hub.since.store(3, Ordering::Release);
         assert!(hub.serves(&columns, Some(3)));
-        assert!(hub.serves(&columns, None), "no commit names the view's changelog yet");
+        assert!(!hub.serves(&columns, None), "the view is gone from the last commit");
         assert!(!hub.serves(&columns, Some(7)), "the view was created again at epoch 7");
         assert!(!hub.serves(&[("b".to_owned(), Type::Text)], Some(3)), "other columns");
+        hub.retired.store(true, Ordering::Release);
+        assert!(!hub.serves(&columns, Some(3)), "a snapshot join found another changelog");
+        hub.retired.store(false, Ordering::Release);
         hub.ring().end = Some(("42P01", "dropped".to_owned()));
         assert!(!hub.serves(&columns, Some(3)), "an ended hub serves no one");
     }

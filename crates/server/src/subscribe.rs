@@ -463,14 +463,44 @@ fn progress_line(epoch: Epoch, columns: &[(String, Type)]) -> Bytes {
     line(&Event::Progress { epoch, progress: true }, columns, true).expect("a progress line").into_bytes().into()
 }
 
+/// How many times a stream gets its view's hub again when a snapshot join
+/// finds the hub reads a changelog the view no longer has.
+const STALE_HUB_RETRIES_MAX: usize = 3;
+
+/// The view's hub and the stream's feed on it ([`start`]); a hub found
+/// stale by the snapshot join (the view was created again) is retired by
+/// it, and the view's hub got again.
+async fn open_feed(
+    engine: &Arc<Engine>,
+    request: &SubscribeRequest,
+    columns: &[(String, Type)],
+    wait_ms: u64,
+    buffer_bytes: usize,
+) -> PgWireResult<(Arc<HubHandle>, Feed, Vec<Item>)> {
+    for _ in 0..STALE_HUB_RETRIES_MAX {
+        let handle = engine
+            .hubs
+            .get(engine.data_dir(), &engine.commits, &request.view, columns.to_vec(), buffer_bytes)
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        if let Some((feed, first)) = start(engine, &handle, request, wait_ms).await? {
+            return Ok((handle, feed, first));
+        }
+    }
+    Err(user_error(
+        "40001",
+        format!("view \"{}\" was created again while this subscription started; subscribe again", request.view),
+    ))
+}
+
 /// Starts a stream's feed: a snapshot join of the hub, or (AS OF, or a
-/// durable subscription) its own reader; sends the snapshot's rows.
+/// durable subscription) its own reader; sends the snapshot's rows. None
+/// when the hub is stale ([`JoinError::Stale`]).
 async fn start(
     engine: &Arc<Engine>,
     handle: &HubHandle,
     request: &SubscribeRequest,
     wait_ms: u64,
-) -> PgWireResult<(Feed, Vec<Item>)> {
+) -> PgWireResult<Option<(Feed, Vec<Item>)>> {
     if request.as_of.is_some() {
         let (opener, wanted) = (engine.clone(), request.clone());
         // Each own open folds the changelog up to its snapshot: a few at a
@@ -481,7 +511,7 @@ async fn start(
             .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
         drop(permit);
         let commits = engine.commits.subscribe();
-        return Ok((Feed::Own { subscription: Some(Box::new(subscription)), commits }, Vec::new()));
+        return Ok(Some((Feed::Own { subscription: Some(Box::new(subscription)), commits }, Vec::new())));
     }
     // The snapshot is at least of the epoch committed now (read-your-writes).
     let committed = engine.committed().ok().flatten().map_or(0, |meta| meta.epoch);
@@ -489,6 +519,7 @@ async fn start(
     let joined = match handle.hub.join_with_snapshot(engine.data_dir(), &engine.opens, committed, wait).await {
         Ok(joined) => joined,
         Err(JoinError::Ended((code, message))) => return Err(user_error(code, message)),
+        Err(JoinError::Stale) => return Ok(None),
         Err(JoinError::NotReady) => {
             return Err(subscription_error(millpond_dataflow::Error::UnknownView(request.view.clone()), wait_ms));
         }
@@ -502,7 +533,7 @@ async fn start(
         // Where the stream starts, with or without the snapshot's rows.
         items.push(Item::Progress(snapshot.epoch));
     }
-    Ok((Feed::Shared { joined }, items))
+    Ok(Some((Feed::Shared { joined }, items)))
 }
 
 /// Streams the subscription to `client` until UP TO is reached, the view
@@ -523,11 +554,7 @@ where
     let Some(columns) = engine.view_columns(&request.view) else {
         return Err(user_error("42P01", format!("there is no materialized view \"{}\"", request.view)));
     };
-    let handle = engine
-        .hubs
-        .get(engine.data_dir(), &engine.commits, &request.view, columns.clone(), limits.buffer_bytes)
-        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
-    let (mut feed, first) = start(&engine, &handle, &request, wait_ms).await?;
+    let (handle, mut feed, first) = open_feed(&engine, &request, &columns, wait_ms, limits.buffer_bytes).await?;
     let width = 2 + usize::from(request.progress) + columns.len();
     let header = CopyOutResponse::new(0, width as i16, vec![0; width]);
     client.send(PgWireBackendMessage::CopyOutResponse(header)).await?;
