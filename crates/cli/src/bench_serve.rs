@@ -6,7 +6,9 @@
 //!   (the ratio to 0 is the fan-out's cost to the dataflow), and the changes/s
 //!   delivered to all of them; in `--rounds` interleaved rounds, each ratio
 //!   taken within its round (this machine's speed drifts by ±20 % between
-//!   minutes), reported as the median round and the range;
+//!   minutes), reported as the median round and the range; beside each
+//!   ratio, its two factors: the timely workers' CPU time per event and
+//!   their CPU time over the wall time (from `/proc/self/task`);
 //! - append-to-delivery latency at half of the measured peak, p50 and p99,
 //!   with 1 s and 100 ms epochs (ratio to the epoch interval);
 //! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
@@ -359,12 +361,44 @@ struct Throughput {
     delivered: f64,
     /// Subscribers the server dropped during the run (53200).
     dropped: usize,
+    /// The timely workers' CPU time and the wall time until the dataflow
+    /// was done (None off Linux): its events/s is their share of the wall
+    /// time over their CPU time per event, and these say which moved.
+    workers: Option<(Duration, Duration)>,
+}
+
+impl Throughput {
+    /// The workers' CPU time per event, in ns.
+    fn cpu_per_event_ns(&self, events: u64) -> Option<f64> {
+        self.workers.map(|(cpu, _)| cpu.as_nanos() as f64 / events.max(1) as f64)
+    }
+
+    /// The workers' CPU time over the wall time (1.0: one worker always on a core).
+    fn workers_share(&self) -> Option<f64> {
+        self.workers.map(|(cpu, wall)| cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9))
+    }
+}
+
+/// CPU time of this process's timely workers so far, from each thread's
+/// `/proc/self/task/TID/schedstat` (nanoseconds on a CPU); None off Linux.
+fn workers_cpu() -> Option<Duration> {
+    let mut total_ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let path = task.path();
+        let named_worker = std::fs::read_to_string(path.join("comm")).is_ok_and(|comm| comm.starts_with("timely:work"));
+        // A thread gone since the listing has nothing more to count.
+        if let (true, Ok(stat)) = (named_worker, std::fs::read_to_string(path.join("schedstat"))) {
+            total_ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(Duration::from_nanos(total_ns))
 }
 
 async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> Result<Throughput> {
     let server = Server::start(dir, 100, nice)?;
     let streams = open_subscribers(server.endpoint.addr(), subscribers, None).await?;
     let started = Instant::now();
+    let cpu_before = workers_cpu();
     let feeder = {
         let engine = server.engine.clone();
         std::thread::spawn(move || -> Result<()> {
@@ -378,10 +412,13 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
         })
     };
     let mut dataflow_done = None;
+    let mut workers = None;
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
         if dataflow_done.is_none() && server.committed_reads()? >= events {
             dataflow_done = Some(started.elapsed());
+            workers =
+                workers_cpu().zip(cpu_before).map(|(now, before)| (now.saturating_sub(before), started.elapsed()));
         }
         if dataflow_done.is_some() && streams.done(events) {
             break;
@@ -402,6 +439,7 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
         dataflow: per_second(events, dataflow),
         delivered: if subscribers == 0 { 0.0 } else { per_second(delivered, delivery) },
         dropped,
+        workers,
     })
 }
 
@@ -552,7 +590,7 @@ async fn select_latency(dir: &Path, rows: u64, queries: &[&str], nice: i32) -> R
 /// One round of throughput runs: the dataflow alone, then with each count
 /// of subscribers in turn.
 struct Round {
-    alone: f64,
+    alone: Throughput,
     with: Vec<Throughput>,
     /// The share of the machine's CPU time the hypervisor took during the round.
     stolen: Option<f64>,
@@ -600,7 +638,7 @@ async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Roun
     let mut rounds = Vec::with_capacity(args.rounds.max(1));
     for _ in 0..args.rounds.max(1) {
         let before = CpuTicks::now();
-        let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?.dataflow;
+        let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?;
         let mut with = Vec::with_capacity(args.subscribers.len());
         for &subscribers in &args.subscribers {
             with.push(throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?);
@@ -608,6 +646,37 @@ async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Roun
         rounds.push(Round { alone, with, stolen: CpuTicks::stolen_since(before) });
     }
     Ok(rounds)
+}
+
+/// What the workers' CPU says of a count of subscribers' ratio: their CPU
+/// time per event and their share of the wall time, each beside the same
+/// round's run alone (the events/s ratio is the share's ratio over the CPU
+/// per event's). No rows where `/proc` is not Linux's.
+fn workers_rows(row: &mut impl FnMut([String; 4]), rounds: &[Round], at: usize, subscribers: usize, events: u64) {
+    let pairs = |f: &dyn Fn(&Throughput) -> Option<f64>| -> Option<Vec<(f64, f64)>> {
+        rounds.iter().map(|round| Some((f(&round.with[at])?, f(&round.alone)?))).collect()
+    };
+    let Some(cpu) = pairs(&|run: &Throughput| run.cpu_per_event_ns(events)) else { return };
+    let Some(share) = pairs(&|run: &Throughput| run.workers_share()) else { return };
+    let cell = |pairs: &[(f64, f64)], scale: f64, unit: &str| {
+        let with: Vec<f64> = pairs.iter().map(|(with, _)| with * scale).collect();
+        let alone: Vec<f64> = pairs.iter().map(|(_, alone)| alone * scale).collect();
+        let ratios: Vec<f64> = pairs.iter().map(|(with, alone)| with / alone).collect();
+        [
+            format!("{:.0}{unit} ({:.0}–{:.0})", median(&with), min(&with), max(&with)),
+            format!("{:.0}{unit} (none)", median(&alone)),
+            format!("{:.2} ({:.2}–{:.2})", median(&ratios), min(&ratios), max(&ratios)),
+        ]
+    };
+    let [value, baseline, ratio] = cell(&cpu, 1.0, " ns");
+    row([format!("dataflow workers' CPU time per event with {subscribers} subscribers"), value, baseline, ratio]);
+    let [value, baseline, ratio] = cell(&share, 100.0, " %");
+    row([
+        format!("dataflow workers' CPU time over the wall time with {subscribers} subscribers"),
+        value,
+        baseline,
+        ratio,
+    ]);
 }
 
 /// The median of `values` (the upper one of an even count); 0 when empty.
@@ -657,7 +726,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     // First, while the process has freed nothing that later allocations could reuse.
     let idle = idle_memory(&dir.join("run"), args.wire_nice).await?;
     let rounds = throughput_rounds(dir, args).await?;
-    let alone: Vec<f64> = rounds.iter().map(|round| round.alone).collect();
+    let alone: Vec<f64> = rounds.iter().map(|round| round.alone.dataflow).collect();
     row([
         format!("dataflow events/s, no subscriber ({} events; median of {} rounds, range)", args.events, rounds.len()),
         format!("{:.0} ({:.0}–{:.0})", median(&alone), min(&alone), max(&alone)),
@@ -673,7 +742,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     for (at, &subscribers) in args.subscribers.iter().enumerate() {
         let runs: Vec<&Throughput> = rounds.iter().map(|round| &round.with[at]).collect();
         let dataflow: Vec<f64> = runs.iter().map(|run| run.dataflow).collect();
-        let ratios: Vec<f64> = rounds.iter().map(|round| round.with[at].dataflow / round.alone).collect();
+        let ratios: Vec<f64> = rounds.iter().map(|round| round.with[at].dataflow / round.alone.dataflow).collect();
         row([
             format!("dataflow events/s with {subscribers} subscribers (ratio: to the same round alone)"),
             format!("{:.0} ({:.0}–{:.0})", median(&dataflow), min(&dataflow), max(&dataflow)),
@@ -693,6 +762,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
             format!("{:.0} (events/s × subscribers)", median(&dataflow) * subscribers as f64),
             format!("{:.2} ({:.2}–{:.2})", median(&shares), min(&shares), max(&shares)),
         ]);
+        workers_rows(&mut row, &rounds, at, subscribers, args.events);
     }
     // Half of the peak: the dataflow with one subscriber, as the latency runs have.
     let peak = match args.subscribers.iter().position(|&count| count == 1) {
@@ -793,6 +863,32 @@ mod tests {
         assert!(CpuTicks::parse("cpu0 1 2 3\n").is_none(), "not the machine's line");
         assert!(CpuTicks::parse("cpu  1 2 3 4\n").is_none(), "a kernel without a steal column");
         assert!(CpuTicks::parse("cpu  1 x 3 4 5 6 7 8\n").is_none());
+    }
+
+    /// A busy thread named as timely names its workers has its CPU time
+    /// counted while it runs (read from its own `schedstat`).
+    #[test]
+    fn workers_cpu_counts_a_busy_thread_named_as_a_timely_worker() {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let before = workers_cpu().expect("Linux's /proc");
+        let spinning = stop.clone();
+        let spinner = std::thread::Builder::new()
+            .name("timely:work-9".into())
+            .spawn(move || {
+                while !spinning.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut counted = Duration::ZERO;
+        while counted < Duration::from_millis(50) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            counted = workers_cpu().unwrap().saturating_sub(before);
+        }
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert!(counted >= Duration::from_millis(50), "the spinner's CPU time was not counted: {counted:?}");
     }
 
     #[test]
