@@ -252,7 +252,9 @@ impl Log {
         *log.inner.offsets.lock().expect("offsets lock") = loaded;
         if options.background {
             let inner = log.inner.clone();
-            log.background = Some(std::thread::spawn(move || background_loop(&inner, &options)));
+            let background = std::thread::Builder::new().name("millpond-log".into());
+            let started = background.spawn(move || background_loop(&inner, &options));
+            log.background = Some(started.map_err(Error::io("starting the background thread of", &topics_dir))?);
         }
         Ok(log)
     }
