@@ -14,7 +14,7 @@
 //! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
 //!
 //! The server runs as `millpond serve` does, its client threads at nice
-//! `--wire-nice` (10); the bench's own clients stand in for other machines
+//! `--wire-nice` (19); the bench's own clients stand in for other machines
 //! and run at nice 19, the feeder at 0, beside the runtime's workers. The
 //! latency runs' one subscriber has a thread of its own and runs once at
 //! each of `--latency-client-nice` (0: a client with its own CPU, as on
@@ -63,7 +63,7 @@ pub(crate) struct ServeBenchArgs {
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Nice value of the server's client threads, as `millpond serve --wire-nice`.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = millpond_server::WIRE_NICE_SERVE)]
     wire_nice: i32,
     /// Nice values of the latency runs' one subscriber (a thread of its
     /// own), each measured in turn: 0 stands for a client with a CPU of its

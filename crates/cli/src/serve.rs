@@ -37,10 +37,10 @@ pub(crate) struct ServeArgs {
     /// full before it is dropped (53200).
     #[arg(long, default_value_t = millpond_server::SUBSCRIBER_STALL_MS_DEFAULT)]
     subscriber_stall_ms: u64,
-    /// Nice value of the threads that serve clients (0-19): with 10, a crowd
-    /// of subscribers gets about a tenth of a saturated CPU and the views'
-    /// dataflow the rest; 0 gives clients an equal share.
-    #[arg(long, default_value_t = 10)]
+    /// Nice value of the threads that serve clients (0-19): with 19, clients
+    /// get every idle cycle and, on a machine the views' dataflow saturates,
+    /// about 1.5 % of a contended core (10: about a tenth; 0: an equal share).
+    #[arg(long, default_value_t = millpond_server::WIRE_NICE_SERVE)]
     wire_nice: i32,
     /// Threads that serve clients (default: the cores the runtime's
     /// workers leave, at least one).

@@ -47,7 +47,7 @@ pub use error::{Error, Result};
 pub use fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT;
 pub use metrics::{MetricsEndpoint, REQUEST_BYTES_MAX};
 pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint, STARTUP_TIMEOUT_MS_DEFAULT};
-pub use priority::{WIRE_NICE_DEFAULT, WIRE_THREADS_MAX, fanout_nice, wire_threads_default};
+pub use priority::{WIRE_NICE_DEFAULT, WIRE_NICE_SERVE, WIRE_THREADS_MAX, fanout_nice, wire_threads_default};
 pub use subscribe::SUBSCRIBER_STALL_MS_DEFAULT;
 pub use subscription::{
     Durable, MAX_RETAINED_EPOCHS_DEFAULT, SUBSCRIPTIONS_MAX, SUBSCRIPTIONS_TOPIC, SubscriptionStatus,
