@@ -361,21 +361,22 @@ struct Throughput {
     delivered: f64,
     /// Subscribers the server dropped during the run (53200).
     dropped: usize,
-    /// The timely workers' CPU time and the wall time until the dataflow
-    /// was done (None off Linux): its events/s is their share of the wall
-    /// time over their CPU time per event, and these say which moved.
-    workers: Option<(Duration, Duration)>,
+    /// The timely workers' CPU time until the dataflow was done (None off
+    /// Linux): its events/s is their share of the wall time over their CPU
+    /// time per event, and these say which moved.
+    workers_cpu: Option<Duration>,
 }
 
 impl Throughput {
     /// The workers' CPU time per event, in ns.
     fn cpu_per_event_ns(&self, events: u64) -> Option<f64> {
-        self.workers.map(|(cpu, _)| cpu.as_nanos() as f64 / events.max(1) as f64)
+        self.workers_cpu.map(|cpu| cpu.as_nanos() as f64 / events.max(1) as f64)
     }
 
-    /// The workers' CPU time over the wall time (1.0: one worker always on a core).
-    fn workers_share(&self) -> Option<f64> {
-        self.workers.map(|(cpu, wall)| cpu.as_secs_f64() / wall.as_secs_f64().max(1e-9))
+    /// The workers' CPU time over the wall time until the dataflow was done
+    /// (1.0: one worker always on a core).
+    fn workers_share(&self, events: u64) -> Option<f64> {
+        self.workers_cpu.map(|cpu| cpu.as_secs_f64() * self.dataflow / events.max(1) as f64)
     }
 }
 
@@ -412,13 +413,12 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
         })
     };
     let mut dataflow_done = None;
-    let mut workers = None;
+    let mut workers_cpu_used = None;
     let deadline = Instant::now() + Duration::from_secs(1800);
     loop {
         if dataflow_done.is_none() && server.committed_reads()? >= events {
             dataflow_done = Some(started.elapsed());
-            workers =
-                workers_cpu().zip(cpu_before).map(|(now, before)| (now.saturating_sub(before), started.elapsed()));
+            workers_cpu_used = workers_cpu().zip(cpu_before).map(|(now, before)| now.saturating_sub(before));
         }
         if dataflow_done.is_some() && streams.done(events) {
             break;
@@ -439,7 +439,7 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
         dataflow: per_second(events, dataflow),
         delivered: if subscribers == 0 { 0.0 } else { per_second(delivered, delivery) },
         dropped,
-        workers,
+        workers_cpu: workers_cpu_used,
     })
 }
 
@@ -657,7 +657,7 @@ fn workers_rows(row: &mut impl FnMut([String; 4]), rounds: &[Round], at: usize, 
         rounds.iter().map(|round| Some((f(&round.with[at])?, f(&round.alone)?))).collect()
     };
     let Some(cpu) = pairs(&|run: &Throughput| run.cpu_per_event_ns(events)) else { return };
-    let Some(share) = pairs(&|run: &Throughput| run.workers_share()) else { return };
+    let Some(share) = pairs(&|run: &Throughput| run.workers_share(events)) else { return };
     let cell = |pairs: &[(f64, f64)], scale: f64, unit: &str| {
         let with: Vec<f64> = pairs.iter().map(|(with, _)| with * scale).collect();
         let alone: Vec<f64> = pairs.iter().map(|(_, alone)| alone * scale).collect();
