@@ -8,8 +8,8 @@
 //! and their clients) have their burst of work. No reader needs them (they
 //! read the changelog); only the views' operators do, and those read their
 //! overlays until the committed epoch is raised. So the applier can run
-//! at a nice value of its own (`RuntimeConfig::state_apply_nice`; a server
-//! puts it between its hubs and its client threads): what is left of a
+//! at a nice value of its own (`RuntimeConfig::state_apply_nice`; `millpond
+//! serve` leaves it at the runtime's, as nice 7 measured no different): what is left of a
 //! core after the dataflow and its readers, with the next commit as its
 //! deadline. Even at the runtime's priority it overlaps the next epoch's
 //! work instead of holding up the commit thread.
