@@ -675,12 +675,12 @@ async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Roun
 
 /// Half of the peak the latency runs can sustain. A pass-through view keeps
 /// every event, and its cost per event grows with the rows it holds (each
-/// new row is a state lookup that misses: measured 2.3 µs an event over a
-/// 500 K-event drain, 4.4 µs over 2 M), so a short drain's peak overstates
-/// what a latency run's seconds of appends leave room for. One more drain,
-/// alone, of the events a run at half of `first` appends: a run at half of
-/// this drain's rate appends no more, so its view stays within the size
-/// this peak was measured at.
+/// new row is a state lookup that misses: 10-38 % more CPU per event over
+/// a ~2 M-event drain than over a 500 K one, in four runs), so a short
+/// drain's peak overstates what a latency run's seconds of appends leave
+/// room for. One more drain, alone, of the events a run at half of `first`
+/// appends: a run at half of this drain's rate appends no more, so its
+/// view stays within the size this peak was measured at.
 async fn sustained_rate(
     dir: &Path,
     args: &ServeBenchArgs,
