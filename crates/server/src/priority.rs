@@ -2,13 +2,16 @@
 //! endpoint's I/O threads) can run at a higher nice value than the
 //! runtime's threads (workers, commit, state applier), so that under CPU
 //! contention a crowd of subscribers takes what the dataflow leaves,
-//! instead of slowing the views they read. The fan-out hubs run between
-//! the two ([`fanout_nice`]): a hub's work is per change, not per
-//! subscriber, so it goes before the client threads (an epoch is encoded
-//! once before any subscriber can send it), but after the dataflow, which
+//! instead of slowing the views they read. The fan-out hubs run at the
+//! client threads' nice value ([`fanout_nice`]): below the dataflow, which
 //! a hub must never slow (measured: a hub at the runtime's priority took
 //! 0.3 of a core beside a saturated dataflow and, with the client threads,
-//! cost it 20 % of its events/s with 1000 subscribers).
+//! cost it 20 % of its events/s with 1000 subscribers), and no higher than
+//! the clients, because any thread woken on the worker's core takes its
+//! CFS weight's share of it: with hubs at nice 9 and 1000 subscribers the
+//! worker kept 0.94-0.95 of its share of the wall time alone, at 19
+//! 0.98-1.02, delivering as many changes, and the 100 ms p99 at half load
+//! was no different (`docs/performance.md`, stop 31).
 //!
 //! Invariant: niceness is only ever raised (priority lowered), per thread
 //! (Linux applies `setpriority` on a thread id to that thread alone); an
@@ -47,9 +50,9 @@ pub fn wire_threads_default(dataflow_workers: usize) -> usize {
 }
 
 /// The nice value of the fan-out hubs for client threads at `wire_nice`:
-/// half way between them and the runtime (0 when they are at 0).
+/// the same (0 when they are at 0).
 pub fn fanout_nice(wire_nice: i32) -> i32 {
-    wire_nice.clamp(0, NICE_MAX) / 2
+    wire_nice.clamp(0, NICE_MAX)
 }
 
 /// The largest nice value (the lowest priority).
