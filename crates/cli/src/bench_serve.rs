@@ -4,18 +4,19 @@
 //! tokio-postgres (`COPY (SUBSCRIBE ...) TO STDOUT`):
 //! - the dataflow's events/s with 0, 1, 100 and 1000 subscribers attached
 //!   (the ratio to 0 is the fan-out's cost to the dataflow), and the changes/s
-//!   delivered to all of them; in `--rounds` interleaved rounds, each ratio
-//!   taken within its round (one 500 K-event drain's CPU per event varies
-//!   by ±20 % from the next, subscribers or not), reported as the median
-//!   round and the range. The events are built before the clock starts and
+//!   delivered to all of them; in `--rounds` rounds of pairs, each count of
+//!   subscribers run next to a run alone, in alternating order, and each
+//!   ratio taken within its pair (one 500 K-event drain's CPU per event
+//!   varies by ±20 % from another's, subscribers or not, and drifts over
+//!   tens of seconds), reported as the median round and the range. The events are built before the clock starts and
 //!   appended far faster than the dataflow reads them (the table says how
 //!   much), so a run measures the dataflow's drain, not the feeder; beside each
 //!   ratio, its two factors: the timely workers' CPU time per event and
 //!   their CPU time over the wall time (from `/proc/self/task`);
-//! - append-to-delivery latency at half of the measured peak, p50 and p99
-//!   (the peak of a drain as long as a latency run's appends: the view
-//!   keeps every event, and its cost per event grows with it),
-//!   with 1 s and 100 ms epochs (ratio to the epoch interval);
+//! - append-to-delivery latency at half of the peak, p50 and p99, with 1 s
+//!   and 100 ms epochs (ratio to the epoch interval); the peak is the
+//!   sustainable throughput, the highest paced rate the server keeps up
+//!   with end to end, found by probes from the drains' rate down;
 //! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
 //!
 //! The server runs as `millpond serve` does, its client threads at nice
@@ -44,12 +45,13 @@ pub(crate) struct ServeBenchArgs {
     /// Events appended in each throughput run.
     #[arg(long, default_value_t = 1_000_000)]
     events: u64,
-    /// Subscriber counts of the throughput runs (a run with none comes first).
+    /// Subscriber counts of the throughput runs (each paired with a run alone).
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
     subscribers: Vec<usize>,
-    /// Rounds of throughput runs: each round runs the dataflow alone, then
-    /// with each count of subscribers, and each ratio is to its own
-    /// round's run alone; the table gives the median round and the range.
+    /// Rounds of throughput runs: each round runs, for each count of
+    /// subscribers, a pair: the dataflow alone and with that many, in
+    /// alternating order; each ratio is within its pair, and the table gives
+    /// the median round and the range.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Seconds of each latency run.
@@ -58,7 +60,8 @@ pub(crate) struct ServeBenchArgs {
     /// Epoch intervals of the latency runs.
     #[arg(long, value_delimiter = ',', default_value = "1000,100")]
     latency_epochs_ms: Vec<u64>,
-    /// Events/s of the latency runs (default: half of the peak measured).
+    /// Events/s of the latency runs (default: half of the sustainable rate
+    /// the probes find).
     #[arg(long)]
     latency_rate: Option<u64>,
     /// Rows of the view the SELECTs read.
@@ -462,10 +465,21 @@ async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> R
     })
 }
 
-/// Append-to-delivery and commit-to-delivery latencies (µs, sorted) of one
-/// subscriber at `rate` events/s, the subscriber on a thread of its own at
-/// nice `client_nice`.
-async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Vec<u64>, Spans)> {
+/// What one latency run measured.
+struct Latency {
+    /// µs from append to delivery, sorted, one per change delivered.
+    appended: Vec<u64>,
+    /// µs from commit to delivery, sorted.
+    committed: Vec<u64>,
+    spans: Spans,
+    /// Events appended (each one change of the view).
+    fed: u64,
+}
+
+/// Append-to-delivery and commit-to-delivery latencies of one subscriber
+/// at `rate` events/s, the subscriber on a thread of its own at nice
+/// `client_nice`.
+async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<Latency> {
     let LatencyRun { epoch_ms, rate, seconds, client_nice } = run;
     let server = Server::start(dir, epoch_ms, nice)?;
     let latencies = Arc::new(Latencies::default());
@@ -529,7 +543,7 @@ async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<(Vec<u64>, Ve
         samples
     };
     let spans = Spans { steps, ..latencies.spans() };
-    Ok((sorted(&latencies.appended), sorted(&latencies.committed), spans))
+    Ok(Latency { appended: sorted(&latencies.appended), committed: sorted(&latencies.committed), spans, fed: next })
 }
 
 /// One latency run's parameters.
@@ -606,18 +620,28 @@ async fn select_latency(dir: &Path, rows: u64, queries: &[&str], nice: i32) -> R
     Ok(out)
 }
 
-/// One round of throughput runs: the dataflow alone, then with each count
-/// of subscribers in turn.
+/// One round of throughput runs: for each count of subscribers, a pair of
+/// runs next to each other, the dataflow alone and with that many.
 struct Round {
-    alone: Throughput,
-    with: Vec<Throughput>,
+    /// One per count of subscribers, in the order of `--subscribers`.
+    pairs: Vec<Pair>,
     /// The share of the machine's CPU time the hypervisor took during the round.
     stolen: Option<f64>,
 }
 
+/// Two runs back to back, one alone and one with subscribers, in either
+/// order: the machine's speed drifts over tens of seconds (one 500 K-event
+/// drain's CPU per event varies by ±20 % from another's, and neighbouring
+/// drains less), so each ratio is taken between neighbours, and the order
+/// alternates so that a drift falls on both sides alike.
+struct Pair {
+    alone: Throughput,
+    with: Throughput,
+}
+
 impl Round {
     fn runs(&self) -> impl Iterator<Item = &Throughput> {
-        std::iter::once(&self.alone).chain(&self.with)
+        self.pairs.iter().flat_map(|pair| [&pair.alone, &pair.with])
     }
 }
 
@@ -657,66 +681,114 @@ fn stolen_cell(stolen: Option<f64>) -> String {
     stolen.map_or_else(|| "unknown".to_owned(), |share| format!("{:.1} %", share * 100.0))
 }
 
-/// `args.rounds` rounds, interleaved so that a slow spell of the machine
-/// falls on both sides of a ratio.
+/// `args.rounds` rounds of pairs, the runs alone first in every other
+/// pair, so that a slow spell of the machine falls on both sides of a ratio.
 async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Round>> {
     let mut rounds = Vec::with_capacity(args.rounds.max(1));
+    let mut pairs_run = 0usize;
     for _ in 0..args.rounds.max(1) {
         let before = CpuTicks::now();
-        let alone = throughput(&dir.join("run"), 0, args.events, args.wire_nice).await?;
-        let mut with = Vec::with_capacity(args.subscribers.len());
+        let mut pairs = Vec::with_capacity(args.subscribers.len());
+        let run_dir = dir.join("run");
         for &subscribers in &args.subscribers {
-            with.push(throughput(&dir.join("run"), subscribers, args.events, args.wire_nice).await?);
+            let run = |count| throughput(&run_dir, count, args.events, args.wire_nice);
+            let pair = if pairs_run % 2 == 0 {
+                let alone = run(0).await?;
+                Pair { alone, with: run(subscribers).await? }
+            } else {
+                let with = run(subscribers).await?;
+                Pair { alone: run(0).await?, with }
+            };
+            pairs.push(pair);
+            pairs_run += 1;
         }
-        rounds.push(Round { alone, with, stolen: CpuTicks::stolen_since(before) });
+        rounds.push(Round { pairs, stolen: CpuTicks::stolen_since(before) });
     }
     Ok(rounds)
 }
 
-/// Half of the peak the latency runs can sustain. A pass-through view keeps
-/// every event, and its cost per event grows with the rows it holds (each
-/// new row is a state lookup that misses: 10-38 % more CPU per event over
-/// a ~2 M-event drain than over a 500 K one, in four runs), so a short
-/// drain's peak overstates what a latency run's seconds of appends leave
-/// room for. One more drain, alone, of the events a run at half of `first`
-/// appends: a run at half of this drain's rate appends no more, so its
-/// view stays within the size this peak was measured at.
-async fn sustained_rate(
+/// The probes' epoch interval: the throughput runs' (a shorter epoch costs
+/// more per event, so a rate sustained at 100 ms is sustained at 1 s).
+const PROBE_EPOCH_MS: u64 = 100;
+/// A probe keeps up when its p99 append-to-delivery latency is within this
+/// many epochs: past the rate the server sustains, the backlog (and every
+/// later event's latency) grows for as long as the probe runs.
+const PROBE_P99_EPOCHS_MAX: u64 = 5;
+/// Each probe that falls behind is followed by one at this share of its rate.
+const PROBE_STEP_DOWN: f64 = 0.8;
+/// Probes before the search gives up (0.8^8: a sixth of the first rate).
+const PROBES_MAX: usize = 8;
+
+/// The sustainable throughput: the highest paced rate the server keeps up
+/// with, end to end (the benchmarking literature's definition, as in Karimov
+/// et al., "Benchmarking Distributed Stream Data Processing Engines", 2018:
+/// the highest load without a latency that keeps growing). A drain's rate is
+/// the worker's alone; a paced run also pays the feeder's formatting, the
+/// state applier and the client, on the same two cores, so half of a drain's
+/// peak can be past what a fast process sustains, and a latency run there
+/// measures a queue, not the path. The search starts at `first` (the drains'
+/// median), steps down by [`PROBE_STEP_DOWN`] until a probe keeps up, then
+/// tries once half way back up. Each probe lasts half a latency run at its
+/// rate, so it appends as many events as a latency run at half the rate:
+/// the view holds as many rows (its cost per event grows with them).
+async fn sustainable_rate(
     dir: &Path,
     args: &ServeBenchArgs,
     first: f64,
     row: &mut impl FnMut([String; 4]),
 ) -> Result<u64> {
-    let events = ((first / 2.0) as u64 * args.latency_seconds).max(args.events);
-    let drain = throughput(&dir.join("run"), 0, events, args.wire_nice).await?;
-    let peak = drain.dataflow.min(first);
-    row([
-        format!(
-            "dataflow events/s, no subscriber, {events} events (the rows a latency run at half the peak above leaves)"
-        ),
-        format!("{:.0}", drain.dataflow),
-        format!("{first:.0} ({} events)", args.events),
-        format!("{:.2}", drain.dataflow / first),
-    ]);
-    if let Some(cpu) = drain.cpu_per_event_ns(events) {
+    let seconds = (args.latency_seconds / 2).max(1);
+    let mut probe = async |rate: u64| -> Result<bool> {
+        let run = LatencyRun { epoch_ms: PROBE_EPOCH_MS, rate, seconds, client_nice: 0 };
+        let measured = latency(&dir.join("run"), run, args.wire_nice).await?;
+        let p99_ms = percentile(&measured.appended, 0.99) as f64 / 1000.0;
+        let delivered = measured.appended.len() as u64;
+        let kept_up = delivered == measured.fed && p99_ms <= (PROBE_P99_EPOCHS_MAX * PROBE_EPOCH_MS) as f64;
         row([
-            format!("dataflow workers' CPU time per event, no subscriber, {events} events"),
-            format!("{cpu:.0} ns"),
-            "the round's alone, above".into(),
-            "—".into(),
+            format!(
+                "sustainable-rate probe: {rate} events/s for {seconds} s, {PROBE_EPOCH_MS} ms epochs, append-to-delivery p99"
+            ),
+            format!("{p99_ms:.1} ms ({delivered} of {} delivered)", measured.fed),
+            format!("{} ms ({PROBE_P99_EPOCHS_MAX} epochs)", PROBE_P99_EPOCHS_MAX * PROBE_EPOCH_MS),
+            format!(
+                "{:.2}: {}",
+                p99_ms / (PROBE_P99_EPOCHS_MAX * PROBE_EPOCH_MS) as f64,
+                if kept_up { "kept up" } else { "fell behind" }
+            ),
         ]);
+        Ok(kept_up)
+    };
+    let mut rate = first.max(1.0) as u64;
+    let mut behind = None;
+    for _ in 0..PROBES_MAX {
+        if probe(rate).await? {
+            break;
+        }
+        behind = Some(rate);
+        rate = ((rate as f64 * PROBE_STEP_DOWN) as u64).max(1);
     }
-    assert!(peak > 0.0, "a drain that ended has a rate");
-    Ok((peak / 2.0).max(1.0) as u64)
+    if let Some(behind) = behind {
+        let between = (rate + behind) / 2;
+        if between > rate && probe(between).await? {
+            rate = between;
+        }
+    }
+    row([
+        "sustainable rate (the highest probe that kept up); the latency runs go at half of it".into(),
+        format!("{rate} events/s"),
+        format!("{first:.0} (the drains' median)"),
+        format!("{:.2}", rate as f64 / first),
+    ]);
+    Ok((rate / 2).max(1))
 }
 
 /// What the workers' CPU says of a count of subscribers' ratio: their CPU
-/// time per event and their share of the wall time, each beside the same
-/// round's run alone (the events/s ratio is the share's ratio over the CPU
+/// time per event and their share of the wall time, each beside its
+/// pair's run alone (the events/s ratio is the share's ratio over the CPU
 /// per event's). No rows where `/proc` is not Linux's.
 fn workers_rows(row: &mut impl FnMut([String; 4]), rounds: &[Round], at: usize, subscribers: usize, events: u64) {
     let pairs = |f: &dyn Fn(&Throughput) -> Option<f64>| -> Option<Vec<(f64, f64)>> {
-        rounds.iter().map(|round| Some((f(&round.with[at])?, f(&round.alone)?))).collect()
+        rounds.iter().map(|round| Some((f(&round.pairs[at].with)?, f(&round.pairs[at].alone)?))).collect()
     };
     let Some(cpu) = pairs(&|run: &Throughput| run.cpu_per_event_ns(events)) else { return };
     let Some(share) = pairs(&|run: &Throughput| run.workers_share(events)) else { return };
@@ -788,9 +860,9 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     // First, while the process has freed nothing that later allocations could reuse.
     let idle = idle_memory(&dir.join("run"), args.wire_nice).await?;
     let rounds = throughput_rounds(dir, args).await?;
-    let alone: Vec<f64> = rounds.iter().map(|round| round.alone.dataflow).collect();
+    let alone: Vec<f64> = rounds.iter().flat_map(|round| &round.pairs).map(|pair| pair.alone.dataflow).collect();
     row([
-        format!("dataflow events/s, no subscriber ({} events; median of {} rounds, range)", args.events, rounds.len()),
+        format!("dataflow events/s, no subscriber ({} events; median of {} runs, range)", args.events, alone.len()),
         format!("{:.0} ({:.0}–{:.0})", median(&alone), min(&alone), max(&alone)),
         "—".into(),
         "1.00".into(),
@@ -809,11 +881,12 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         "—".into(),
     ]);
     for (at, &subscribers) in args.subscribers.iter().enumerate() {
-        let runs: Vec<&Throughput> = rounds.iter().map(|round| &round.with[at]).collect();
+        let runs: Vec<&Throughput> = rounds.iter().map(|round| &round.pairs[at].with).collect();
         let dataflow: Vec<f64> = runs.iter().map(|run| run.dataflow).collect();
-        let ratios: Vec<f64> = rounds.iter().map(|round| round.with[at].dataflow / round.alone.dataflow).collect();
+        let ratios: Vec<f64> =
+            rounds.iter().map(|round| round.pairs[at].with.dataflow / round.pairs[at].alone.dataflow).collect();
         row([
-            format!("dataflow events/s with {subscribers} subscribers (ratio: to the same round alone)"),
+            format!("dataflow events/s with {subscribers} subscribers (ratio: to its pair's run alone)"),
             format!("{:.0} ({:.0}–{:.0})", median(&dataflow), min(&dataflow), max(&dataflow)),
             format!("{:.0} (none)", median(&alone)),
             format!("{:.2} ({:.2}–{:.2})", median(&ratios), min(&ratios), max(&ratios)),
@@ -835,18 +908,18 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
     }
     // The peak: the dataflow with one subscriber, as the latency runs have.
     let peak = match args.subscribers.iter().position(|&count| count == 1) {
-        Some(at) => median(&rounds.iter().map(|round| round.with[at].dataflow).collect::<Vec<_>>()),
+        Some(at) => median(&rounds.iter().map(|round| round.pairs[at].with.dataflow).collect::<Vec<_>>()),
         None => median(&alone),
     };
     let rate = match args.latency_rate {
         Some(rate) => rate,
-        None => sustained_rate(dir, args, peak, &mut row).await?,
+        None => sustainable_rate(dir, args, peak, &mut row).await?,
     };
     for &epoch_ms in &args.latency_epochs_ms {
         for &client_nice in &args.latency_client_nice {
             let run = LatencyRun { epoch_ms, rate, seconds: args.latency_seconds, client_nice };
             let before = CpuTicks::now();
-            let (appended, committed, spans) = latency(&dir.join("run"), run, args.wire_nice).await?;
+            let Latency { appended, committed, spans, .. } = latency(&dir.join("run"), run, args.wire_nice).await?;
             row([
                 format!("CPU time stolen by the hypervisor, {epoch_ms} ms epochs, client at nice {client_nice}"),
                 stolen_cell(CpuTicks::stolen_since(before)),
