@@ -692,7 +692,7 @@ async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Roun
         let run_dir = dir.join("run");
         for &subscribers in &args.subscribers {
             let run = |count| throughput(&run_dir, count, args.events, args.wire_nice);
-            let pair = if pairs_run % 2 == 0 {
+            let pair = if pairs_run.is_multiple_of(2) {
                 let alone = run(0).await?;
                 Pair { alone, with: run(subscribers).await? }
             } else {
