@@ -92,8 +92,10 @@ pub(crate) fn location(file: &Option<Arc<str>>, at: SqlLocation) -> Location {
     Location { file: file.clone(), line: at.line, column: at.column }
 }
 
-/// Turns a sqlparser error ("... at Line: 3, Column: 14") into ours.
-fn parse_error(file: &Option<Arc<str>>, error: ParserError, fallback: SqlLocation) -> Error {
+/// Turns a sqlparser error ("... at Line: 3, Column: 14") into ours. An
+/// error without a position is placed at `fallback`, except one that found
+/// the end of the input ("found: EOF"), which is placed there.
+fn parse_error(file: &Option<Arc<str>>, error: ParserError, fallback: SqlLocation, sql: &str) -> Error {
     let message = match error {
         ParserError::TokenizerError(m) | ParserError::ParserError(m) => m,
         ParserError::RecursionLimitExceeded => "the statement nests too deeply".to_owned(),
@@ -107,9 +109,18 @@ fn parse_error(file: &Option<Arc<str>>, error: ParserError, fallback: SqlLocatio
                 None => (message, fallback),
             }
         }
+        None if message.ends_with("found: EOF") => (message, end_of(sql)),
         None => (message, fallback),
     };
     Error::sql(location(file, at), format!("syntax error: {message}"))
+}
+
+/// Where the end of `sql` is: just past its last character, as
+/// sqlparser counts lines and columns (from 1, in characters).
+fn end_of(sql: &str) -> SqlLocation {
+    let line = sql.split('\n').count().max(1);
+    let last = sql.rsplit('\n').next().unwrap_or("");
+    SqlLocation { line: line as u64, column: last.chars().count() as u64 + 1 }
 }
 
 /// Parses every statement of `sql`; `file` names it in errors.
@@ -119,7 +130,7 @@ pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
     let tokens = Tokenizer::new(&dialect, sql)
         .with_unescape(true)
         .tokenize_with_location()
-        .map_err(|e| parse_error(&file, e.into(), start))?;
+        .map_err(|e| parse_error(&file, e.into(), start, sql))?;
     // Before the parser builds a tree too deep for the passes after it.
     let depths = check_nesting(&tokens, &file)?;
     let mut parser = Parser::new(&dialect).with_tokens_with_locations(tokens);
@@ -132,13 +143,13 @@ pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
         }
         let at = location(&file, next.span.start);
         let stmt = if is_drop_source(&parser) {
-            parse_drop_source(&mut parser).map_err(|e| parse_error(&file, e, next.span.start))?
+            parse_drop_source(&mut parser).map_err(|e| parse_error(&file, e, next.span.start, sql))?
         } else if is_create_source(&parser) {
             Stmt::CreateSource(
-                parse_create_source(&mut parser, &file).map_err(|e| parse_error(&file, e, next.span.start))?,
+                parse_create_source(&mut parser, &file).map_err(|e| parse_error(&file, e, next.span.start, sql))?,
             )
         } else {
-            Stmt::Sql(Box::new(parser.parse_statement().map_err(|e| parse_error(&file, e, next.span.start))?))
+            Stmt::Sql(Box::new(parser.parse_statement().map_err(|e| parse_error(&file, e, next.span.start, sql))?))
         };
         let nesting = depths
             .iter()
@@ -464,5 +475,16 @@ mod tests {
         assert!(error.to_string().starts_with("f.sql:2:"), "{error}");
         let error = parse("CREATE SOURCE s (a INT) FROM TOPIC 'x' FORMAT CSV;", None).unwrap_err();
         assert!(error.to_string().starts_with("1:47: syntax error: Expected: JSON, found: CSV"), "{error}");
+    }
+
+    /// An input that ends too early is an error at its end, not at the
+    /// statement's start (psql puts its caret there).
+    #[test]
+    fn an_unexpected_end_is_placed_at_the_end() {
+        let error = parse("SELECT * FROM v WHERE", None).unwrap_err();
+        assert!(error.to_string().starts_with("1:22: syntax error:"), "{error}");
+        let error = parse("SELECT a\nFROM v\nWHERE é =", None).unwrap_err();
+        assert!(error.to_string().starts_with("3:10: syntax error:"), "characters, not bytes: {error}");
+        assert_eq!((end_of("").line, end_of("").column), (1, 1));
     }
 }
