@@ -398,6 +398,8 @@ pub(crate) struct Checkpoints {
     /// Epochs must exceed every epoch readers may have seen, even if the
     /// store was lost (in-memory state): the published epoch.
     epoch_floor: Epoch,
+    /// What operators and views read of their state in this run.
+    state_reads: crate::opstate::StateReadCounters,
 }
 
 impl Checkpoints {
@@ -457,6 +459,7 @@ impl Checkpoints {
                     .collect(),
             ),
             epoch_floor,
+            state_reads: Default::default(),
             applier: Applier::start(store.clone(), log.clone(), meta.epoch, apply_nice)?,
             stored_epoch: AtomicU64::new(meta.epoch),
             finished: AtomicBool::new(false),
@@ -487,6 +490,16 @@ impl Checkpoints {
     /// The committed checkpoint this run resumed from.
     pub(crate) fn resumed(&self) -> &CheckpointMeta {
         &self.resumed
+    }
+
+    /// Adds an operator's reads of its state.
+    pub(crate) fn count_reads(&self, reads: crate::opstate::StateReads) {
+        self.state_reads.add(reads);
+    }
+
+    /// What operators and views have read of their state in this run.
+    pub(crate) fn state_reads(&self) -> crate::opstate::StateReads {
+        self.state_reads.total()
     }
 
     /// The first epoch of a run must exceed this.

@@ -23,13 +23,24 @@ use crate::opstate::OperatorState;
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
-const LEFT: u8 = 0;
-const RIGHT: u8 = 1;
+/// A row of one side: `tag ++ postcard(key) ++ postcard(row)` ->
+/// `postcard(i64)`, its multiplicity (never 0: a row at 0 is deleted).
+const LEFT_ROW: u8 = 2;
+const RIGHT_ROW: u8 = 3;
+/// `RIGHT_TOTAL ++ postcard(key)` -> `postcard(i64)`: the sum of the key's
+/// right multiplicities (absent at 0), which says whether a left row is
+/// matched without reading the right rows.
+const RIGHT_TOTAL: u8 = 4;
+/// The layout before (docs/state.md, join layout 1): one entry per side and
+/// key, `tag ++ postcard(key)` -> `postcard(Vec<(row, i64)>)`. Rewritten
+/// into the row entries when the operator is built.
+const OLD_LEFT: u8 = 0;
+const OLD_RIGHT: u8 = 1;
 
-fn side_key(side: u8, key_bytes: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + key_bytes.len());
-    out.push(side);
-    out.extend_from_slice(key_bytes);
+fn tagged(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + parts.iter().map(|p| p.len()).sum::<usize>());
+    out.push(tag);
+    parts.iter().for_each(|p| out.extend_from_slice(p));
     out
 }
 
@@ -51,14 +62,19 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
     }
     // Both inputs feed the state: it derives from the readers of both.
     let lineage = crate::collection::union(&left.lineage, &right.lineage);
-    let mut state = match ctx.operator_state(&format!("op.{name}"), &lineage) {
+    let what = format!("join '{name}'");
+    let opened = ctx.operator_state(&format!("op.{name}"), &lineage).and_then(|state| {
+        let state = state.ordered();
+        migrate_layout_1::<V, W>(&state, &what)?;
+        Ok(state)
+    });
+    let mut state = match opened {
         Ok(state) => state,
         Err(e) => {
             ctx.build_error(format!("join '{name}': {e}"));
             return empty(left);
         }
     };
-    let what = format!("join '{name}'");
     let stream = left
         .inner
         .inner
@@ -127,50 +143,133 @@ fn join_epoch<K: Key, V: Data, W: Data>(
         let d_left: Vec<(V, Diff)> = left[i..left_end].iter().map(|((_, v), d)| (v.clone(), *d)).collect();
         let d_right: Vec<(W, Diff)> = right[j..right_end].iter().map(|((_, w), d)| (w.clone(), *d)).collect();
         (i, j) = (left_end, right_end);
+        let changes = KeyChanges { epoch, key: &key, key_bytes: encode(&key), d_left, d_right };
+        join_key(&changes, outer, state, what, out)?;
+    }
+    Ok(())
+}
 
-        let key_bytes = encode(&key);
-        let (left_key, right_key) = (side_key(LEFT, &key_bytes), side_key(RIGHT, &key_bytes));
-        let old_left: Vec<(V, Diff)> = state.get(&left_key)?.map(|b| decode(&b, what)).transpose()?.unwrap_or_default();
-        let old_right: Vec<(W, Diff)> =
-            state.get(&right_key)?.map(|b| decode(&b, what)).transpose()?.unwrap_or_default();
-        let mut new_left = old_left.clone();
-        new_left.extend(d_left.iter().cloned());
-        consolidate(&mut new_left);
-        let mut new_right = old_right.clone();
+/// One key's changes in one epoch.
+struct KeyChanges<'a, K, V, W> {
+    epoch: Epoch,
+    key: &'a K,
+    key_bytes: Vec<u8>,
+    d_left: Vec<(V, Diff)>,
+    d_right: Vec<(W, Diff)>,
+}
+
+/// Emits one key's output change and writes its state. Reads the right
+/// rows only when left rows changed (`dL x R_new`), the left rows only when
+/// right rows changed (`L_old x dR`) or, in an outer join, when the key's
+/// match flips; the changed rows' own counts by point reads.
+fn join_key<K: Key, V: Data, W: Data>(
+    changes: &KeyChanges<'_, K, V, W>,
+    outer: bool,
+    state: &mut OperatorState,
+    what: &str,
+    out: &mut Output<K, V, W>,
+) -> crate::Result<()> {
+    let KeyChanges { epoch, key, key_bytes, d_left, d_right } = changes;
+    let total_key = tagged(RIGHT_TOTAL, &[key_bytes]);
+    let right_total_old: Diff =
+        state.get(&total_key)?.map(|b| decode::<i64>(&b, what)).transpose()?.unwrap_or(0) as Diff;
+    let right_total_new = right_total_old + total(d_right);
+    let (was_unmatched, is_unmatched) = (right_total_old <= 0, right_total_new <= 0);
+    let flips = outer && was_unmatched != is_unmatched;
+    let old_left: Vec<(V, Diff)> =
+        if !d_right.is_empty() || flips { read_rows(state, LEFT_ROW, key_bytes, what)? } else { Vec::new() };
+    if !d_left.is_empty() {
+        let mut new_right: Vec<(W, Diff)> = read_rows(state, RIGHT_ROW, key_bytes, what)?;
         new_right.extend(d_right.iter().cloned());
         consolidate(&mut new_right);
-
-        // dL x R_new + L_old x dR
-        for (v, dv) in &d_left {
+        // dL x R_new
+        for (v, dv) in d_left {
             for (w, dw) in &new_right {
-                out.push(((key.clone(), (v.clone(), Some(w.clone()))), dv * dw));
-            }
-        }
-        for (v, dv) in &old_left {
-            for (w, dw) in &d_right {
-                out.push(((key.clone(), (v.clone(), Some(w.clone()))), dv * dw));
-            }
-        }
-        if outer {
-            let (was_unmatched, is_unmatched) = (total(&old_right) <= 0, total(&new_right) <= 0);
-            if was_unmatched {
-                out.extend(old_left.iter().map(|(v, d)| ((key.clone(), (v.clone(), None)), -d)));
-            }
-            if is_unmatched {
-                out.extend(new_left.iter().map(|(v, d)| ((key.clone(), (v.clone(), None)), *d)));
-            }
-        }
-        // Only a side that changed is rewritten; an empty side is deleted.
-        for (changed, side_key, empty, multiset) in [
-            (!d_left.is_empty(), left_key, new_left.is_empty(), encode(&new_left)),
-            (!d_right.is_empty(), right_key, new_right.is_empty(), encode(&new_right)),
-        ] {
-            match (changed, empty) {
-                (false, _) => {}
-                (true, true) => state.delete(epoch, side_key),
-                (true, false) => state.put(epoch, side_key, multiset),
+                out.push(((K::clone(key), (v.clone(), Some(w.clone()))), dv * dw));
             }
         }
     }
+    // L_old x dR
+    for (v, dv) in &old_left {
+        for (w, dw) in d_right {
+            out.push(((K::clone(key), (v.clone(), Some(w.clone()))), dv * dw));
+        }
+    }
+    if outer {
+        let mut unmatched = |rows: &[(V, Diff)], sign: Diff| {
+            out.extend(rows.iter().map(|(v, d)| ((K::clone(key), (v.clone(), None)), sign * d)));
+        };
+        match (was_unmatched, is_unmatched) {
+            (true, true) => unmatched(d_left, 1),
+            (true, false) => unmatched(&old_left, -1),
+            (false, true) => {
+                unmatched(&old_left, 1);
+                unmatched(d_left, 1);
+            }
+            (false, false) => {}
+        }
+    }
+    add_rows(state, *epoch, LEFT_ROW, key_bytes, d_left, what)?;
+    add_rows(state, *epoch, RIGHT_ROW, key_bytes, d_right, what)?;
+    if right_total_new != right_total_old {
+        match right_total_new {
+            0 => state.delete(*epoch, total_key),
+            total => state.put(*epoch, total_key, encode(&(total as i64))),
+        }
+    }
     Ok(())
+}
+
+/// The stored rows of one side of a key, with their multiplicities.
+fn read_rows<T: Data>(state: &OperatorState, tag: u8, key_bytes: &[u8], what: &str) -> crate::Result<Vec<(T, Diff)>> {
+    let prefix = tagged(tag, &[key_bytes]);
+    let mut rows = Vec::new();
+    state.scan_prefix(&prefix, |entry_key, value| {
+        let row: T = decode(&entry_key[prefix.len()..], what)?;
+        let count: i64 = decode(value, what)?;
+        rows.push((row, count as Diff));
+        Ok(true)
+    })?;
+    Ok(rows)
+}
+
+/// Adds `changes` to the stored multiplicities of one side's rows.
+fn add_rows<T: Data>(
+    state: &mut OperatorState,
+    epoch: Epoch,
+    tag: u8,
+    key_bytes: &[u8],
+    changes: &[(T, Diff)],
+    what: &str,
+) -> crate::Result<()> {
+    for (row, diff) in changes {
+        let entry_key = tagged(tag, &[key_bytes, &encode(row)]);
+        let old: i64 = state.get(&entry_key)?.map(|b| decode(&b, what)).transpose()?.unwrap_or(0);
+        match old + *diff as i64 {
+            0 => state.delete(epoch, entry_key),
+            count => state.put(epoch, entry_key, encode(&count)),
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites a join's state from layout 1 (a multiset per side and key)
+/// into row entries and right totals (docs/state.md). Each old entry goes
+/// in the same atomic batch as its replacements, so a crash leaves whole
+/// keys of either layout and the next build finishes the job.
+fn migrate_layout_1<V: Data, W: Data>(state: &OperatorState, what: &str) -> crate::Result<()> {
+    state.rewrite_committed(&[OLD_LEFT], |key, value, into| {
+        let rows: Vec<(V, i64)> = decode(value, what)?;
+        into.extend(rows.iter().map(|(row, count)| (tagged(LEFT_ROW, &[&key[1..], &encode(row)]), encode(count))));
+        Ok(())
+    })?;
+    state.rewrite_committed(&[OLD_RIGHT], |key, value, into| {
+        let rows: Vec<(W, i64)> = decode(value, what)?;
+        into.extend(rows.iter().map(|(row, count)| (tagged(RIGHT_ROW, &[&key[1..], &encode(row)]), encode(count))));
+        let sum: i64 = rows.iter().map(|(_, count)| count).sum();
+        if sum != 0 {
+            into.push((tagged(RIGHT_TOTAL, &[&key[1..]]), encode(&sum)));
+        }
+        Ok(())
+    })
 }

@@ -75,6 +75,7 @@ pub use error::{Error, Result};
 /// topic, an offset out of range).
 pub use millpond_log::Error as LogError;
 pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
+pub use opstate::StateReads;
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
 pub use source::{RawRecord, json, raw};
 pub use timing::{CommitTimings, Histogram, HistogramSnapshot};

@@ -36,6 +36,7 @@ pub use crate::config::{RetentionGap, RetentionGapPolicy, RuntimeConfig, StateBa
 use crate::context::{Shared, WorkerContext};
 use crate::dead_letter::Route;
 use crate::error::{Error, Result};
+use crate::opstate::StateReads;
 use crate::state::{MemoryStore, RocksStore, StateStore};
 use crate::topics::Topics;
 
@@ -60,6 +61,8 @@ pub struct RunStats {
     /// `view NAME`, `state KEYSPACE` and `topic NAME` (sink topics, orphans
     /// included), sorted.
     pub dropped: Vec<String>,
+    /// What operators and views read of their state in this run.
+    pub state_reads: StateReads,
 }
 
 /// A job under construction on one worker: the place sources and views are
@@ -238,6 +241,7 @@ impl Runtime {
             committed_epoch: checkpoints.committed_epoch(),
             retention_gaps: shared.take_retention_gaps(),
             dropped: shared.take_dropped(),
+            state_reads: checkpoints.state_reads(),
         };
         // The workers and the committer are done with the log: what they
         // wrote is flushed (the caller closes it).

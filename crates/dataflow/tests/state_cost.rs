@@ -1,0 +1,177 @@
+//! What an epoch costs in state reads: a keyed operator reads what changed
+//! (and, for a join, the other side's rows of a key only when it must emit
+//! them), never the whole stored multiset of a key it touches. Counted in
+//! the runtime's state reads (`RunStats::state_reads`), not in time.
+//!
+//! And a join whose state is in the layout before per-row entries (one
+//! multiset per side and key) is rewritten when it is built, and goes on
+//! to give the same answer as a recomputation.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{produce, rows_of, view_rows};
+use millpond_dataflow::state::{RocksStore, StateStore, WriteBatch};
+use millpond_dataflow::{Job, RunStats, Runtime, RuntimeConfig, StateBackend, json};
+use serde::Deserialize;
+
+/// One input row: key `k`, value `v`.
+#[derive(Clone, Debug, Deserialize)]
+struct Row {
+    k: u8,
+    v: i64,
+}
+
+type Rows = Vec<(u8, i64)>;
+
+fn records(rows: &[(u8, i64)]) -> Vec<(Option<String>, Option<String>)> {
+    rows.iter().map(|(k, v)| (Some(k.to_string()), Some(format!(r#"{{"k":{k},"v":{v}}}"#)))).collect()
+}
+
+fn build(job: &mut Job<'_>) {
+    let left = job.source("left", json::<Row>()).map(|r: Row| (r.k, r.v));
+    let right = job.source("right", json::<Row>()).map(|r: Row| (r.k, r.v));
+    job.materialize("join", left.clone().join("op_join", right.clone()));
+    job.materialize("left_join", left.left_join("op_left_join", right));
+}
+
+fn run(dir: &Path) -> RunStats {
+    let config = RuntimeConfig::new(dir).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    Runtime::run(config, build).unwrap()
+}
+
+/// The inner and the left outer join of `left` and `right`, as view rows.
+fn expected(left: &Rows, right: &Rows) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let mut inner = Vec::new();
+    let mut outer = Vec::new();
+    for &(k, v) in left {
+        let matches: Vec<i64> = right.iter().filter(|(rk, _)| *rk == k).map(|(_, w)| *w).collect();
+        inner.extend(matches.iter().map(|&w| ((k, (v, w)), 1)));
+        if matches.is_empty() {
+            outer.push(((k, (v, None)), 1));
+        }
+        outer.extend(matches.iter().map(|&w| ((k, (v, Some(w))), 1)));
+    }
+    (rows_of(inner), rows_of(outer))
+}
+
+fn produce_both(dir: &Path, left: &Rows, right: &Rows) {
+    produce(dir, "left", 2, &records(left));
+    produce(dir, "right", 2, &records(right));
+}
+
+/// Key 0 holds 100 K right rows and key 1 100 K left rows; then a few rows
+/// arrive on the other side of each. The second run reads a few dozen
+/// entries of a few bytes, where one multiset per side and key would have
+/// read (and rewritten) both 100 K-row multisets.
+#[test]
+fn a_hot_join_key_costs_per_epoch_what_changed_not_what_it_holds() {
+    const HELD: i64 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut left: Rows = (0..HELD).map(|v| (1, v)).collect();
+    left.push((0, -1));
+    let mut right: Rows = (0..HELD).map(|v| (0, v)).collect();
+    right.push((1, -1));
+    produce_both(dir.path(), &left, &right);
+    let first = run(dir.path());
+    assert_eq!(first.records, 2 * HELD as u64 + 2);
+
+    let (more_left, more_right): (Rows, Rows) =
+        ((0..10).map(|v| (1, HELD + v)).collect(), (0..10).map(|v| (0, HELD + v)).collect());
+    produce_both(dir.path(), &more_left, &more_right);
+    let second = run(dir.path());
+    assert_eq!(second.records, 20);
+    let reads = second.state_reads;
+    // Per key: its right total, the other side's one row, ten point reads of
+    // new rows; then the views' reads of their 20 new rows each.
+    assert!(reads.entries <= 16, "range reads visited {} entries: {reads:?}", reads.entries);
+    assert!(reads.gets <= 200, "{} point reads: {reads:?}", reads.gets);
+    assert!(reads.value_bytes <= 4096, "{} bytes of state read: {reads:?}", reads.value_bytes);
+
+    left.extend(more_left);
+    right.extend(more_right);
+    let (inner, outer) = expected(&left, &right);
+    assert_eq!(inner.len(), 2 * (HELD as usize + 10));
+    assert_eq!(view_rows(dir.path(), "join"), inner);
+    assert_eq!(view_rows(dir.path(), "left_join"), outer);
+}
+
+/// Rewrites a join's row entries (tags 2 and 3: tag, the `u8` key, the
+/// `i64` row) back into the layout before them: one sorted multiset per
+/// side and key (tags 0 and 1), and drops the right totals (tag 4).
+fn to_layout_1(store: &RocksStore, keyspace_name: &str) {
+    let keyspace = store.keyspace(keyspace_name).unwrap();
+    let mut multisets: BTreeMap<(u8, u8), Vec<(i64, i64)>> = BTreeMap::new();
+    let mut batch = WriteBatch::new();
+    let mut rows = 0;
+    store
+        .scan_prefix(keyspace, &[], &mut |key, value| {
+            match key[0] {
+                2 | 3 => {
+                    let row: i64 = postcard::from_bytes(&key[2..]).unwrap();
+                    let count: i64 = postcard::from_bytes(value).unwrap();
+                    multisets.entry((key[0] - 2, key[1])).or_default().push((row, count));
+                    rows += 1;
+                }
+                4 => {}
+                tag => panic!("a join's state has no tag {tag}"),
+            }
+            batch.delete(keyspace, key);
+            true
+        })
+        .unwrap();
+    assert!(rows > 0, "{keyspace_name} holds rows");
+    for ((tag, key), mut multiset) in multisets {
+        multiset.sort();
+        batch.put(keyspace, &[tag, key], &postcard::to_stdvec(&multiset).unwrap());
+    }
+    store.commit(batch, true).unwrap();
+}
+
+fn tags(store: &RocksStore, keyspace_name: &str) -> Vec<u8> {
+    let keyspace = store.keyspace(keyspace_name).unwrap();
+    let mut tags = Vec::new();
+    store
+        .scan_prefix(keyspace, &[], &mut |key, _| {
+            tags.push(key[0]);
+            true
+        })
+        .unwrap();
+    tags.dedup();
+    tags
+}
+
+#[test]
+fn a_join_in_the_layout_before_row_entries_is_rewritten_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut left: Rows = (0..60).map(|i| ((i % 5) as u8, i)).collect();
+    let mut right: Rows = (0..40).map(|i| ((i % 7) as u8, i)).filter(|(k, _)| *k != 3).collect();
+    // Duplicates: a multiplicity of 2.
+    left.push((2, 7));
+    right.push((4, 4));
+    produce_both(dir.path(), &left, &right);
+    run(dir.path());
+    {
+        let store = RocksStore::open(dir.path().join("state")).unwrap();
+        for name in ["op.op_join", "op.op_left_join"] {
+            to_layout_1(&store, name);
+            assert_eq!(tags(&store, name), [0, 1]);
+        }
+    }
+    // Key 3 gets its first right rows: unmatched left rows become matched.
+    let (more_left, more_right): (Rows, Rows) =
+        (vec![(3, 100), (6, 101), (0, 102)], vec![(3, 200), (0, 201), (5, 202)]);
+    produce_both(dir.path(), &more_left, &more_right);
+    run(dir.path());
+    let store = RocksStore::open(dir.path().join("state")).unwrap();
+    assert_eq!(tags(&store, "op.op_join"), [2, 3, 4]);
+    assert_eq!(tags(&store, "op.op_left_join"), [2, 3, 4]);
+    drop(store);
+    left.extend(more_left);
+    right.extend(more_right);
+    let (inner, outer) = expected(&left, &right);
+    assert_eq!(view_rows(dir.path(), "join"), inner);
+    assert_eq!(view_rows(dir.path(), "left_join"), outer);
+}
