@@ -19,30 +19,21 @@ use timely::dataflow::operators::generic::Operator;
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::keyed::key_hash;
+use crate::multiset::{self, Tags};
 use crate::opstate::OperatorState;
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
-/// A row of one side: `tag ++ postcard(key) ++ postcard(row)` ->
-/// `postcard(i64)`, its multiplicity (never 0: a row at 0 is deleted).
-const LEFT_ROW: u8 = 2;
-const RIGHT_ROW: u8 = 3;
-/// `RIGHT_TOTAL ++ postcard(key)` -> `postcard(i64)`: the sum of the key's
-/// right multiplicities (absent at 0), which says whether a left row is
-/// matched without reading the right rows.
-const RIGHT_TOTAL: u8 = 4;
+/// Each side's multiset per key ([`crate::multiset`], docs/state.md: join
+/// layout 2): heads `0x02` / `0x03 ++ postcard(key)`, spilled rows `0x04` /
+/// `0x05 ++ postcard(key) ++ postcard(row)`.
+const LEFT: Tags = Tags { head: 2, row: 4 };
+const RIGHT: Tags = Tags { head: 3, row: 5 };
 /// The layout before (docs/state.md, join layout 1): one entry per side and
 /// key, `tag ++ postcard(key)` -> `postcard(Vec<(row, i64)>)`. Rewritten
-/// into the row entries when the operator is built.
+/// into layout 2 when the operator is built.
 const OLD_LEFT: u8 = 0;
 const OLD_RIGHT: u8 = 1;
-
-fn tagged(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + parts.iter().map(|p| p.len()).sum::<usize>());
-    out.push(tag);
-    parts.iter().for_each(|p| out.extend_from_slice(p));
-    out
-}
 
 fn total<T>(multiset: &[(T, Diff)]) -> Diff {
     multiset.iter().map(|(_, d)| *d).sum()
@@ -158,10 +149,11 @@ struct KeyChanges<'a, K, V, W> {
     d_right: Vec<(W, Diff)>,
 }
 
-/// Emits one key's output change and writes its state. Reads the right
-/// rows only when left rows changed (`dL x R_new`), the left rows only when
-/// right rows changed (`L_old x dR`) or, in an outer join, when the key's
-/// match flips; the changed rows' own counts by point reads.
+/// Emits one key's output change and writes its state. Reads both heads;
+/// the right rows only when left rows changed (`dL x R_new`), the left rows
+/// only when right rows changed (`L_old x dR`) or, in an outer join, when
+/// the key's match flips: of a spilled side, only then does it read more
+/// than the head ([`crate::multiset`]).
 fn join_key<K: Key, V: Data, W: Data>(
     changes: &KeyChanges<'_, K, V, W>,
     outer: bool,
@@ -170,16 +162,19 @@ fn join_key<K: Key, V: Data, W: Data>(
     out: &mut Output<K, V, W>,
 ) -> crate::Result<()> {
     let KeyChanges { epoch, key, key_bytes, d_left, d_right } = changes;
-    let total_key = tagged(RIGHT_TOTAL, &[key_bytes]);
-    let right_total_old: Diff =
-        state.get(&total_key)?.map(|b| decode::<i64>(&b, what)).transpose()?.unwrap_or(0) as Diff;
+    let left_head = multiset::head::<V>(state, LEFT, key_bytes, what)?;
+    let right_head = multiset::head::<W>(state, RIGHT, key_bytes, what)?;
+    let right_total_old = right_head.total() as Diff;
     let right_total_new = right_total_old + total(d_right);
     let (was_unmatched, is_unmatched) = (right_total_old <= 0, right_total_new <= 0);
     let flips = outer && was_unmatched != is_unmatched;
-    let old_left: Vec<(V, Diff)> =
-        if !d_right.is_empty() || flips { read_rows(state, LEFT_ROW, key_bytes, what)? } else { Vec::new() };
+    let old_left: Vec<(V, Diff)> = if !d_right.is_empty() || flips {
+        multiset::rows(state, LEFT, key_bytes, &left_head, what)?
+    } else {
+        Vec::new()
+    };
     if !d_left.is_empty() {
-        let mut new_right: Vec<(W, Diff)> = read_rows(state, RIGHT_ROW, key_bytes, what)?;
+        let mut new_right = multiset::rows(state, RIGHT, key_bytes, &right_head, what)?;
         new_right.extend(d_right.iter().cloned());
         consolidate(&mut new_right);
         // dL x R_new
@@ -209,67 +204,23 @@ fn join_key<K: Key, V: Data, W: Data>(
             (false, false) => {}
         }
     }
-    add_rows(state, *epoch, LEFT_ROW, key_bytes, d_left, what)?;
-    add_rows(state, *epoch, RIGHT_ROW, key_bytes, d_right, what)?;
-    if right_total_new != right_total_old {
-        match right_total_new {
-            0 => state.delete(*epoch, total_key),
-            total => state.put(*epoch, total_key, encode(&(total as i64))),
-        }
-    }
-    Ok(())
+    multiset::update(state, *epoch, LEFT, key_bytes, left_head, d_left, what)?;
+    multiset::update(state, *epoch, RIGHT, key_bytes, right_head, d_right, what)
 }
 
-/// The stored rows of one side of a key, with their multiplicities.
-fn read_rows<T: Data>(state: &OperatorState, tag: u8, key_bytes: &[u8], what: &str) -> crate::Result<Vec<(T, Diff)>> {
-    let prefix = tagged(tag, &[key_bytes]);
-    let mut rows = Vec::new();
-    state.scan_prefix(&prefix, |entry_key, value| {
-        let row: T = decode(&entry_key[prefix.len()..], what)?;
-        let count: i64 = decode(value, what)?;
-        rows.push((row, count as Diff));
-        Ok(true)
-    })?;
-    Ok(rows)
-}
-
-/// Adds `changes` to the stored multiplicities of one side's rows.
-fn add_rows<T: Data>(
-    state: &mut OperatorState,
-    epoch: Epoch,
-    tag: u8,
-    key_bytes: &[u8],
-    changes: &[(T, Diff)],
-    what: &str,
-) -> crate::Result<()> {
-    for (row, diff) in changes {
-        let entry_key = tagged(tag, &[key_bytes, &encode(row)]);
-        let old: i64 = state.get(&entry_key)?.map(|b| decode(&b, what)).transpose()?.unwrap_or(0);
-        match old + *diff as i64 {
-            0 => state.delete(epoch, entry_key),
-            count => state.put(epoch, entry_key, encode(&count)),
-        }
-    }
-    Ok(())
-}
-
-/// Rewrites a join's state from layout 1 (a multiset per side and key)
-/// into row entries and right totals (docs/state.md). Each old entry goes
-/// in the same atomic batch as its replacements, so a crash leaves whole
-/// keys of either layout and the next build finishes the job.
+/// Rewrites a join's state from layout 1 (a multiset per side and key, in
+/// one entry) into layout 2 (docs/state.md). Each old entry goes in the
+/// same atomic batch as its replacements, so a crash leaves whole keys of
+/// either layout and the next build finishes the job.
 fn migrate_layout_1<V: Data, W: Data>(state: &OperatorState, what: &str) -> crate::Result<()> {
     state.rewrite_committed(&[OLD_LEFT], |key, value, into| {
         let rows: Vec<(V, i64)> = decode(value, what)?;
-        into.extend(rows.iter().map(|(row, count)| (tagged(LEFT_ROW, &[&key[1..], &encode(row)]), encode(count))));
+        into.extend(multiset::inline_or_spilled(LEFT, &key[1..], rows));
         Ok(())
     })?;
     state.rewrite_committed(&[OLD_RIGHT], |key, value, into| {
         let rows: Vec<(W, i64)> = decode(value, what)?;
-        into.extend(rows.iter().map(|(row, count)| (tagged(RIGHT_ROW, &[&key[1..], &encode(row)]), encode(count))));
-        let sum: i64 = rows.iter().map(|(_, count)| count).sum();
-        if sum != 0 {
-            into.push((tagged(RIGHT_TOTAL, &[&key[1..]]), encode(&sum)));
-        }
+        into.extend(multiset::inline_or_spilled(RIGHT, &key[1..], rows));
         Ok(())
     })
 }

@@ -45,6 +45,7 @@ mod error;
 mod join;
 pub mod json_check;
 mod keyed;
+mod multiset;
 mod naming;
 mod opstate;
 mod row_counts;

@@ -98,31 +98,38 @@ fn a_hot_join_key_costs_per_epoch_what_changed_not_what_it_holds() {
     assert_eq!(view_rows(dir.path(), "left_join"), outer);
 }
 
-/// Rewrites a join's row entries (tags 2 and 3: tag, the `u8` key, the
-/// `i64` row) back into the layout before them: one sorted multiset per
-/// side and key (tags 0 and 1), and drops the right totals (tag 4).
+/// A join's head entry (docs/state.md, join layout 2), as stored.
+#[derive(Deserialize)]
+enum Head {
+    Inline(Vec<(i64, i64)>),
+    Spilled { rows: u64, total: i64 },
+}
+
+/// Rewrites a join's state (tag, the `u8` key, ...) back into the layout
+/// before layout 2: one sorted multiset per side and key (tags 0 and 1),
+/// from its heads (tags 2 and 3) and spilled rows (tags 4 and 5).
 fn to_layout_1(store: &RocksStore, keyspace_name: &str) {
     let keyspace = store.keyspace(keyspace_name).unwrap();
     let mut multisets: BTreeMap<(u8, u8), Vec<(i64, i64)>> = BTreeMap::new();
     let mut batch = WriteBatch::new();
-    let mut rows = 0;
     store
         .scan_prefix(keyspace, &[], &mut |key, value| {
-            match key[0] {
-                2 | 3 => {
-                    let row: i64 = postcard::from_bytes(&key[2..]).unwrap();
-                    let count: i64 = postcard::from_bytes(value).unwrap();
-                    multisets.entry((key[0] - 2, key[1])).or_default().push((row, count));
-                    rows += 1;
+            let side = multisets.entry(((key[0] - 2) % 2, key[1])).or_default();
+            match (key[0], postcard::from_bytes::<Head>(value)) {
+                (2 | 3, Ok(Head::Inline(rows))) => side.extend(rows),
+                (2 | 3, Ok(Head::Spilled { rows, total })) => {
+                    assert!(rows > 0, "a spilled head of total {total} has rows")
                 }
-                4 => {}
-                tag => panic!("a join's state has no tag {tag}"),
+                (4 | 5, _) => {
+                    side.push((postcard::from_bytes(&key[2..]).unwrap(), postcard::from_bytes(value).unwrap()))
+                }
+                (tag, head) => panic!("a join's state has no tag {tag} (head: {:?})", head.is_ok()),
             }
             batch.delete(keyspace, key);
             true
         })
         .unwrap();
-    assert!(rows > 0, "{keyspace_name} holds rows");
+    assert!(!multisets.is_empty(), "{keyspace_name} holds rows");
     for ((tag, key), mut multiset) in multisets {
         multiset.sort();
         batch.put(keyspace, &[tag, key], &postcard::to_stdvec(&multiset).unwrap());
@@ -166,12 +173,109 @@ fn a_join_in_the_layout_before_row_entries_is_rewritten_and_goes_on() {
     produce_both(dir.path(), &more_left, &more_right);
     run(dir.path());
     let store = RocksStore::open(dir.path().join("state")).unwrap();
-    assert_eq!(tags(&store, "op.op_join"), [2, 3, 4]);
-    assert_eq!(tags(&store, "op.op_left_join"), [2, 3, 4]);
+    assert_eq!(tags(&store, "op.op_join"), [2, 3]);
+    assert_eq!(tags(&store, "op.op_left_join"), [2, 3]);
     drop(store);
     left.extend(more_left);
     right.extend(more_right);
     let (inner, outer) = expected(&left, &right);
     assert_eq!(view_rows(dir.path(), "join"), inner);
     assert_eq!(view_rows(dir.path(), "left_join"), outer);
+}
+
+/// A change: `d` copies of row `v` under key `k` (negative: retracted).
+#[derive(Clone, Debug, Deserialize)]
+struct Change {
+    k: u8,
+    v: i64,
+    d: i64,
+}
+
+/// Multiplicities per `(key, row)`.
+type Counts = BTreeMap<(u8, i64), i64>;
+
+fn build_changes(job: &mut Job<'_>) {
+    let changes = |c: Change| Some(((c.k, c.v), c.d as millpond_dataflow::Diff));
+    let left = job.source("left", json::<Change>()).explode(changes);
+    let right = job.source("right", json::<Change>()).explode(changes);
+    job.materialize("join", left.clone().join("op_join", right.clone()));
+    job.materialize("left_join", left.left_join("op_left_join", right));
+}
+
+fn produce_changes(dir: &Path, topic: &str, changes: &[(u8, i64, i64)], counts: &mut Counts) {
+    let records: Vec<_> = changes
+        .iter()
+        .map(|(k, v, d)| (Some(format!("{k}:{v}")), Some(format!(r#"{{"k":{k},"v":{v},"d":{d}}}"#))))
+        .collect();
+    produce(dir, topic, 2, &records);
+    for &(k, v, d) in changes {
+        *counts.entry((k, v)).or_insert(0) += d;
+    }
+    counts.retain(|_, c| *c != 0);
+}
+
+fn check_joins(dir: &Path, left: &Counts, right: &Counts) {
+    let config = RuntimeConfig::new(dir).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    Runtime::run(config, build_changes).unwrap();
+    let (mut inner, mut outer) = (Vec::new(), Vec::new());
+    for (&(k, v), &c) in left {
+        let matches: Vec<(i64, i64)> = right.range((k, i64::MIN)..=(k, i64::MAX)).map(|(&(_, w), &n)| (w, n)).collect();
+        inner.extend(matches.iter().map(|&(w, n)| ((k, (v, w)), c * n)));
+        outer.extend(matches.iter().map(|&(w, n)| ((k, (v, Some(w))), c * n)));
+        if matches.is_empty() {
+            outer.push(((k, (v, None)), c));
+        }
+    }
+    assert_eq!(view_rows(dir, "join"), rows_of(inner));
+    assert_eq!(view_rows(dir, "left_join"), rows_of(outer));
+}
+
+/// Keys whose multisets spill (2 000 rows, past the 4 KiB inline cap) are
+/// retracted down to a few rows, to empty, and filled again; the joins
+/// match a recomputation after every run, and an emptied key leaves no
+/// state behind.
+#[test]
+fn a_spilled_key_follows_retractions_down_to_empty_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut left, mut right) = (Counts::new(), Counts::new());
+    let mut big_left: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (0, v, 1)).collect();
+    big_left.extend((0..100).map(|v| (0, v, 1))); // multiplicity 2
+    big_left.extend([(1, 5, 1), (1, 6, 2)]);
+    let mut big_right: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (1, v, 1)).collect();
+    big_right.extend([(0, 1, 1), (0, 2, 1), (0, 3, 1)]);
+    produce_changes(dir.path(), "left", &big_left, &mut left);
+    produce_changes(dir.path(), "right", &big_right, &mut right);
+    check_joins(dir.path(), &left, &right);
+
+    // Left key 0 down to 10 rows (some once of twice); right key 1 empty:
+    // key 1's left rows become unmatched.
+    let mut shrink: Vec<(u8, i64, i64)> = (10..2_000).map(|v| (0, v, -1)).collect();
+    shrink.extend((0..50).map(|v| (0, v, -1)));
+    produce_changes(dir.path(), "left", &shrink, &mut left);
+    let empty: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (1, v, -1)).collect();
+    produce_changes(dir.path(), "right", &empty, &mut right);
+    check_joins(dir.path(), &left, &right);
+
+    // Left key 0 empty; right key 1 spills again.
+    let rest: Vec<(u8, i64, i64)> = left.iter().filter(|((k, _), _)| *k == 0).map(|(&(k, v), &c)| (k, v, -c)).collect();
+    produce_changes(dir.path(), "left", &rest, &mut left);
+    let refill: Vec<(u8, i64, i64)> = (0..1_500).map(|v| (1, v * 7, 1)).collect();
+    produce_changes(dir.path(), "right", &refill, &mut right);
+    check_joins(dir.path(), &left, &right);
+
+    // Left key 0 (`[2, 0, ...]`, `[4, 0, ...]`) holds nothing.
+    let store = RocksStore::open(dir.path().join("state")).unwrap();
+    for name in ["op.op_join", "op.op_left_join"] {
+        let keyspace = store.keyspace(name).unwrap();
+        for prefix in [[2u8, 0], [4, 0]] {
+            let mut entries = 0;
+            store
+                .scan_prefix(keyspace, &prefix, &mut |_, _| {
+                    entries += 1;
+                    true
+                })
+                .unwrap();
+            assert_eq!(entries, 0, "{name}: key 0's left side under tag {} is empty", prefix[0]);
+        }
+    }
 }
