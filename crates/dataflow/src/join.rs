@@ -55,7 +55,7 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
     let lineage = crate::collection::union(&left.lineage, &right.lineage);
     let what = format!("join '{name}'");
     let opened = ctx.operator_state(&format!("op.{name}"), &lineage).and_then(|state| {
-        let state = state.ordered();
+        let state = state.grouped();
         migrate_layout_1::<V, W>(&state, &what)?;
         Ok(state)
     });

@@ -107,7 +107,7 @@ pub(crate) fn rows<T: Data>(
     };
     let prefix = tagged(tags.row, &[key_bytes]);
     let mut rows = Vec::with_capacity(*count as usize);
-    state.scan_prefix(&prefix, |entry_key, value| {
+    state.scan_group(&prefix, |entry_key, value| {
         let count: i64 = decode(value, what)?;
         rows.push((decode(&entry_key[prefix.len()..], what)?, count as Diff));
         Ok(true)
@@ -132,16 +132,21 @@ pub(crate) fn update<T: Data>(
         return Ok(());
     }
     let head_key = tagged(tags.head, &[key_bytes]);
+    // A key's rows are one group: the row tag and the key.
+    let group_len = 1 + key_bytes.len();
     let (rows, total) = match head {
         Head::Inline(mut rows) => {
             rows.extend(changes.iter().map(|(row, d)| (row.clone(), *d as i64)));
             consolidate(&mut rows);
             if rows.is_empty() {
                 state.delete(epoch, head_key);
-            } else {
-                for (key, value) in inline_or_spilled(tags, key_bytes, rows) {
-                    state.put(epoch, key, value);
-                }
+                return Ok(());
+            }
+            let mut entries = inline_or_spilled(tags, key_bytes, rows).into_iter();
+            let (head_key, head) = entries.next().expect("a multiset's entries start with its head");
+            state.put(epoch, head_key, head);
+            for (row_key, count) in entries {
+                state.put_grouped(epoch, row_key, count, group_len);
             }
             return Ok(());
         }
@@ -155,8 +160,8 @@ pub(crate) fn update<T: Data>(
         rows += i64::from(new != 0) - i64::from(old != 0);
         total += *diff as i64;
         match new {
-            0 => state.delete(epoch, entry_key),
-            count => state.put(epoch, entry_key, encode(&count)),
+            0 => state.delete_grouped(epoch, entry_key, group_len),
+            count => state.put_grouped(epoch, entry_key, encode(&count), group_len),
         }
     }
     assert!(rows >= 0, "{what}: a spilled key has {rows} rows");
@@ -168,7 +173,7 @@ pub(crate) fn update<T: Data>(
 }
 
 /// The entries that store a non-empty consolidated multiset from scratch:
-/// its inline head, or a spilled head and its rows.
+/// its inline head, or a spilled head and then its rows.
 pub(crate) fn inline_or_spilled<T: Data>(tags: Tags, key_bytes: &[u8], rows: Vec<(T, i64)>) -> Entries {
     assert!(!rows.is_empty(), "an empty multiset has no entries");
     let head_key = tagged(tags.head, &[key_bytes]);

@@ -290,7 +290,7 @@ impl StateStore for RocksStore {
 
 /// The first key after every key that starts with `prefix`, if any (none
 /// when the prefix is all 0xff bytes).
-pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
