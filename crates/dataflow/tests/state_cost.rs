@@ -230,7 +230,7 @@ fn check_joins(dir: &Path, left: &Counts, right: &Counts) {
     assert_eq!(view_rows(dir, "left_join"), rows_of(outer));
 }
 
-/// Keys whose multisets spill (2 000 rows, past the 4 KiB inline cap) are
+/// Keys whose multisets spill (2 000 rows, far past the inline cap) are
 /// retracted down to a few rows, to empty, and filled again; the joins
 /// match a recomputation after every run, and an emptied key leaves no
 /// state behind.
