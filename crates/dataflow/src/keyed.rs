@@ -44,7 +44,7 @@ pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
 
 /// How an epoch's updates reach an operator's logic.
 #[derive(Clone, Copy, Debug)]
-enum Batching {
+pub(crate) enum Batching {
     /// Consolidated: sorted by (key, value), each (key, value) once with a non-zero diff.
     Consolidated,
     /// Only grouped by key (sorted by key), values in any order and possibly
@@ -55,10 +55,12 @@ enum Batching {
 
 /// The engine of one-input keyed operators; `logic` gets one epoch's
 /// updates, sorted by key (and consolidated, per `order`), and pushes
-/// output updates.
-fn keyed_unary<'s, K, V, O, L>(
+/// output updates. Its state is keyspace `keyspace`, prepared by `open`.
+pub(crate) fn keyed_unary<'s, K, V, O, L>(
     input: Collection<'s, (K, V)>,
     name: &str,
+    keyspace: &str,
+    open: impl FnOnce(OperatorState) -> Result<OperatorState>,
     order: Batching,
     mut logic: L,
 ) -> Collection<'s, O>
@@ -74,7 +76,7 @@ where
     if !ctx.claim("operator", name) {
         return empty(input);
     }
-    let mut state = match ctx.operator_state(&format!("op.{name}"), &input.lineage) {
+    let mut state = match ctx.operator_state(keyspace, &input.lineage).and_then(open) {
         Ok(state) => state,
         Err(e) => {
             ctx.build_error(format!("operator '{name}': {e}"));
@@ -117,7 +119,7 @@ where
 }
 
 /// Calls `f(key, values)` for each run of equal keys in sorted updates.
-fn for_each_key<K: Eq, V>(
+pub(crate) fn for_each_key<K: Eq, V>(
     updates: &[((K, V), Diff)],
     mut f: impl FnMut(&K, &[((K, V), Diff)]) -> Result<()>,
 ) -> Result<()> {
@@ -144,7 +146,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// values has no output row.
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
-        keyed_unary(self, name, Batching::ByKey, move |epoch, updates, state, out| {
+        keyed_unary(self, name, &format!("op.{name}"), Ok, Batching::ByKey, move |epoch, updates, state, out| {
             for_each_key(updates, |key, values| {
                 let key_bytes = encode(key);
                 let (mut count, mut acc): (i64, A::State) = match state.get(&key_bytes)? {
@@ -184,7 +186,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     {
         let what = format!("reduce '{name}'");
         let mut scratch = Vec::new();
-        keyed_unary(self, name, Batching::Consolidated, move |epoch, updates, state, out| {
+        keyed_unary(self, name, &format!("op.{name}"), Ok, Batching::Consolidated, move |epoch, updates, state, out| {
             for_each_key(updates, |key, values| {
                 let key_bytes = encode(key);
                 let mut multiset: Vec<(V, Diff)> = match state.get(&key_bytes)? {
@@ -212,22 +214,45 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         })
     }
 
-    /// The `k` greatest values of each key (by `V`'s order, counting
-    /// multiplicities; wrap in `std::cmp::Reverse` for the least).
-    pub fn top_k(self, name: &str, k: usize) -> Collection<'s, (K, V)> {
-        self.reduce(name, move |_key, values, out| {
+    /// The `k` greatest values of each key (by `V`'s `Ord`, counting
+    /// multiplicities; wrap in `std::cmp::Reverse` for the least). An epoch
+    /// reads a key's first `k` values and the values it changes, not the
+    /// rest of the key: values are kept in the order of their
+    /// [`OrderKey`](crate::OrderKey)s (docs/state.md, "Top-k layout 1").
+    pub fn top_k(self, name: &str, k: usize) -> Collection<'s, (K, V)>
+    where
+        V: crate::OrderKey,
+    {
+        let order_key = |value: &V, out: &mut Vec<u8>| {
+            use crate::OrderKey;
+            std::cmp::Reverse(value).order_key(out); // greatest first
+        };
+        crate::top_k::top_k_by(self, name, k, order_key, move |_key, first, out| {
             let mut left = k as Diff;
-            for (value, count) in values.iter().rev() {
+            for (value, count) in first {
+                let take = (*count).min(left);
+                out.push((value.clone(), take));
+                left -= take;
                 if left == 0 {
                     break;
                 }
-                if *count > 0 {
-                    let take = (*count).min(left);
-                    out.push((value.clone(), take));
-                    left -= take;
-                }
             }
         })
+    }
+
+    /// Per key, `logic` of the first values by `order_key` (values with
+    /// positive counts, in the byte order of their order keys, until their
+    /// counts reach `limit`). `order_key` appends an order-preserving,
+    /// prefix-free encoding of a value (e.g. an [`OrderKey`](crate::OrderKey)); values whose
+    /// keys are equal are ordered by their postcard encoding. An epoch reads
+    /// a key's first values and the values it changes, not the rest.
+    pub fn top_k_by<O, F, L>(self, name: &str, limit: usize, order_key: F, logic: L) -> Collection<'s, (K, O)>
+    where
+        O: Data,
+        F: Fn(&V, &mut Vec<u8>) + 'static,
+        L: FnMut(&K, &[(V, Diff)], &mut Vec<(O, Diff)>) + 'static,
+    {
+        crate::top_k::top_k_by(self, name, limit, order_key, logic)
     }
 
     /// Inner equi-join on the key: `(k, (v, w))` for every pair of values.
@@ -262,7 +287,7 @@ pub(crate) fn upsert<'s, K: Key, V: Data>(
     name: &str,
 ) -> Collection<'s, (K, V)> {
     let what = format!("upsert '{name}'");
-    keyed_unary(changes, name, Batching::Consolidated, move |epoch, updates, state, out| {
+    keyed_unary(changes, name, &format!("op.{name}"), Ok, Batching::Consolidated, move |epoch, updates, state, out| {
         let latest = latest_by_key(
             updates
                 .iter()

@@ -78,7 +78,7 @@ impl<T: Data> Head<T> {
     }
 }
 
-fn tagged(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn tagged(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + parts.iter().map(|p| p.len()).sum::<usize>());
     out.push(tag);
     parts.iter().for_each(|p| out.extend_from_slice(p));

@@ -47,6 +47,8 @@ mod rewrite;
 #[cfg(feature = "runtime")]
 mod session;
 #[cfg(feature = "runtime")]
+mod sort_key;
+#[cfg(feature = "runtime")]
 mod sum;
 #[cfg(feature = "runtime")]
 mod system;

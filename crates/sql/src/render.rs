@@ -21,8 +21,9 @@ use millpond_dataflow::{Aggregate, Collection, Diff, Job, RecordView, raw};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{decode_row, decode_row_into};
-use crate::eval::{compare, eval, holds};
+use crate::eval::{eval, holds};
 use crate::plan::{AggregateCall, AggregateFunction, Expr, Input, JoinKind, Rel, SortKey};
+use crate::sort_key;
 use crate::sum::ExactSum;
 use crate::value::{OrderedF64, Row, Type, Value};
 
@@ -33,7 +34,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-pub(crate) const STATE_LAYOUT_VERSION: u64 = 6;
+pub(crate) const STATE_LAYOUT_VERSION: u64 = 7;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -524,10 +525,19 @@ impl<'s> Renderer<'s, '_> {
                 let order = order.clone();
                 let limit = limit.expect("checked when bound: every ROW_NUMBER has a limit");
                 let row_number = *row_number;
+                let key_order = order.clone();
+                let order_key = move |row: &Row, out: &mut Vec<u8>| {
+                    out.extend_from_slice(&top_k_order_key(&key_order, row));
+                };
                 keyed
-                    .reduce(&name, move |_key, rows: &[(Row, Diff)], out: &mut Vec<(Row, Diff)>| {
-                        top_k(rows, &order, limit, row_number, out)
-                    })
+                    .top_k_by(
+                        &name,
+                        limit,
+                        order_key,
+                        move |_key, first: &[(Row, Diff)], out: &mut Vec<(Row, Diff)>| {
+                            top_k(first, &order, limit, row_number, out)
+                        },
+                    )
                     .map(|(_key, row): (Tuple, Row)| row)
             }
             Rel::Window { input, time_column, slide_micros, size_micros } => {
@@ -623,7 +633,8 @@ pub(crate) fn windowed(row: Row, column: usize, slide: i64, size: i64) -> impl I
 }
 
 /// The first `limit` rows by `order` (ties broken by the whole row), with
-/// their rank appended when `row_number`.
+/// their rank appended when `row_number`: rows are ordered by their
+/// [`sort_key`](crate::sort_key)s, as the top-k's state keeps them.
 pub(crate) fn top_k(
     rows: &[(Row, Diff)],
     order: &[SortKey],
@@ -631,40 +642,12 @@ pub(crate) fn top_k(
     row_number: bool,
     out: &mut Vec<(Row, Diff)>,
 ) {
-    let mut sorted: Vec<(Vec<Value>, &Row, Diff)> = rows
+    let mut sorted: Vec<(Vec<u8>, &Row, Diff)> = rows
         .iter()
         .filter(|(_, count)| *count > 0)
-        .map(|(row, count)| (order.iter().map(|k| eval(&k.expr, row)).collect(), row, *count))
+        .map(|(row, count)| (top_k_order_key(order, row), row, *count))
         .collect();
-    sorted.sort_by(|(a, ra, _), (b, rb, _)| {
-        for ((x, y), key) in a.iter().zip(b).zip(order) {
-            let ordering = match (x.is_null(), y.is_null()) {
-                (true, true) => std::cmp::Ordering::Equal,
-                (true, false) => {
-                    if key.nulls_first {
-                        std::cmp::Ordering::Less
-                    } else {
-                        std::cmp::Ordering::Greater
-                    }
-                }
-                (false, true) => {
-                    if key.nulls_first {
-                        std::cmp::Ordering::Greater
-                    } else {
-                        std::cmp::Ordering::Less
-                    }
-                }
-                (false, false) => {
-                    let o = compare(x, y).unwrap_or(std::cmp::Ordering::Equal);
-                    if key.descending { o.reverse() } else { o }
-                }
-            };
-            if ordering.is_ne() {
-                return ordering;
-            }
-        }
-        ra.cmp(rb)
-    });
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let mut rank = 0usize;
     for (_, row, count) in sorted {
         if rank >= limit {
@@ -686,6 +669,14 @@ pub(crate) fn top_k(
             out.push((row.clone(), take as Diff));
         }
     }
+}
+
+/// A top-k's order of rows: the ORDER BY key, then the whole row.
+fn top_k_order_key(order: &[SortKey], row: &[Value]) -> Vec<u8> {
+    let mut key = Vec::new();
+    sort_key::order_key(order, row, &mut key);
+    sort_key::row_key(row, &mut key);
+    key
 }
 
 /// What a global aggregate shows over no rows: COUNT 0, the rest NULL.
