@@ -175,6 +175,16 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         })
     }
 
+    /// Aggregates the values of each key with `aggregate`, whose state is an
+    /// accumulator and ordered sets of items (MIN and MAX under
+    /// retractions, COUNT(DISTINCT)), each set one entry per item once
+    /// large: an epoch reads what it changes and a set's first item, never
+    /// a key's whole set (docs/state.md, "Set aggregate layout 1"). A key
+    /// with no values has no output row.
+    pub fn aggregate_sets<A: crate::SetAggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
+        crate::set_aggregate::aggregate_sets(self, name, aggregate)
+    }
+
     /// The general keyed reduction: `logic(key, input, output)` maps the
     /// consolidated multiset of a key's values (sorted, all counts non-zero)
     /// to output values with multiplicities. The multiset is kept in state

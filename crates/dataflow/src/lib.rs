@@ -49,8 +49,10 @@ mod multiset;
 mod naming;
 mod opstate;
 mod order_key;
+mod ordered_set;
 mod row_counts;
 pub mod runtime;
+mod set_aggregate;
 mod sink;
 mod source;
 mod stash;
@@ -81,6 +83,7 @@ pub use naming::{changelog_topic, dead_letter_topic, is_sink_topic_name};
 pub use opstate::StateReads;
 pub use order_key::OrderKey;
 pub use runtime::{Job, RetentionGap, RetentionGapPolicy, RunStats, Runtime, RuntimeConfig, StateBackend};
+pub use set_aggregate::{SETS_MAX, SetAggregate, SetChanges, SetSummary};
 pub use source::{RawRecord, json, raw};
 pub use timing::{CommitTimings, Histogram, HistogramSnapshot};
 pub use topics::{

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use common::{produce, rows_of, view_rows};
 use millpond_dataflow::state::{RocksStore, StateStore, WriteBatch};
-use millpond_dataflow::{Job, RunStats, Runtime, RuntimeConfig, StateBackend, json};
+use millpond_dataflow::{Job, OrderKey, RunStats, Runtime, RuntimeConfig, SetChanges, SetSummary, StateBackend, json};
 use serde::Deserialize;
 
 /// One input row: key `k`, value `v`.
@@ -388,4 +388,114 @@ fn a_spilled_top_k_key_falls_back_when_its_first_rows_are_retracted() {
         // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
         assert_eq!(keys.into_iter().collect::<Vec<_>>(), [(0, 1), (1, 1)], "{name}");
     }
+}
+
+/// MIN, MAX and COUNT(DISTINCT) of a key's values, with their sets kept by
+/// `aggregate_sets`: set 0 ascending (its first is the minimum), set 1
+/// descending (its first is the maximum).
+struct Extremes;
+
+impl millpond_dataflow::SetAggregate<i64> for Extremes {
+    type State = ();
+    type Item = i64;
+    type Output = (i64, i64, u64);
+    fn sets(&self) -> usize {
+        2
+    }
+    fn update(&self, _: &mut (), value: &i64, diff: millpond_dataflow::Diff, changes: &mut SetChanges<i64>) {
+        changes.add(0, value, |out| value.order_key(out), diff);
+        changes.add(1, value, |out| std::cmp::Reverse(value).order_key(out), diff);
+    }
+    fn output(&self, _count: i64, _: &(), sets: &[SetSummary<i64>]) -> (i64, i64, u64) {
+        let first = |set: &SetSummary<i64>| set.first.expect("a key with values has a first one");
+        (first(&sets[0]), first(&sets[1]), sets[0].distinct)
+    }
+}
+
+fn build_extremes(job: &mut Job<'_>) {
+    let changes = |c: Change| Some(((c.k, c.v), c.d as millpond_dataflow::Diff));
+    let rows = job.source("left", json::<Change>()).explode(changes);
+    job.materialize("extremes", rows.aggregate_sets("op_extremes", Extremes));
+}
+
+fn check_extremes(dir: &Path, counts: &Counts) -> RunStats {
+    let config = RuntimeConfig::new(dir).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    let stats = Runtime::run(config, build_extremes).unwrap();
+    let mut expected = Vec::new();
+    let keys: std::collections::BTreeSet<u8> = counts.keys().map(|(key, _)| *key).collect();
+    for key in keys {
+        let values: Vec<i64> = counts.range((key, i64::MIN)..=(key, i64::MAX)).map(|(&(_, v), _)| v).collect();
+        expected.push(((key, (values[0], values[values.len() - 1], values.len() as u64)), 1));
+    }
+    assert_eq!(view_rows(dir, "extremes"), rows_of(expected));
+    stats
+}
+
+/// Key 0 holds 100 K values; then its maximum is retracted, ten values
+/// arrive between its extremes and one below its minimum. The second run
+/// reads the key's head, one entry per changed value and the start of the
+/// descending set once (its maximum went): tens of entries, where a
+/// multiset in the accumulator would have read and rewritten 100 K values.
+#[test]
+fn a_hot_min_max_key_costs_per_epoch_what_changed() {
+    const HELD: i64 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut counts = Counts::new();
+    let held: Vec<(u8, i64, i64)> = (0..HELD).map(|v| (0, v * 2, 1)).chain([(1, 5, 1)]).collect();
+    produce_changes(dir.path(), "left", &held, &mut counts);
+    check_extremes(dir.path(), &counts);
+
+    let mut more: Vec<(u8, i64, i64)> = (0..10).map(|v| (0, 1_001 + v * 2, 1)).collect();
+    more.extend([(0, 2 * (HELD - 1), -1), (0, -7, 1)]);
+    produce_changes(dir.path(), "left", &more, &mut counts);
+    let reads = check_extremes(dir.path(), &counts).state_reads;
+    assert!(reads.entries <= 20, "range reads visited {} entries: {reads:?}", reads.entries);
+    assert!(reads.gets <= 100, "{} point reads: {reads:?}", reads.gets);
+    assert!(reads.value_bytes <= 4096, "{} bytes of state read: {reads:?}", reads.value_bytes);
+}
+
+/// A spilled key loses its extremes again and again (each falls back to
+/// the next value), duplicates come and go, the key empties and another
+/// spills; the view matches a recomputation after every run, and an
+/// emptied key leaves no state behind.
+#[test]
+fn a_spilled_min_max_key_falls_back_when_its_extremes_are_retracted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut counts = Counts::new();
+    let mut fill: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (0, v, 1)).collect();
+    fill.extend([(0, 1_999, 2), (0, 0, 1), (1, 7, 1), (1, 8, 3)]);
+    produce_changes(dir.path(), "left", &fill, &mut counts);
+    check_extremes(dir.path(), &counts);
+
+    for round in 0..3 {
+        let (low, high) = (round * 5, 1_999 - round * 5);
+        let mut cut: Vec<(u8, i64, i64)> = Vec::new();
+        for (&(k, v), &c) in counts.iter() {
+            if k == 0 && (v < low + 5 || v > high - 5) {
+                cut.push((k, v, -c));
+            }
+        }
+        cut.extend([(0, 500 + round, 2), (1, 8, -1)]);
+        produce_changes(dir.path(), "left", &cut, &mut counts);
+        check_extremes(dir.path(), &counts);
+    }
+
+    let rest: Vec<(u8, i64, i64)> =
+        counts.iter().filter(|((k, _), _)| *k == 0).map(|(&(k, v), &c)| (k, v, -c)).collect();
+    produce_changes(dir.path(), "left", &rest, &mut counts);
+    let spill: Vec<(u8, i64, i64)> = (0..1_500).map(|v| (1, v * 7, 1)).collect();
+    produce_changes(dir.path(), "left", &spill, &mut counts);
+    check_extremes(dir.path(), &counts);
+
+    let store = RocksStore::open(dir.path().join("state")).unwrap();
+    let keyspace = store.keyspace("sets.op_extremes").unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    store
+        .scan_prefix(keyspace, &[], &mut |key, _| {
+            keys.insert(key[..2].to_vec());
+            true
+        })
+        .unwrap();
+    // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
+    assert_eq!(keys.into_iter().collect::<Vec<_>>(), [vec![0, 1], vec![1, 1]]);
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use millpond_dataflow::{Aggregate, Collection, Diff, Job, RecordView, raw};
+use millpond_dataflow::{Aggregate, Collection, Diff, Job, RecordView, SetAggregate, SetChanges, SetSummary, raw};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{decode_row, decode_row_into};
@@ -490,7 +490,11 @@ impl<'s> Renderer<'s, '_> {
                     None => self.render(input).map(move |row| key_and_args(&row)),
                 };
                 let name = self.operator_name();
-                let result = keyed.aggregate(&name, aggregate).map(|(key, values): (Tuple, Row)| {
+                let result = match aggregate.keeps_sets() {
+                    true => keyed.aggregate_sets(&name, aggregate),
+                    false => keyed.aggregate(&name, aggregate),
+                };
+                let result = result.map(|(key, values): (Tuple, Row)| {
                     let mut row = key.into_row();
                     row.extend(values);
                     row
@@ -698,6 +702,10 @@ pub(crate) struct SqlAggregates {
     /// The input only ever inserts ([`append_only`]): MIN and MAX keep the
     /// extreme only, not the multiset a retraction would need.
     append_only: bool,
+    /// Per call, its set when it keeps one (MIN and MAX under retractions,
+    /// COUNT(DISTINCT)): rendered with `aggregate_sets`, one state entry
+    /// per value once large.
+    set_index: Vec<Option<usize>>,
 }
 
 impl SqlAggregates {
@@ -717,7 +725,144 @@ impl SqlAggregates {
                 })
             })
             .collect();
-        (SqlAggregates { calls: calls.to_vec(), arg_index, append_only }, args)
+        let mut sets = 0;
+        let set_index = calls
+            .iter()
+            .map(|call| {
+                let keeps_set = match call.func {
+                    AggregateFunction::Min | AggregateFunction::Max => !append_only || call.distinct,
+                    AggregateFunction::Count => call.distinct,
+                    _ => false,
+                };
+                keeps_set.then(|| {
+                    sets += 1;
+                    sets - 1
+                })
+            })
+            .collect();
+        (SqlAggregates { calls: calls.to_vec(), arg_index, append_only, set_index }, args)
+    }
+
+    /// Folds `diff` copies of `value` into one call's accumulator.
+    fn fold(&self, call: &AggregateCall, acc: &mut Accumulator, value: &Value, diff: Diff) {
+        let diff64 = diff as i64;
+        let counts_row = call.func == AggregateFunction::CountRows;
+        if value.is_null() && !counts_row {
+            return;
+        }
+        match call.func {
+            AggregateFunction::CountRows => bump_count(acc, diff64),
+            AggregateFunction::Count if !call.distinct => bump_count(acc, diff64),
+            AggregateFunction::Min | AggregateFunction::Max if self.append_only && !call.distinct => {
+                assert!(diff > 0, "an append-only input retracted a row (diff {diff})");
+                keep_extreme(acc, value, call.func == AggregateFunction::Max);
+            }
+            AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => match int_key(value) {
+                Some(key) => {
+                    if !matches!(acc, Accumulator::IntValues(_)) {
+                        *acc = Accumulator::IntValues(BTreeMap::new());
+                    }
+                    if let Accumulator::IntValues(values) = acc {
+                        add_to_multiset(values, key, diff64);
+                    }
+                }
+                None => {
+                    if !matches!(acc, Accumulator::Values(_)) {
+                        *acc = Accumulator::Values(BTreeMap::new());
+                    }
+                    if let Accumulator::Values(values) = acc {
+                        add_to_multiset(values, value.clone(), diff64);
+                    }
+                }
+            },
+            AggregateFunction::StringAgg => {
+                if !matches!(acc, Accumulator::Values(_)) {
+                    *acc = Accumulator::Values(BTreeMap::new());
+                }
+                if let Accumulator::Values(values) = acc {
+                    add_to_multiset(values, value.clone(), diff64);
+                }
+            }
+            AggregateFunction::Sum | AggregateFunction::Avg => match value {
+                Value::Double(x) => add_float(acc, x.0, diff64),
+                other => {
+                    let units = match other {
+                        Value::Int(i) => *i as i128,
+                        Value::Decimal(d) => d.get(),
+                        _ => return,
+                    };
+                    if !matches!(acc, Accumulator::Sum { .. }) {
+                        *acc = Accumulator::Sum { sum: ExactSum::default(), count: 0 };
+                    }
+                    if let Accumulator::Sum { sum, count } = acc {
+                        sum.add_product(units, diff64);
+                        *count += diff64;
+                    }
+                }
+            },
+        }
+    }
+
+    /// Whether any call keeps a set of values.
+    pub(crate) fn keeps_sets(&self) -> bool {
+        self.set_index.iter().any(Option::is_some)
+    }
+
+    /// Each call's argument with the call, its accumulator and its set.
+    fn each<'a>(
+        &'a self,
+        state: &'a mut [Accumulator],
+        args: &'a Tuple,
+    ) -> impl Iterator<Item = (&'a AggregateCall, &'a mut Accumulator, &'a Value, Option<usize>)> + 'a {
+        self.calls
+            .iter()
+            .zip(state.iter_mut())
+            .zip(&self.arg_index)
+            .zip(&self.set_index)
+            .map(move |(((call, acc), index), set)| (call, acc, index.map_or(&NULL, |i| args.get(i)), *set))
+    }
+}
+
+impl SetAggregate<Tuple> for SqlAggregates {
+    type State = Vec<Accumulator>;
+    type Item = Value;
+    type Output = Row;
+
+    fn sets(&self) -> usize {
+        self.set_index.iter().flatten().count()
+    }
+
+    fn update(&self, state: &mut Vec<Accumulator>, args: &Tuple, diff: Diff, changes: &mut SetChanges<Value>) {
+        if state.is_empty() {
+            state.resize(self.calls.len(), Accumulator::Empty);
+        }
+        for (call, acc, value, set) in self.each(state, args) {
+            match set {
+                // MAX's set is ordered greatest first: its first is the maximum.
+                Some(set) if !value.is_null() => {
+                    let descending = call.func == AggregateFunction::Max;
+                    changes.add(set, value, |out| sort_key::value_key(value, descending, out), diff);
+                }
+                Some(_) => {}
+                None => self.fold(call, acc, value, diff),
+            }
+        }
+        if state.iter().all(Accumulator::is_zero) {
+            state.clear();
+        }
+    }
+
+    fn output(&self, _count: i64, state: &Vec<Accumulator>, sets: &[SetSummary<Value>]) -> Row {
+        let empty = Accumulator::Empty;
+        self.calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| match self.set_index[i] {
+                Some(set) if call.func == AggregateFunction::Count => Value::Int(sets[set].distinct as i64),
+                Some(set) => sets[set].first.clone().unwrap_or(Value::Null),
+                None => output(call, state.get(i).unwrap_or(&empty)),
+            })
+            .collect()
     }
 }
 
@@ -818,64 +963,8 @@ impl Aggregate<Tuple> for SqlAggregates {
         if state.is_empty() {
             state.resize(self.calls.len(), Accumulator::Empty);
         }
-        let diff64 = diff as i64;
-        for ((call, acc), index) in self.calls.iter().zip(state.iter_mut()).zip(&self.arg_index) {
-            let value = index.map_or(&NULL, |i| args.get(i));
-            let counts_row = call.func == AggregateFunction::CountRows;
-            if value.is_null() && !counts_row {
-                continue;
-            }
-            match call.func {
-                AggregateFunction::CountRows => bump_count(acc, diff64),
-                AggregateFunction::Count if !call.distinct => bump_count(acc, diff64),
-                AggregateFunction::Min | AggregateFunction::Max if self.append_only && !call.distinct => {
-                    assert!(diff > 0, "an append-only input retracted a row (diff {diff})");
-                    keep_extreme(acc, value, call.func == AggregateFunction::Max);
-                }
-                AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max => match int_key(value) {
-                    Some(key) => {
-                        if !matches!(acc, Accumulator::IntValues(_)) {
-                            *acc = Accumulator::IntValues(BTreeMap::new());
-                        }
-                        if let Accumulator::IntValues(values) = acc {
-                            add_to_multiset(values, key, diff64);
-                        }
-                    }
-                    None => {
-                        if !matches!(acc, Accumulator::Values(_)) {
-                            *acc = Accumulator::Values(BTreeMap::new());
-                        }
-                        if let Accumulator::Values(values) = acc {
-                            add_to_multiset(values, value.clone(), diff64);
-                        }
-                    }
-                },
-                AggregateFunction::StringAgg => {
-                    if !matches!(acc, Accumulator::Values(_)) {
-                        *acc = Accumulator::Values(BTreeMap::new());
-                    }
-                    if let Accumulator::Values(values) = acc {
-                        add_to_multiset(values, value.clone(), diff64);
-                    }
-                }
-                AggregateFunction::Sum | AggregateFunction::Avg => match value {
-                    Value::Double(x) => add_float(acc, x.0, diff64),
-                    other => {
-                        let units = match other {
-                            Value::Int(i) => *i as i128,
-                            Value::Decimal(d) => d.get(),
-                            _ => continue,
-                        };
-                        if !matches!(acc, Accumulator::Sum { .. }) {
-                            *acc = Accumulator::Sum { sum: ExactSum::default(), count: 0 };
-                        }
-                        if let Accumulator::Sum { sum, count } = acc {
-                            sum.add_product(units, diff64);
-                            *count += diff64;
-                        }
-                    }
-                },
-            }
+        for (call, acc, value, _set) in self.each(state, args) {
+            self.fold(call, acc, value, diff);
         }
         // A state back at zero is the empty state, so the operator can delete it.
         if state.iter().all(Accumulator::is_zero) {

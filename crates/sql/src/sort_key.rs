@@ -68,6 +68,16 @@ pub(crate) fn row_key(row: &[Value], out: &mut Vec<u8>) {
     }
 }
 
+/// Appends the order key of one value as [`row_key`] orders it (its `Ord`),
+/// inverted when `descending`.
+pub(crate) fn value_key(value: &Value, descending: bool, out: &mut Vec<u8>) {
+    let start = out.len();
+    row_key(std::slice::from_ref(value), out);
+    if descending {
+        out[start..].iter_mut().for_each(|b| *b = !*b);
+    }
+}
+
 /// `value`'s position in `Value`'s declaration (its derived order).
 fn variant(value: &Value) -> u8 {
     match value {
