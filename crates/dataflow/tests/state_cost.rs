@@ -329,22 +329,16 @@ fn check_top_k(dir: &Path, counts: &Counts) -> RunStats {
 /// `reduce` would have read and rewritten all 100 K rows.
 #[test]
 fn a_hot_top_k_key_costs_per_epoch_its_first_rows_and_what_changed() {
-    const HELD: i64 = 100_000;
     let dir = tempfile::tempdir().unwrap();
     let mut counts = Counts::new();
-    let held: Vec<(u8, i64, i64)> = (0..HELD).map(|v| (0, v * 2, 1)).chain([(1, 5, 1)]).collect();
-    produce_changes(dir.path(), "left", &held, &mut counts);
-    check_top_k(dir.path(), &counts);
+    fill_hot_key(dir.path(), &mut counts, check_top_k);
 
     let mut more: Vec<(u8, i64, i64)> = (0..10).map(|v| (0, 1_001 + v * 2, 1)).collect();
-    more.push((0, 2 * HELD + 1, 1));
+    more.push((0, 200_001, 1));
     produce_changes(dir.path(), "left", &more, &mut counts);
-    let reads = check_top_k(dir.path(), &counts).state_reads;
     // Per operator: the head, up to 5 first rows before and after, 11 point
     // reads of new rows; then the views' reads of their changed rows.
-    assert!(reads.entries <= 40, "range reads visited {} entries: {reads:?}", reads.entries);
-    assert!(reads.gets <= 100, "{} point reads: {reads:?}", reads.gets);
-    assert!(reads.value_bytes <= 4096, "{} bytes of state read: {reads:?}", reads.value_bytes);
+    assert_reads_at_most(check_top_k(dir.path(), &counts).state_reads, 40);
 }
 
 /// A spilled key loses its first rows (the top-k falls back to the next
@@ -355,10 +349,7 @@ fn a_hot_top_k_key_costs_per_epoch_its_first_rows_and_what_changed() {
 fn a_spilled_top_k_key_falls_back_when_its_first_rows_are_retracted() {
     let dir = tempfile::tempdir().unwrap();
     let mut counts = Counts::new();
-    let mut fill: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (0, v, 1)).collect();
-    fill.extend([(0, 1_999, 2), (0, 0, 1), (1, 7, 1), (1, 8, 3)]);
-    produce_changes(dir.path(), "left", &fill, &mut counts);
-    check_top_k(dir.path(), &counts);
+    fill_spilled_key(dir.path(), &mut counts, check_top_k);
 
     // The greatest and the least rows of key 0 go; ties at the boundary.
     let mut cut: Vec<(u8, i64, i64)> = (1_990..2_000).map(|v| (0, v, -1)).collect();
@@ -375,18 +366,9 @@ fn a_spilled_top_k_key_falls_back_when_its_first_rows_are_retracted() {
     produce_changes(dir.path(), "left", &spill, &mut counts);
     check_top_k(dir.path(), &counts);
 
-    let store = RocksStore::open(dir.path().join("state")).unwrap();
+    // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
     for name in ["topk.op_top3", "topk.op_least5"] {
-        let keyspace = store.keyspace(name).unwrap();
-        let mut keys = std::collections::BTreeSet::new();
-        store
-            .scan_prefix(keyspace, &[], &mut |key, _| {
-                keys.insert((key[0], key[1]));
-                true
-            })
-            .unwrap();
-        // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
-        assert_eq!(keys.into_iter().collect::<Vec<_>>(), [(0, 1), (1, 1)], "{name}");
+        assert_eq!(tags_and_keys(dir.path(), name), [[0, 1], [1, 1]], "{name}");
     }
 }
 
@@ -438,20 +420,14 @@ fn check_extremes(dir: &Path, counts: &Counts) -> RunStats {
 /// multiset in the accumulator would have read and rewritten 100 K values.
 #[test]
 fn a_hot_min_max_key_costs_per_epoch_what_changed() {
-    const HELD: i64 = 100_000;
     let dir = tempfile::tempdir().unwrap();
     let mut counts = Counts::new();
-    let held: Vec<(u8, i64, i64)> = (0..HELD).map(|v| (0, v * 2, 1)).chain([(1, 5, 1)]).collect();
-    produce_changes(dir.path(), "left", &held, &mut counts);
-    check_extremes(dir.path(), &counts);
+    fill_hot_key(dir.path(), &mut counts, check_extremes);
 
     let mut more: Vec<(u8, i64, i64)> = (0..10).map(|v| (0, 1_001 + v * 2, 1)).collect();
-    more.extend([(0, 2 * (HELD - 1), -1), (0, -7, 1)]);
+    more.extend([(0, 199_998, -1), (0, -7, 1)]);
     produce_changes(dir.path(), "left", &more, &mut counts);
-    let reads = check_extremes(dir.path(), &counts).state_reads;
-    assert!(reads.entries <= 20, "range reads visited {} entries: {reads:?}", reads.entries);
-    assert!(reads.gets <= 100, "{} point reads: {reads:?}", reads.gets);
-    assert!(reads.value_bytes <= 4096, "{} bytes of state read: {reads:?}", reads.value_bytes);
+    assert_reads_at_most(check_extremes(dir.path(), &counts).state_reads, 20);
 }
 
 /// A spilled key loses its extremes again and again (each falls back to
@@ -462,10 +438,7 @@ fn a_hot_min_max_key_costs_per_epoch_what_changed() {
 fn a_spilled_min_max_key_falls_back_when_its_extremes_are_retracted() {
     let dir = tempfile::tempdir().unwrap();
     let mut counts = Counts::new();
-    let mut fill: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (0, v, 1)).collect();
-    fill.extend([(0, 1_999, 2), (0, 0, 1), (1, 7, 1), (1, 8, 3)]);
-    produce_changes(dir.path(), "left", &fill, &mut counts);
-    check_extremes(dir.path(), &counts);
+    fill_spilled_key(dir.path(), &mut counts, check_extremes);
 
     for round in 0..3 {
         let (low, high) = (round * 5, 1_999 - round * 5);
@@ -487,15 +460,43 @@ fn a_spilled_min_max_key_falls_back_when_its_extremes_are_retracted() {
     produce_changes(dir.path(), "left", &spill, &mut counts);
     check_extremes(dir.path(), &counts);
 
-    let store = RocksStore::open(dir.path().join("state")).unwrap();
-    let keyspace = store.keyspace("sets.op_extremes").unwrap();
+    // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
+    assert_eq!(tags_and_keys(dir.path(), "sets.op_extremes"), [[0, 1], [1, 1]]);
+}
+
+/// Key 0 holds 100 K values (0, 2, 4, ...) and key 1 one value; checked.
+fn fill_hot_key(dir: &Path, counts: &mut Counts, check: fn(&Path, &Counts) -> RunStats) {
+    let held: Vec<(u8, i64, i64)> = (0..100_000).map(|v| (0, v * 2, 1)).chain([(1, 5, 1)]).collect();
+    produce_changes(dir, "left", &held, counts);
+    check(dir, counts);
+}
+
+/// Key 0 spills (2 000 values, some twice), key 1 holds two; checked.
+fn fill_spilled_key(dir: &Path, counts: &mut Counts, check: fn(&Path, &Counts) -> RunStats) {
+    let mut fill: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (0, v, 1)).collect();
+    fill.extend([(0, 1_999, 2), (0, 0, 1), (1, 7, 1), (1, 8, 3)]);
+    produce_changes(dir, "left", &fill, counts);
+    check(dir, counts);
+}
+
+/// A run's reads stay within `entries_max` range-read entries, 100 point
+/// reads and 4 KiB of values.
+fn assert_reads_at_most(reads: millpond_dataflow::StateReads, entries_max: u64) {
+    assert!(reads.entries <= entries_max, "range reads visited {} entries: {reads:?}", reads.entries);
+    assert!(reads.gets <= 100, "{} point reads: {reads:?}", reads.gets);
+    assert!(reads.value_bytes <= 4096, "{} bytes of state read: {reads:?}", reads.value_bytes);
+}
+
+/// The distinct (tag, first key byte) pairs stored in keyspace `name`.
+fn tags_and_keys(dir: &Path, name: &str) -> Vec<[u8; 2]> {
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let keyspace = store.keyspace(name).unwrap();
     let mut keys = std::collections::BTreeSet::new();
     store
         .scan_prefix(keyspace, &[], &mut |key, _| {
-            keys.insert(key[..2].to_vec());
+            keys.insert([key[0], key[1]]);
             true
         })
         .unwrap();
-    // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
-    assert_eq!(keys.into_iter().collect::<Vec<_>>(), [vec![0, 1], vec![1, 1]]);
+    keys.into_iter().collect()
 }
