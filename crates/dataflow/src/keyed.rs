@@ -237,7 +237,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
             use crate::OrderKey;
             std::cmp::Reverse(value).order_key(out); // greatest first
         };
-        crate::top_k::top_k_by(self, name, k, order_key, move |_key, first, out| {
+        crate::top_k::top_k_by(self, name, k, false, order_key, move |_key, first, out| {
             let mut left = k as Diff;
             for (value, count) in first {
                 let take = (*count).min(left);
@@ -256,13 +256,25 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// prefix-free encoding of a value (e.g. an [`OrderKey`](crate::OrderKey)); values whose
     /// keys are equal are ordered by their postcard encoding. An epoch reads
     /// a key's first values and the values it changes, not the rest.
-    pub fn top_k_by<O, F, L>(self, name: &str, limit: usize, order_key: F, logic: L) -> Collection<'s, (K, O)>
+    ///
+    /// With `inserts_only`, the caller promises that the input never
+    /// retracts (asserted): a key then keeps only its first values, since a
+    /// value pushed past them can never return (state bounded by `limit`
+    /// values a key).
+    pub fn top_k_by<O, F, L>(
+        self,
+        name: &str,
+        limit: usize,
+        inserts_only: bool,
+        order_key: F,
+        logic: L,
+    ) -> Collection<'s, (K, O)>
     where
         O: Data,
         F: Fn(&V, &mut Vec<u8>) + 'static,
         L: FnMut(&K, &[(V, Diff)], &mut Vec<(O, Diff)>) + 'static,
     {
-        crate::top_k::top_k_by(self, name, limit, order_key, logic)
+        crate::top_k::top_k_by(self, name, limit, inserts_only, order_key, logic)
     }
 
     /// Inner equi-join on the key: `(k, (v, w))` for every pair of values.

@@ -188,6 +188,59 @@ impl OrderedSet {
     }
 }
 
+impl OrderedSet {
+    /// Drops every row after the first ones whose positive counts reach
+    /// `limit`: for an input that only inserts, rows that can never be
+    /// among the first again. Reads the first rows and the dropped ones.
+    pub(crate) fn trim(
+        self,
+        state: &mut OperatorState,
+        epoch: Epoch,
+        prefix: &[u8],
+        limit: usize,
+        what: &str,
+    ) -> Result<OrderedSet> {
+        let mut reached = Reached::new(limit);
+        if let OrderedSet::Inline(mut rows) = self {
+            let keep = rows.iter().take_while(|e| !reached.before(e.count)).count();
+            rows.truncate(keep);
+            return Ok(OrderedSet::Inline(rows));
+        }
+        let (mut rows, mut total, mut dropped) = (0u64, 0i64, Vec::new());
+        state.scan_group(prefix, |entry_key, value| {
+            let (count, _order_len): (i64, u32) = decode(value, what)?;
+            match reached.before(count) {
+                true => dropped.push(entry_key.to_vec()),
+                false => (rows, total) = (rows + 1, total + count),
+            }
+            Ok(true)
+        })?;
+        for key in dropped {
+            state.delete_grouped(epoch, key, prefix.len());
+        }
+        Ok(if rows == 0 { OrderedSet::default() } else { OrderedSet::Spilled { rows, total } })
+    }
+}
+
+/// Counts rows in order: whether the positive counts before a row reach
+/// the limit already (so the row is past the first ones).
+struct Reached {
+    taken: u128,
+    limit: u128,
+}
+
+impl Reached {
+    fn new(limit: usize) -> Reached {
+        Reached { taken: 0, limit: limit as u128 }
+    }
+    /// Whether the rows so far reach the limit; then counts a row of `count`.
+    fn before(&mut self, count: i64) -> bool {
+        let reached = self.taken >= self.limit;
+        self.taken += count.max(0) as u128;
+        reached
+    }
+}
+
 /// Whether rows with positive counts reach `limit`.
 pub(crate) fn counts_reach(rows: &[Entry], limit: usize) -> bool {
     rows.iter().map(|r| r.count.max(0) as u128).sum::<u128>() >= limit as u128
@@ -265,6 +318,15 @@ mod tests {
         assert_eq!(rows, vec![entry(b"b", 2), entry(b"c", 1)]);
         assert!(counts_reach(&rows, 3));
         assert!(!counts_reach(&rows, 4));
+    }
+
+    #[test]
+    fn trimming_keeps_the_rows_until_their_counts_reach_the_limit() {
+        let rows = [entry(b"a", 2), entry(b"b", -1), entry(b"c", 1), entry(b"d", 4)];
+        let mut reached = Reached::new(3);
+        assert_eq!(rows.iter().take_while(|e| !reached.before(e.count)).count(), 3);
+        let mut reached = Reached::new(0);
+        assert!(reached.before(5));
     }
 
     #[test]

@@ -46,10 +46,13 @@ pub(crate) fn keyspace(name: &str) -> String {
 
 /// Per key, `logic` of the first rows by `order_key` (rows with positive
 /// counts, in order, until their counts reach `limit`): see the module doc.
+/// With `bounded` the input only inserts (asserted), so a key keeps only
+/// its first rows: a row pushed past them can never return.
 pub(crate) fn top_k_by<'s, K, V, O, F, L>(
     input: Collection<'s, (K, V)>,
     name: &str,
     limit: usize,
+    bounded: bool,
     order_key: F,
     mut logic: L,
 ) -> Collection<'s, (K, O)>
@@ -72,9 +75,22 @@ where
             ordered_set::consolidate(&mut changes);
             let set = read_set(state, &head_key, &what)?;
             let old = set.first(state, &rows, limit, &what)?;
-            let settled = counts_reach(&old, limit)
-                && old.last().is_some_and(|last| changes.iter().all(|c| c.suffix > last.suffix));
-            let set = set.apply(state, epoch, &rows, changes, &what)?;
+            let full = counts_reach(&old, limit);
+            if bounded {
+                assert!(changes.iter().all(|c| c.count > 0), "{what}: an input that only inserts retracted a row");
+                // Rows after a full top-k can never enter it: not kept.
+                if let Some(last) = old.last().filter(|_| full) {
+                    changes.retain(|c| c.suffix < last.suffix);
+                }
+                if changes.is_empty() {
+                    return Ok(());
+                }
+            }
+            let settled = full && old.last().is_some_and(|last| changes.iter().all(|c| c.suffix > last.suffix));
+            let mut set = set.apply(state, epoch, &rows, changes, &what)?;
+            if bounded {
+                set = set.trim(state, epoch, &rows, limit, &what)?;
+            }
             match set.is_empty() {
                 true => state.delete(epoch, head_key),
                 false => state.put(epoch, head_key, encode(&set)),

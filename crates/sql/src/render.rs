@@ -522,6 +522,7 @@ impl<'s> Renderer<'s, '_> {
                 rendered.fold(first, |acc, c| acc.concat(c))
             }
             Rel::TopK { input, partition, order, limit, row_number, .. } => {
+                let inserts_only = append_only(input);
                 let input = self.render(input);
                 let name = self.operator_name();
                 let partition = partition.clone();
@@ -537,6 +538,7 @@ impl<'s> Renderer<'s, '_> {
                     .top_k_by(
                         &name,
                         limit,
+                        inserts_only,
                         order_key,
                         move |_key, first: &[(Row, Diff)], out: &mut Vec<(Row, Diff)>| {
                             top_k(first, &order, limit, row_number, out)
