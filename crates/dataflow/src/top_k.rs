@@ -64,27 +64,33 @@ where
     L: FnMut(&K, &[(V, Diff)], &mut Vec<(O, Diff)>) + 'static,
 {
     let what = format!("top-k '{name}'");
-    let mut scratch = Vec::new();
+    let (mut scratch, mut order_scratch) = (Vec::new(), Vec::new());
     let open = |state: OperatorState| Ok(state.grouped());
     keyed_unary(input, name, &keyspace(name), open, Batching::Consolidated, move |epoch, updates, state, out| {
         for_each_key(updates, |key, values| {
             let key_bytes = encode(key);
             let (head_key, rows) = (tagged(HEAD, &[&key_bytes]), tagged(ROW, &[&key_bytes]));
-            let mut changes: Vec<Entry> =
-                values.iter().map(|((_, v), d)| Entry::new(v, |out| order_key(v, out), *d)).collect();
-            ordered_set::consolidate(&mut changes);
             let set = read_set(state, &head_key, &what)?;
             let old = set.first(state, &rows, limit, &what)?;
             let full = counts_reach(&old, limit);
-            if bounded {
-                assert!(changes.iter().all(|c| c.count > 0), "{what}: an input that only inserts retracted a row");
-                // Rows after a full top-k can never enter it: not kept.
-                if let Some(last) = old.last().filter(|_| full) {
-                    changes.retain(|c| c.suffix < last.suffix);
+            // Over an input that only inserts, rows after a full top-k can
+            // never enter it: not kept (nor encoded past their order key).
+            let boundary = old.last().filter(|_| bounded && full).map(|last| &last.suffix[..last.order_len as usize]);
+            let mut changes = Vec::new();
+            for ((_, row), diff) in values {
+                assert!(!bounded || *diff > 0, "{what}: an input that only inserts retracted a row");
+                order_scratch.clear();
+                order_key(row, &mut order_scratch);
+                if boundary.is_none_or(|b| order_scratch.as_slice() <= b) {
+                    changes.push(Entry::new(row, |out| out.extend_from_slice(&order_scratch), *diff));
                 }
-                if changes.is_empty() {
-                    return Ok(());
-                }
+            }
+            ordered_set::consolidate(&mut changes);
+            if let Some(last) = old.last().filter(|_| bounded && full) {
+                changes.retain(|c| c.suffix < last.suffix); // ties on the order key
+            }
+            if changes.is_empty() {
+                return Ok(());
             }
             let settled = full && old.last().is_some_and(|last| changes.iter().all(|c| c.suffix > last.suffix));
             let mut set = set.apply(state, epoch, &rows, changes, &what)?;

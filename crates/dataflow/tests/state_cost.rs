@@ -519,7 +519,8 @@ fn a_top_k_over_inserts_only_keeps_only_its_first_rows() {
         job.materialize("top25", top);
     };
     for round in 0..4i64 {
-        let rows: Vec<(u8, i64, i64)> = (0..25_000).map(|v| (0, round * 25_000 + v, 1)).chain([(1, round, 1)]).collect();
+        let rows: Vec<(u8, i64, i64)> =
+            (0..25_000).map(|v| (0, round * 25_000 + v, 1)).chain([(1, round, 1)]).collect();
         produce(dir.path(), "left", 2, &records(&rows.iter().map(|(k, v, _)| (*k, *v)).collect::<Vec<_>>()));
         rows.iter().for_each(|(k, v, d)| *counts.entry((*k, *v)).or_insert(0) += d);
         let config =

@@ -532,7 +532,8 @@ impl<'s> Renderer<'s, '_> {
                 let row_number = *row_number;
                 let key_order = order.clone();
                 let order_key = move |row: &Row, out: &mut Vec<u8>| {
-                    out.extend_from_slice(&top_k_order_key(&key_order, row));
+                    sort_key::order_key(&key_order, row, out);
+                    sort_key::row_key(row, out);
                 };
                 keyed
                     .top_k_by(
