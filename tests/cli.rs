@@ -325,6 +325,25 @@ fn run_and_sql_report_what_recovery_cut() {
     assert_eq!(json_lines(&ok(dir, &["view", "read", "n"], "")), [serde_json::json!({"n": 2})]);
 }
 
+/// `--state-cache-mib` caps RocksDB's block cache (its LOG says the
+/// capacity it opened with), and a cap of 0 is refused before anything runs.
+#[test]
+fn run_caps_the_state_cache_as_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    ok(dir, &["topic", "create", "t"], "");
+    ok(dir, &["produce", "t"], "{\"k\":1}\n");
+    let file = dir.join("v.sql");
+    std::fs::write(&file, "CREATE SOURCE t (k BIGINT) FROM TOPIC 't' FORMAT JSON;\nCREATE MATERIALIZED VIEW n AS SELECT k, COUNT(*) AS c FROM t GROUP BY k;").unwrap();
+    let file = file.to_str().unwrap();
+    let refused = fails(dir, &["run", file, "--until-caught-up", "--state-cache-mib", "0"], "");
+    assert!(refused.contains("--state-cache-mib"), "{refused}");
+    ok(dir, &["run", file, "--until-caught-up", "--epoch-ms", "50", "--state-cache-mib", "8"], "");
+    let log = std::fs::read_to_string(dir.join("state").join("LOG")).unwrap();
+    assert!(log.contains(&format!("capacity : {}", 8 << 20)), "RocksDB opened with an 8 MiB cache");
+    assert!(!log.contains(&format!("capacity : {}", 256 << 20)), "not the default cache");
+}
+
 /// Kills the demo if the test fails before it stops it.
 struct Running(std::process::Child);
 

@@ -142,6 +142,7 @@ fn job_args(epoch_ms: u64, state: StateArg, checkpoints: bool) -> JobArgs {
         epoch_ms,
         until_caught_up: true,
         state,
+        state_cache_mib: crate::job::STATE_CACHE_MIB_DEFAULT,
         no_checkpoints: !checkpoints,
         test_commit_delay_ms: 0,
         on_retention_gap: crate::job::GapArg::Fail,

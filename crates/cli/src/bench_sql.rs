@@ -107,6 +107,7 @@ fn run_rust_bid_stats(input: &Path, run: &Path, epoch_ms: u64) -> Result<(f64, R
         epoch_ms,
         until_caught_up: true,
         state: StateArg::Rocksdb,
+        state_cache_mib: crate::job::STATE_CACHE_MIB_DEFAULT,
         no_checkpoints: false,
         test_commit_delay_ms: 0,
         on_retention_gap: crate::job::GapArg::Fail,

@@ -74,6 +74,7 @@ pub(crate) fn run(data_dir: &Path, args: &DemoArgs) -> Result<()> {
         epoch_ms: args.epoch_ms,
         until_caught_up: true,
         state: StateArg::Rocksdb,
+        state_cache_mib: crate::job::STATE_CACHE_MIB_DEFAULT,
         no_checkpoints: false,
         test_commit_delay_ms: 0,
         on_retention_gap: crate::job::GapArg::Fail,

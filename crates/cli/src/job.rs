@@ -36,6 +36,9 @@ pub(crate) struct NexmarkArgs {
     pub(crate) bid_stats_only: bool,
 }
 
+/// `--state-cache-mib`'s default: the runtime's.
+pub(crate) const STATE_CACHE_MIB_DEFAULT: u64 = (millpond_dataflow::state::STATE_CACHE_BYTES_DEFAULT >> 20) as u64;
+
 #[derive(Debug, Clone, Args)]
 pub(crate) struct JobArgs {
     /// Timely worker threads.
@@ -50,6 +53,9 @@ pub(crate) struct JobArgs {
     /// Where operator state lives.
     #[arg(long, value_enum, default_value_t = StateArg::Rocksdb)]
     pub(crate) state: StateArg,
+    /// The cap of RocksDB's block cache (data, index and filter blocks), in MiB.
+    #[arg(long, default_value_t = STATE_CACHE_MIB_DEFAULT, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub(crate) state_cache_mib: u64,
     /// Commit without fsync (for measuring what checkpoints cost; not crash-safe).
     #[arg(long)]
     pub(crate) no_checkpoints: bool,
@@ -166,6 +172,7 @@ pub(crate) fn config(data_dir: &Path, args: &JobArgs, stop: Arc<AtomicBool>) -> 
             StateArg::Rocksdb => StateBackend::RocksDb,
             StateArg::Memory => StateBackend::Memory,
         })
+        .state_cache_bytes((args.state_cache_mib << 20) as usize)
         .checkpoints(!args.no_checkpoints)
         .stop_when_caught_up(args.until_caught_up)
         .on_retention_gap(match args.on_retention_gap {
