@@ -598,6 +598,24 @@ impl Checkpoints {
         Ok(())
     }
 
+    /// Registers `keyspace` as the new layout of state `from`: when the
+    /// resumed checkpoint lists `from` but not `keyspace`, `keyspace` is
+    /// accepted as resumed (not new), and the caller must move `from`'s
+    /// entries into it before the first epoch (returns true). Otherwise as
+    /// [`Checkpoints::register_state`] (returns false).
+    pub(crate) fn register_state_moved_from(
+        &self,
+        keyspace: &str,
+        from: &str,
+        lineage: &BTreeSet<String>,
+    ) -> Result<bool> {
+        if self.resumed.states.contains(keyspace) || !self.resumed.states.contains(from) {
+            return self.register_state(keyspace, lineage).map(|()| false);
+        }
+        self.meta.lock().expect("meta lock").states.insert(keyspace.to_owned());
+        Ok(true)
+    }
+
     /// Registers a view's changelog topic and definition (committed with
     /// the next checkpoint) for a run whose first epoch is `first_epoch`.
     /// Returns whether the resumed checkpoint has the view under another

@@ -190,6 +190,19 @@ impl WorkerContext {
         OperatorState::new(self.shared.checkpoints.clone(), keyspace, lineage)
     }
 
+    /// [`Context::operator_state`] for a new layout of state `from`:
+    /// whether `from`'s committed entries must be moved into it first
+    /// ([`OperatorState::move_committed_from`]).
+    pub(crate) fn operator_state_moved_from(
+        &self,
+        keyspace: &str,
+        from: &str,
+        lineage: &BTreeSet<String>,
+    ) -> Result<(OperatorState, bool)> {
+        self.declared.borrow_mut().states.insert(keyspace.to_owned());
+        OperatorState::new_moved_from(self.shared.checkpoints.clone(), keyspace, from, lineage)
+    }
+
     /// Claims a name of a kind ("operator", "view", "reader"): each stateful
     /// operator, view and reader may appear once per job.
     pub(crate) fn claim(&self, kind: &str, name: &str) -> bool {

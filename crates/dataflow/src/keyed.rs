@@ -53,22 +53,34 @@ pub(crate) enum Batching {
     ByKey,
 }
 
+/// A keyed operator's logic: one epoch's updates (sorted by key) and the
+/// operator's state in, output updates out.
+pub(crate) trait EpochLogic<K, V, O>:
+    FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
+{
+}
+
+impl<K, V, O, F> EpochLogic<K, V, O> for F where
+    F: FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
+{
+}
+
 /// The engine of one-input keyed operators; `logic` gets one epoch's
 /// updates, sorted by key (and consolidated, per `order`), and pushes
-/// output updates. Its state is keyspace `keyspace`, prepared by `open`.
-pub(crate) fn keyed_unary<'s, K, V, O, L>(
+/// output updates. Its state is keyspace `keyspace`, a new layout of
+/// state `moved_from` if given, prepared by `open` (told whether the old
+/// layout's entries are to be moved in).
+pub(crate) fn keyed_unary<'s, K: Key, V: Data, O: Data, L>(
     input: Collection<'s, (K, V)>,
     name: &str,
     keyspace: &str,
-    open: impl FnOnce(OperatorState) -> Result<OperatorState>,
+    moved_from: Option<&str>,
+    open: impl FnOnce(OperatorState, bool) -> Result<OperatorState>,
     order: Batching,
     mut logic: L,
 ) -> Collection<'s, O>
 where
-    K: Key,
-    V: Data,
-    O: Data,
-    L: FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static,
+    L: EpochLogic<K, V, O>,
 {
     let ctx = input.ctx.clone();
     let shared = ctx.shared.clone();
@@ -76,7 +88,11 @@ where
     if !ctx.claim("operator", name) {
         return empty(input);
     }
-    let mut state = match ctx.operator_state(keyspace, &input.lineage).and_then(open) {
+    let opened = match moved_from {
+        Some(from) => ctx.operator_state_moved_from(keyspace, from, &input.lineage),
+        None => ctx.operator_state(keyspace, &input.lineage).map(|state| (state, false)),
+    };
+    let mut state = match opened.and_then(|(state, due)| open(state, due)) {
         Ok(state) => state,
         Err(e) => {
             ctx.build_error(format!("operator '{name}': {e}"));
@@ -118,6 +134,19 @@ where
     Collection::from_stream(stream.probe_with(&ctx.probe), ctx, lineage)
 }
 
+/// [`keyed_unary`] with its state in keyspace `op.NAME`, as it was first.
+fn keyed_unary_op<'s, K: Key, V: Data, O: Data, L>(
+    input: Collection<'s, (K, V)>,
+    name: &str,
+    order: Batching,
+    logic: L,
+) -> Collection<'s, O>
+where
+    L: EpochLogic<K, V, O>,
+{
+    keyed_unary(input, name, &format!("op.{name}"), None, |state, _| Ok(state), order, logic)
+}
+
 /// Calls `f(key, values)` for each run of equal keys in sorted updates.
 pub(crate) fn for_each_key<K: Eq, V>(
     updates: &[((K, V), Diff)],
@@ -146,7 +175,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// values has no output row.
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
-        keyed_unary(self, name, &format!("op.{name}"), Ok, Batching::ByKey, move |epoch, updates, state, out| {
+        keyed_unary_op(self, name, Batching::ByKey, move |epoch, updates, state, out| {
             for_each_key(updates, |key, values| {
                 let key_bytes = encode(key);
                 let (mut count, mut acc): (i64, A::State) = match state.get(&key_bytes)? {
@@ -196,7 +225,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     {
         let what = format!("reduce '{name}'");
         let mut scratch = Vec::new();
-        keyed_unary(self, name, &format!("op.{name}"), Ok, Batching::Consolidated, move |epoch, updates, state, out| {
+        keyed_unary_op(self, name, Batching::Consolidated, move |epoch, updates, state, out| {
             for_each_key(updates, |key, values| {
                 let key_bytes = encode(key);
                 let mut multiset: Vec<(V, Diff)> = match state.get(&key_bytes)? {
@@ -309,7 +338,7 @@ pub(crate) fn upsert<'s, K: Key, V: Data>(
     name: &str,
 ) -> Collection<'s, (K, V)> {
     let what = format!("upsert '{name}'");
-    keyed_unary(changes, name, &format!("op.{name}"), Ok, Batching::Consolidated, move |epoch, updates, state, out| {
+    keyed_unary_op(changes, name, Batching::Consolidated, move |epoch, updates, state, out| {
         let latest = latest_by_key(
             updates
                 .iter()

@@ -166,6 +166,11 @@ impl OperatorState {
         lineage: &BTreeSet<String>,
     ) -> Result<OperatorState> {
         checkpoints.register_state(keyspace_name, lineage)?;
+        Self::opened(checkpoints, keyspace_name)
+    }
+
+    /// The state of a registered keyspace.
+    fn opened(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
         Ok(OperatorState {
             checkpoints,
@@ -175,6 +180,19 @@ impl OperatorState {
             indexed: false,
             reads: std::cell::Cell::new(StateReads::default()),
         })
+    }
+
+    /// The state in keyspace `keyspace_name`, a new layout of state `from`
+    /// (see [`Checkpoints::register_state_moved_from`]), and whether
+    /// `from`'s entries must be moved into it.
+    pub(crate) fn new_moved_from(
+        checkpoints: Arc<Checkpoints>,
+        keyspace_name: &str,
+        from: &str,
+        lineage: &BTreeSet<String>,
+    ) -> Result<(OperatorState, bool)> {
+        let due = checkpoints.register_state_moved_from(keyspace_name, from, lineage)?;
+        Ok((Self::opened(checkpoints, keyspace_name)?, due))
     }
 
     /// This state with groups, for an operator that reads ranges of its
@@ -279,17 +297,41 @@ impl OperatorState {
     pub(crate) fn rewrite_committed(
         &self,
         prefix: &[u8],
+        f: impl FnMut(&[u8], &[u8], &mut Entries) -> Result<()>,
+    ) -> Result<()> {
+        self.move_entries(self.keyspace, prefix, f)
+    }
+
+    /// Moves every committed entry of the keyspace called `from` into this
+    /// one, as the entries `f` makes of it (a new layout in a new
+    /// keyspace), in atomic batches as [`OperatorState::rewrite_committed`]
+    /// does: a crash leaves each entry in one of the two keyspaces.
+    pub(crate) fn move_committed_from(
+        &self,
+        from: &str,
+        f: impl FnMut(&[u8], &[u8], &mut Entries) -> Result<()>,
+    ) -> Result<()> {
+        let from = self.checkpoints.store().keyspace(from)?;
+        assert_ne!(from, self.keyspace, "a move is between two keyspaces");
+        self.move_entries(from, &[], f)
+    }
+
+    fn move_entries(
+        &self,
+        from: Keyspace,
+        prefix: &[u8],
         mut f: impl FnMut(&[u8], &[u8], &mut Entries) -> Result<()>,
     ) -> Result<()> {
         assert!(self.overlay.is_empty(), "a rewrite precedes the operator's writes");
         let store = self.checkpoints.store();
         let (mut batch, mut replacements) = (WriteBatch::new(), Vec::new());
         let mut outcome = Ok(());
-        store.scan_prefix(self.keyspace, prefix, &mut |key, value| {
+        store.scan_prefix(from, prefix, &mut |key, value| {
             outcome = f(key, value, &mut replacements).and_then(|()| {
-                batch.delete(self.keyspace, key);
+                batch.delete(from, key);
                 for (new_key, new_value) in replacements.drain(..) {
-                    assert!(!new_key.starts_with(prefix), "a rewritten entry leaves the rewritten range");
+                    let stays = from == self.keyspace && new_key.starts_with(prefix);
+                    assert!(!stays, "a rewritten entry leaves the rewritten range");
                     batch.put_owned(self.keyspace, new_key, new_value);
                 }
                 if batch.len() >= REWRITE_BATCH_OPS { store.commit(std::mem::take(&mut batch), false) } else { Ok(()) }

@@ -25,7 +25,7 @@ use crate::codec::{decode, encode};
 use crate::collection::Data;
 use crate::error::Result;
 use crate::multiset::INLINE_BYTES_MAX;
-use crate::opstate::OperatorState;
+use crate::opstate::{Entries, OperatorState};
 use crate::{Diff, Epoch};
 
 /// One row of a set, as stored.
@@ -140,6 +140,17 @@ impl OrderedSet {
         Ok(rows)
     }
 
+    /// The set of `rows` (consolidated) stored from scratch: the set for its
+    /// owner's head and, if it spills, each row's entry as `(suffix, value)`.
+    pub(crate) fn stored(rows: Vec<Entry>) -> (OrderedSet, Entries) {
+        assert!(rows.windows(2).all(|w| w[0].suffix < w[1].suffix), "rows are consolidated");
+        if encode(&InlineRef::Inline(&rows)).len() <= INLINE_BYTES_MAX {
+            return (OrderedSet::Inline(rows), Vec::new());
+        }
+        let set = OrderedSet::Spilled { rows: rows.len() as u64, total: rows.iter().map(|r| r.count).sum() };
+        (set, rows.into_iter().map(|r| (r.suffix, encode(&(r.count, r.order_len)))).collect())
+    }
+
     /// Adds `changes` (consolidated: sorted by suffix, each once, none 0),
     /// writing a spilled set's row entries under `prefix`; returns the set
     /// after, which its owner stores in its head.
@@ -155,17 +166,11 @@ impl OrderedSet {
         let row_key = |suffix: &[u8]| [prefix, suffix].concat();
         let (mut rows, mut total) = match self {
             OrderedSet::Inline(inline) => {
-                let merged = merge(inline, changes);
-                if encode(&InlineRef::Inline(&merged)).len() <= INLINE_BYTES_MAX {
-                    return Ok(OrderedSet::Inline(merged));
+                let (set, spilled) = OrderedSet::stored(merge(inline, changes));
+                for (suffix, value) in spilled {
+                    state.put_grouped(epoch, row_key(&suffix), value, prefix.len());
                 }
-                let total = merged.iter().map(|r| r.count).sum();
-                let spilled = OrderedSet::Spilled { rows: merged.len() as u64, total };
-                for entry in merged {
-                    let value = encode(&(entry.count, entry.order_len));
-                    state.put_grouped(epoch, row_key(&entry.suffix), value, prefix.len());
-                }
-                return Ok(spilled);
+                return Ok(set);
             }
             OrderedSet::Spilled { rows, total } => (rows as i64, total),
         };

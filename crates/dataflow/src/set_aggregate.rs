@@ -104,8 +104,8 @@ pub(crate) fn aggregate_sets<'s, K: Key, V: Data, A: SetAggregate<V>>(
     let what = format!("aggregate '{name}'");
     let sets = aggregate.sets();
     assert!(sets <= SETS_MAX, "{what}: {sets} sets, at most {SETS_MAX}");
-    let open = |state: OperatorState| Ok(state.grouped());
-    keyed_unary(input, name, &keyspace(name), open, Batching::ByKey, move |epoch, updates, state, out| {
+    let open = |state: OperatorState, _| Ok(state.grouped());
+    keyed_unary(input, name, &keyspace(name), None, open, Batching::ByKey, move |epoch, updates, state, out| {
         for_each_key(updates, |key, values| {
             let key_bytes = encode(key);
             let head_key = tagged(HEAD, &[&key_bytes]);

@@ -65,57 +65,98 @@ where
 {
     let what = format!("top-k '{name}'");
     let (mut scratch, mut order_scratch) = (Vec::new(), Vec::new());
-    let open = |state: OperatorState| Ok(state.grouped());
-    keyed_unary(input, name, &keyspace(name), open, Batching::Consolidated, move |epoch, updates, state, out| {
-        for_each_key(updates, |key, values| {
-            let key_bytes = encode(key);
-            let (head_key, rows) = (tagged(HEAD, &[&key_bytes]), tagged(ROW, &[&key_bytes]));
-            let set = read_set(state, &head_key, &what)?;
-            let old = set.first(state, &rows, limit, &what)?;
-            let full = counts_reach(&old, limit);
-            // Over an input that only inserts, rows after a full top-k can
-            // never enter it: not kept (nor encoded past their order key).
-            let boundary = old.last().filter(|_| bounded && full).map(|last| &last.suffix[..last.order_len as usize]);
-            let mut changes = Vec::new();
-            for ((_, row), diff) in values {
-                assert!(!bounded || *diff > 0, "{what}: an input that only inserts retracted a row");
-                order_scratch.clear();
-                order_key(row, &mut order_scratch);
-                if boundary.is_none_or(|b| order_scratch.as_slice() <= b) {
-                    changes.push(Entry::new(row, |out| out.extend_from_slice(&order_scratch), *diff));
+    let old_keyspace = format!("op.{name}");
+    let order_key = std::rc::Rc::new(order_key);
+    let (move_key, move_what, move_from) = (order_key.clone(), what.clone(), old_keyspace.clone());
+    let open = move |state: OperatorState, due: bool| {
+        if due {
+            move_reduce_layout::<V>(&state, &move_from, &*move_key, &move_what)?;
+        }
+        Ok(state.grouped())
+    };
+    let moved_from = Some(old_keyspace.as_str());
+    keyed_unary(
+        input,
+        name,
+        &keyspace(name),
+        moved_from,
+        open,
+        Batching::Consolidated,
+        move |epoch, updates, state, out| {
+            for_each_key(updates, |key, values| {
+                let key_bytes = encode(key);
+                let (head_key, rows) = (tagged(HEAD, &[&key_bytes]), tagged(ROW, &[&key_bytes]));
+                let set = read_set(state, &head_key, &what)?;
+                let old = set.first(state, &rows, limit, &what)?;
+                let full = counts_reach(&old, limit);
+                // Over an input that only inserts, rows after a full top-k can
+                // never enter it: not kept (nor encoded past their order key).
+                let boundary =
+                    old.last().filter(|_| bounded && full).map(|last| &last.suffix[..last.order_len as usize]);
+                let mut changes = Vec::new();
+                for ((_, row), diff) in values {
+                    assert!(!bounded || *diff > 0, "{what}: an input that only inserts retracted a row");
+                    order_scratch.clear();
+                    order_key(row, &mut order_scratch);
+                    if boundary.is_none_or(|b| order_scratch.as_slice() <= b) {
+                        changes.push(Entry::new(row, |out| out.extend_from_slice(&order_scratch), *diff));
+                    }
                 }
-            }
-            ordered_set::consolidate(&mut changes);
-            if let Some(last) = old.last().filter(|_| bounded && full) {
-                changes.retain(|c| c.suffix < last.suffix); // ties on the order key
-            }
-            if changes.is_empty() {
-                return Ok(());
-            }
-            let settled = full && old.last().is_some_and(|last| changes.iter().all(|c| c.suffix > last.suffix));
-            let mut set = set.apply(state, epoch, &rows, changes, &what)?;
-            if bounded {
-                set = set.trim(state, epoch, &rows, limit, &what)?;
-            }
-            match set.is_empty() {
-                true => state.delete(epoch, head_key),
-                false => state.put(epoch, head_key, encode(&set)),
-            }
-            if settled {
-                return Ok(());
-            }
-            let new = set.first(state, &rows, limit, &what)?;
-            if new == old {
-                return Ok(());
-            }
-            scratch.clear();
-            logic(key, &decoded(&old, &what)?, &mut scratch);
-            scratch.iter_mut().for_each(|(_, d)| *d = -*d);
-            logic(key, &decoded(&new, &what)?, &mut scratch);
-            consolidate(&mut scratch);
-            out.extend(scratch.drain(..).map(|(o, d)| ((key.clone(), o), d)));
-            Ok(())
-        })
+                ordered_set::consolidate(&mut changes);
+                if let Some(last) = old.last().filter(|_| bounded && full) {
+                    changes.retain(|c| c.suffix < last.suffix); // ties on the order key
+                }
+                if changes.is_empty() {
+                    return Ok(());
+                }
+                let settled = full && old.last().is_some_and(|last| changes.iter().all(|c| c.suffix > last.suffix));
+                let mut set = set.apply(state, epoch, &rows, changes, &what)?;
+                if bounded {
+                    set = set.trim(state, epoch, &rows, limit, &what)?;
+                }
+                match set.is_empty() {
+                    true => state.delete(epoch, head_key),
+                    false => state.put(epoch, head_key, encode(&set)),
+                }
+                if settled {
+                    return Ok(());
+                }
+                let new = set.first(state, &rows, limit, &what)?;
+                if new == old {
+                    return Ok(());
+                }
+                scratch.clear();
+                logic(key, &decoded(&old, &what)?, &mut scratch);
+                scratch.iter_mut().for_each(|(_, d)| *d = -*d);
+                logic(key, &decoded(&new, &what)?, &mut scratch);
+                consolidate(&mut scratch);
+                out.extend(scratch.drain(..).map(|(o, d)| ((key.clone(), o), d)));
+                Ok(())
+            })
+        },
+    )
+}
+
+/// Moves a top-k's state from the layout before (a `reduce`'s: per key,
+/// `postcard(key)` -> its whole multiset `postcard(Vec<(row, diff)>)`, in
+/// keyspace `op.NAME`) into top-k layout 1, key by key in atomic batches.
+fn move_reduce_layout<V: Data>(
+    state: &OperatorState,
+    old_keyspace: &str,
+    order_key: &impl Fn(&V, &mut Vec<u8>),
+    what: &str,
+) -> Result<()> {
+    state.move_committed_from(old_keyspace, |key_bytes, value, entries| {
+        let multiset: Vec<(V, Diff)> = decode(value, what)?;
+        let mut rows: Vec<Entry> = multiset.iter().map(|(v, d)| Entry::new(v, |out| order_key(v, out), *d)).collect();
+        ordered_set::consolidate(&mut rows);
+        let (set, spilled) = OrderedSet::stored(rows);
+        if !set.is_empty() {
+            entries.push((tagged(HEAD, &[key_bytes]), encode(&set)));
+        }
+        let prefix = tagged(ROW, &[key_bytes]);
+        entries.extend(spilled.into_iter().map(|(suffix, value)| ([prefix.as_slice(), &suffix].concat(), value)));
+        Ok(())
     })
 }
 

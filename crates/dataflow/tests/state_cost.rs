@@ -539,3 +539,60 @@ fn a_top_k_over_inserts_only_keeps_only_its_first_rows() {
         .unwrap();
     assert_eq!(rows, 25, "a spilled key keeps its first 25 rows");
 }
+
+/// A top-k as it was before top-k layout 1: a `reduce` of each key's whole
+/// multiset, in keyspace `op.NAME`, with the same name.
+fn build_top_k_as_reduce(job: &mut Job<'_>) {
+    let changes = |c: Change| Some(((c.k, c.v), c.d as millpond_dataflow::Diff));
+    let rows = job.source("left", json::<Change>()).explode(changes);
+    let top3 = rows.reduce("op_top3", |_k: &u8, values: &[(i64, millpond_dataflow::Diff)], out| {
+        let mut left = 3;
+        for (value, count) in values.iter().rev().filter(|(_, c)| *c > 0) {
+            let take = (*count).min(left);
+            out.push((*value, take));
+            left -= take;
+            if left == 0 {
+                break;
+            }
+        }
+    });
+    job.materialize("top3", top3);
+}
+
+fn build_top3(job: &mut Job<'_>) {
+    let changes = |c: Change| Some(((c.k, c.v), c.d as millpond_dataflow::Diff));
+    let rows = job.source("left", json::<Change>()).explode(changes);
+    job.materialize("top3", rows.top_k("op_top3", 3));
+}
+
+/// A job whose top-k state is in the layout before (a `reduce`'s, keyspace
+/// `op.NAME`) resumes with the top-k: the state is moved into the new
+/// keyspace when the operator is built, the old keyspace is dropped, and
+/// the view goes on to match a recomputation, with retractions that need
+/// the moved rows.
+#[test]
+fn a_top_k_in_the_layout_before_is_moved_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        || RuntimeConfig::new(dir.path()).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    let mut counts = Counts::new();
+    let mut fill: Vec<(u8, i64, i64)> = (0..2_000).map(|v| (0, v, 1)).collect();
+    fill.extend([(0, 1_999, 2), (1, 7, 1), (1, 8, 3), (2, 5, 1)]);
+    produce_changes(dir.path(), "left", &fill, &mut counts);
+    Runtime::run(config(), build_top_k_as_reduce).unwrap();
+    assert_eq!(view_rows(dir.path(), "top3"), top_k_of(&counts, 3, true));
+
+    // The first rows of key 0 go: the moved rows below them come back.
+    let cut: Vec<(u8, i64, i64)> = vec![(0, 1_999, -3), (0, 1_998, -1), (1, 8, -2), (2, 6, 1)];
+    produce_changes(dir.path(), "left", &cut, &mut counts);
+    Runtime::run(config(), build_top3).unwrap();
+    assert_eq!(view_rows(dir.path(), "top3"), top_k_of(&counts, 3, true));
+    let (moved, old) = (tags_and_keys(dir.path(), "topk.op_top3"), tags_and_keys(dir.path(), "op.op_top3"));
+    assert!(moved.contains(&[0, 0]) && moved.contains(&[1, 0]), "key 0 spilled in the new layout: {moved:?}");
+    assert!(old.is_empty(), "the layout before is gone: {old:?}");
+
+    let more: Vec<(u8, i64, i64)> = vec![(0, 1_997, -1), (0, 5_000, 1), (1, 9, 1)];
+    produce_changes(dir.path(), "left", &more, &mut counts);
+    Runtime::run(config(), build_top3).unwrap();
+    assert_eq!(view_rows(dir.path(), "top3"), top_k_of(&counts, 3, true));
+}
