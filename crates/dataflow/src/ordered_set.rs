@@ -117,14 +117,21 @@ impl OrderedSet {
     /// The first rows with positive counts, in order, until their counts
     /// reach `limit`; a spilled set's are read from the group `prefix`.
     pub(crate) fn first(&self, state: &OperatorState, prefix: &[u8], limit: usize, what: &str) -> Result<Vec<Entry>> {
-        let (mut rows, mut taken) = (Vec::new(), 0u128);
-        if limit == 0 {
+        let (mut rows, mut reached) = (Vec::new(), Reached::new(limit));
+        if reached.done() {
             return Ok(rows);
         }
+        let mut take = |entry: Entry| {
+            reached.add(entry.count);
+            if entry.count > 0 {
+                rows.push(entry);
+            }
+            !reached.done()
+        };
         match self {
             OrderedSet::Inline(inline) => {
                 for entry in inline {
-                    if take(&mut rows, entry.clone(), &mut taken, limit) {
+                    if !take(entry.clone()) {
                         break;
                     }
                 }
@@ -132,8 +139,7 @@ impl OrderedSet {
             OrderedSet::Spilled { .. } => {
                 state.scan_group(prefix, |entry_key, value| {
                     let (count, order_len): (i64, u32) = decode(value, what)?;
-                    let entry = Entry { suffix: entry_key[prefix.len()..].to_vec(), order_len, count };
-                    Ok(!take(&mut rows, entry, &mut taken, limit))
+                    Ok(take(Entry { suffix: entry_key[prefix.len()..].to_vec(), order_len, count }))
                 })?;
             }
         }
@@ -207,14 +213,14 @@ impl OrderedSet {
     ) -> Result<OrderedSet> {
         let mut reached = Reached::new(limit);
         if let OrderedSet::Inline(mut rows) = self {
-            let keep = rows.iter().take_while(|e| !reached.before(e.count)).count();
+            let keep = rows.iter().take_while(|e| !reached.past(e.count)).count();
             rows.truncate(keep);
             return Ok(OrderedSet::Inline(rows));
         }
         let (mut rows, mut total, mut dropped) = (0u64, 0i64, Vec::new());
         state.scan_group(prefix, |entry_key, value| {
             let (count, _order_len): (i64, u32) = decode(value, what)?;
-            match reached.before(count) {
+            match reached.past(count) {
                 true => dropped.push(entry_key.to_vec()),
                 false => (rows, total) = (rows + 1, total + count),
             }
@@ -227,8 +233,7 @@ impl OrderedSet {
     }
 }
 
-/// Counts rows in order: whether the positive counts before a row reach
-/// the limit already (so the row is past the first ones).
+/// Counts the positive counts of rows in order, against a limit.
 struct Reached {
     taken: u128,
     limit: u128,
@@ -238,26 +243,25 @@ impl Reached {
     fn new(limit: usize) -> Reached {
         Reached { taken: 0, limit: limit as u128 }
     }
-    /// Whether the rows so far reach the limit; then counts a row of `count`.
-    fn before(&mut self, count: i64) -> bool {
-        let reached = self.taken >= self.limit;
+    fn add(&mut self, count: i64) {
         self.taken += count.max(0) as u128;
-        reached
+    }
+    /// Whether the rows counted so far reach the limit.
+    fn done(&self) -> bool {
+        self.taken >= self.limit
+    }
+    /// Whether a row of `count` is past the first rows (those before it
+    /// reach the limit already); counts it.
+    fn past(&mut self, count: i64) -> bool {
+        let past = self.done();
+        self.add(count);
+        past
     }
 }
 
 /// Whether rows with positive counts reach `limit`.
 pub(crate) fn counts_reach(rows: &[Entry], limit: usize) -> bool {
     rows.iter().map(|r| r.count.max(0) as u128).sum::<u128>() >= limit as u128
-}
-
-/// Appends `entry` to `rows` if it counts; whether `rows` now reach `limit`.
-fn take(rows: &mut Vec<Entry>, entry: Entry, taken: &mut u128, limit: usize) -> bool {
-    if entry.count > 0 {
-        *taken += entry.count as u128;
-        rows.push(entry);
-    }
-    *taken >= limit as u128
 }
 
 /// Two sorted entry lists added up, zero counts dropped.
@@ -314,24 +318,21 @@ mod tests {
 
     #[test]
     fn first_rows_skip_non_positive_counts_and_stop_at_the_limit() {
-        let (mut rows, mut taken) = (Vec::new(), 0);
-        for e in [entry(b"a", -1), entry(b"b", 2), entry(b"c", 1), entry(b"d", 5)] {
-            if take(&mut rows, e, &mut taken, 3) {
-                break;
-            }
-        }
-        assert_eq!(rows, vec![entry(b"b", 2), entry(b"c", 1)]);
-        assert!(counts_reach(&rows, 3));
-        assert!(!counts_reach(&rows, 4));
+        let rows = [entry(b"a", -1), entry(b"b", 2), entry(b"c", 1), entry(b"d", 5)];
+        let mut reached = Reached::new(3);
+        let first: Vec<&Entry> = rows.iter().filter(|e| !reached.past(e.count) && e.count > 0).collect();
+        assert_eq!(first, [&entry(b"b", 2), &entry(b"c", 1)]);
+        assert!(counts_reach(&[entry(b"b", 2), entry(b"c", 1)], 3));
+        assert!(!counts_reach(&[entry(b"b", 2), entry(b"c", 1)], 4));
     }
 
     #[test]
     fn trimming_keeps_the_rows_until_their_counts_reach_the_limit() {
         let rows = [entry(b"a", 2), entry(b"b", -1), entry(b"c", 1), entry(b"d", 4)];
         let mut reached = Reached::new(3);
-        assert_eq!(rows.iter().take_while(|e| !reached.before(e.count)).count(), 3);
+        assert_eq!(rows.iter().take_while(|e| !reached.past(e.count)).count(), 3);
         let mut reached = Reached::new(0);
-        assert!(reached.before(5));
+        assert!(reached.past(5));
     }
 
     #[test]

@@ -91,19 +91,19 @@ where
                 let full = counts_reach(&old, limit);
                 // Over an input that only inserts, rows after a full top-k can
                 // never enter it: not kept (nor encoded past their order key).
-                let boundary =
-                    old.last().filter(|_| bounded && full).map(|last| &last.suffix[..last.order_len as usize]);
+                let boundary = old.last().filter(|_| bounded && full);
+                let boundary_key = boundary.map(|last| &last.suffix[..last.order_len as usize]);
                 let mut changes = Vec::new();
                 for ((_, row), diff) in values {
                     assert!(!bounded || *diff > 0, "{what}: an input that only inserts retracted a row");
                     order_scratch.clear();
                     order_key(row, &mut order_scratch);
-                    if boundary.is_none_or(|b| order_scratch.as_slice() <= b) {
+                    if boundary_key.is_none_or(|b| order_scratch.as_slice() <= b) {
                         changes.push(Entry::new(row, |out| out.extend_from_slice(&order_scratch), *diff));
                     }
                 }
                 ordered_set::consolidate(&mut changes);
-                if let Some(last) = old.last().filter(|_| bounded && full) {
+                if let Some(last) = boundary {
                     changes.retain(|c| c.suffix < last.suffix); // ties on the order key
                 }
                 if changes.is_empty() {
