@@ -55,6 +55,7 @@ pub mod runtime;
 mod set_aggregate;
 mod sink;
 mod source;
+pub mod source_group;
 mod stash;
 pub mod state;
 pub mod timing;

@@ -42,7 +42,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::generic::operator::source;
 
 use crate::config::RetentionGap;
-use crate::context::WorkerContext;
+use crate::context::{Shared, WorkerContext};
 use crate::dead_letter::DeadLetter;
 use crate::{Collection, Diff, Epoch};
 
@@ -72,12 +72,14 @@ pub fn raw() -> impl Fn(&RecordView<'_>) -> Result<RawRecord, String> + Clone + 
 }
 
 /// One owned partition's read position.
-struct Position {
-    partition: u32,
-    next_offset: u64,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Position {
+    pub(crate) partition: u32,
+    pub(crate) next_offset: u64,
     /// Where "caught up" is, when the job stops there.
-    target: u64,
-    recorded: Option<u64>,
+    pub(crate) target: u64,
+    /// The offset last recorded for the checkpoint (`None`: none yet).
+    pub(crate) recorded: Option<u64>,
 }
 
 /// Tails `topic` as the reader `reader`.
@@ -92,8 +94,131 @@ where
     T: Clone + 'static,
     F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
 {
+    let partitions = open_topic(ctx, scope.index(), reader, topic);
+    let positions = open_positions(ctx, (scope.index(), scope.peers()), reader, topic, partitions);
+    let tailer = OneReader { reader: reader.to_owned(), topic: topic.to_owned(), positions, decode };
+    let lineage = Rc::new(BTreeSet::from([reader.to_owned()]));
+    operate(scope, ctx, &format!("source:{reader}"), tailer, lineage)
+}
+
+/// How a source operator reads: one reader's positions, or a reader group's cursors.
+pub(crate) trait Tailer: 'static {
+    type Item: Clone + 'static;
+    /// Records the positions reached, for the checkpoint of `epoch`.
+    fn record(&mut self, shared: &Shared, epoch: Epoch);
+    /// Reads what is readable, handing each item to `give`. Returns whether
+    /// anything was read (`None`: the job failed).
+    fn read(&mut self, shared: &Shared, give: impl FnMut(Self::Item)) -> Option<bool>;
+    /// Whether every position reached its target (the end when the job started).
+    fn caught_up(&self) -> bool;
+}
+
+/// The source operator: emits what `tailer` reads at the current epoch;
+/// when the clock moves on, records the positions for the epoch it closes
+/// and then downgrades its capability.
+pub(crate) fn operate<'s, R: Tailer>(
+    scope: timely::dataflow::Scope<'s, Epoch>,
+    ctx: &Rc<WorkerContext>,
+    name: &str,
+    mut tailer: R,
+    lineage: crate::collection::Lineage,
+) -> Collection<'s, R::Item> {
     let shared = ctx.shared.clone();
-    let log = shared.log().clone();
+    let stream = source(scope, name, move |capability: Capability<Epoch>, info| {
+        let activator = scope.activator_for(info.address);
+        let mut cap = Some(capability);
+        move |output| {
+            let Some(current) = cap.as_mut() else { return };
+            let now = shared.epoch_now().max(shared.first_epoch());
+            if *current.time() < now {
+                // The initial capability (epoch 0) precedes the run: nothing
+                // was emitted at it, so it has no positions to record.
+                if *current.time() >= shared.first_epoch() {
+                    tailer.record(&shared, *current.time());
+                }
+                current.downgrade(&now);
+            }
+            let epoch = *current.time();
+            if shared.checkpoints.progress_due() {
+                // This step carries an operator's finished epoch to the probe.
+                activator.activate();
+                return;
+            }
+            let read_any = {
+                let mut session = output.session(current);
+                match tailer.read(&shared, |item| session.give((item, epoch, 1 as Diff))) {
+                    Some(read_any) => read_any,
+                    None => return,
+                }
+            };
+            let caught_up = shared.config.stop_when_caught_up && tailer.caught_up();
+            if shared.stopping() || caught_up {
+                tailer.record(&shared, epoch);
+                cap = None;
+            } else if read_any {
+                activator.activate();
+            } else {
+                let wait = shared.until_epoch_end(epoch).min(Duration::from_millis(IDLE_POLL_MS));
+                activator.activate_after(wait.max(Duration::from_millis(1)));
+            }
+        }
+    });
+    Collection::from_stream(stream, ctx.clone(), lineage)
+}
+
+/// One reader and its decoder.
+struct OneReader<F> {
+    reader: String,
+    topic: String,
+    positions: Vec<Position>,
+    decode: F,
+}
+
+impl<T, F> Tailer for OneReader<F>
+where
+    T: Clone + 'static,
+    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+{
+    type Item = Result<T, Box<DeadLetter>>;
+
+    fn record(&mut self, shared: &Shared, epoch: Epoch) {
+        record_positions(shared, &self.reader, &self.topic, epoch, &mut self.positions);
+    }
+
+    fn read(&mut self, shared: &Shared, mut give: impl FnMut(Self::Item)) -> Option<bool> {
+        let mut read_any = false;
+        for position in self.positions.iter_mut() {
+            let fetch = match fetch_at(shared, &[&self.reader], &self.topic, position) {
+                Fetched::Records(fetch) => fetch,
+                Fetched::Skipped => continue,
+                Fetched::Failed => return None,
+            };
+            let mut count = 0u64;
+            for record in fetch.records() {
+                // Boxed: a rare dead letter must not widen every record.
+                give(
+                    (self.decode)(&record)
+                        .map_err(|error| Box::new(DeadLetter::of(&self.topic, position.partition, &record, error))),
+                );
+                count += 1;
+            }
+            read_any |= advance(position, fetch.next_offset());
+            shared.records.fetch_add(count, Ordering::Relaxed);
+        }
+        Some(read_any)
+    }
+
+    fn caught_up(&self) -> bool {
+        self.positions.iter().all(|p| p.next_offset >= p.target)
+    }
+}
+
+/// Checks that `reader` may read `topic` (creating the topic if it does not
+/// exist) and registers the topic's incarnation; returns its partition count.
+/// Problems are build errors (the count is then 0).
+pub(crate) fn open_topic(ctx: &WorkerContext, worker: usize, reader: &str, topic: &str) -> u32 {
+    let shared = &ctx.shared;
+    let log = shared.log();
     let resumed = shared.checkpoints.resumed();
     if let Some(read) = resumed.readers.get(reader)
         && read != topic
@@ -117,7 +242,6 @@ where
             None
         }
     };
-    let partitions = config.map_or(0, |c| c.partitions);
     // Offsets belong to one incarnation of the topic (Kafka's topic ids):
     // a topic deleted and created again is not resumed at the old offsets.
     if let Ok(id) = log.topic_id(topic).map(|id| id.to_string()) {
@@ -127,15 +251,28 @@ where
                  id {id}: it was deleted and created again, so those offsets mean other records. Drop and re-create \
                  the views that read it (or give them a new reader), which read the new topic from its start"
             )),
-            _ if scope.index() == 0 => shared.checkpoints.register_topic_id(reader, &id),
+            _ if worker == 0 => shared.checkpoints.register_topic_id(reader, &id),
             _ => {}
         }
     }
-    let topic = topic.to_owned();
+    config.map_or(0, |c| c.partitions)
+}
+
+/// Where `reader` starts on each partition of `topic` that this worker
+/// (`index` of `peers`) owns.
+pub(crate) fn open_positions(
+    ctx: &WorkerContext,
+    (index, peers): (usize, usize),
+    reader: &str,
+    topic: &str,
+    partitions: u32,
+) -> Vec<Position> {
+    let shared = &ctx.shared;
+    let log = shared.log();
+    let resumed = shared.checkpoints.resumed();
     let fresh = resumed.is_fresh(reader);
     let committed = resumed.sources.get(reader).cloned().unwrap_or_default();
-    let (index, peers) = (scope.index(), scope.peers());
-    let mut positions: Vec<Position> = (0..partitions)
+    (0..partitions)
         .filter(|p| *p as usize % peers == index)
         .map(|partition| {
             // A fresh reader reads all that is retained, and records where
@@ -144,12 +281,12 @@ where
             // (as skipped) what retention took before it read it.
             // A resuming reader's partition without an offset (a version 2
             // checkpoint) starts there too, and counts what it never read.
-            let start = log.low_watermark(&topic, partition).unwrap_or(0);
+            let start = log.low_watermark(topic, partition).unwrap_or(0);
             if !fresh && !committed.contains_key(&partition) {
                 shared.skipped.fetch_add(start, Ordering::Relaxed);
             }
             let next_offset = committed.get(&partition).copied().unwrap_or(start);
-            let target = log.high_watermark(&topic, partition).unwrap_or(0);
+            let target = log.high_watermark(topic, partition).unwrap_or(0);
             if next_offset > target {
                 ctx.build_error(format!(
                     "reader '{reader}' committed offset {next_offset} of {topic}/{partition}, but the partition \
@@ -160,100 +297,58 @@ where
             }
             Position { partition, next_offset, target, recorded: (!fresh).then_some(next_offset) }
         })
-        .collect();
-    let lineage = Rc::new(BTreeSet::from([reader.to_owned()]));
-    let reader = reader.to_owned();
-    let stream = source(scope, &format!("source:{reader}"), move |capability: Capability<Epoch>, info| {
-        let activator = scope.activator_for(info.address);
-        let mut cap = Some(capability);
-        move |output| {
-            let Some(current) = cap.as_mut() else { return };
-            let now = shared.epoch_now().max(shared.first_epoch());
-            if *current.time() < now {
-                // The initial capability (epoch 0) precedes the run: nothing
-                // was emitted at it, so it has no positions to record.
-                if *current.time() >= shared.first_epoch() {
-                    record_positions(&shared, &reader, &topic, *current.time(), &mut positions);
-                }
-                current.downgrade(&now);
-            }
-            let epoch = *current.time();
-            if shared.checkpoints.progress_due() {
-                // This step carries an operator's finished epoch to the probe.
-                activator.activate();
-                return;
-            }
-            let mut read_any = false;
-            {
-                let mut session = output.session(current);
-                for position in positions.iter_mut() {
-                    let fetch = match log.fetch(
-                        &topic,
-                        position.partition,
-                        position.next_offset,
-                        shared.config.fetch_bytes_max,
-                    ) {
-                        Ok(fetch) => fetch,
-                        Err(LogError::OffsetOutOfRange { low, .. }) if low > position.next_offset => {
-                            // Retention removed what was never read: fail, or skip and report.
-                            let gap = RetentionGap {
-                                reader: reader.clone(),
-                                topic: topic.clone(),
-                                partition: position.partition,
-                                from: position.next_offset,
-                                to: low,
-                            };
-                            if !shared.retention_gap(gap) {
-                                return;
-                            }
-                            position.next_offset = low;
-                            continue;
-                        }
-                        Err(e) => {
-                            shared.fail(crate::Error::at(
-                                format!("reader '{reader}' of {topic}/{}", position.partition),
-                                e,
-                            ));
-                            return;
-                        }
-                    };
-                    let mut count = 0u64;
-                    for record in fetch.records() {
-                        // Boxed: a rare dead letter must not widen every record.
-                        let item = decode(&record)
-                            .map_err(|error| Box::new(DeadLetter::of(&topic, position.partition, &record, error)));
-                        session.give((item, epoch, 1 as Diff));
-                        count += 1;
-                    }
-                    let next = fetch.next_offset();
-                    assert!(next >= position.next_offset, "source offsets only move forward");
-                    read_any |= next > position.next_offset;
-                    position.next_offset = next;
-                    shared.records.fetch_add(count, Ordering::Relaxed);
-                }
-            }
-            let caught_up = shared.config.stop_when_caught_up && positions.iter().all(|p| p.next_offset >= p.target);
-            if shared.stopping() || caught_up {
-                record_positions(&shared, &reader, &topic, epoch, &mut positions);
-                cap = None;
-            } else if read_any {
-                activator.activate();
-            } else {
-                let wait = shared.until_epoch_end(epoch).min(Duration::from_millis(IDLE_POLL_MS));
-                activator.activate_after(wait.max(Duration::from_millis(1)));
-            }
-        }
-    });
-    Collection::from_stream(stream, ctx.clone(), lineage)
+        .collect()
 }
 
-fn record_positions(
-    shared: &crate::context::Shared,
-    reader: &str,
-    topic: &str,
-    epoch: Epoch,
-    positions: &mut [Position],
-) {
+/// What a fetch at a position gave.
+pub(crate) enum Fetched {
+    Records(millpond_log::Fetch),
+    /// Retention removed what was never read, and the policy skips it: the
+    /// position moved to the log start.
+    Skipped,
+    /// The job failed (an error, or a retention gap the policy refuses).
+    Failed,
+}
+
+/// Fetches the records at `position` for `readers` (all at that position).
+pub(crate) fn fetch_at(shared: &Shared, readers: &[&str], topic: &str, position: &mut Position) -> Fetched {
+    let log = shared.log();
+    match log.fetch(topic, position.partition, position.next_offset, shared.config.fetch_bytes_max) {
+        Ok(fetch) => Fetched::Records(fetch),
+        Err(LogError::OffsetOutOfRange { low, .. }) if low > position.next_offset => {
+            // Retention removed what was never read: fail, or skip and report.
+            for reader in readers {
+                let gap = RetentionGap {
+                    reader: (*reader).to_owned(),
+                    topic: topic.to_owned(),
+                    partition: position.partition,
+                    from: position.next_offset,
+                    to: low,
+                };
+                if !shared.retention_gap(gap) {
+                    return Fetched::Failed;
+                }
+            }
+            position.next_offset = low;
+            Fetched::Skipped
+        }
+        Err(e) => {
+            let at = format!("reader '{}' of {topic}/{}", readers.join("', '"), position.partition);
+            shared.fail(crate::Error::at(at, e));
+            Fetched::Failed
+        }
+    }
+}
+
+/// Moves `position` to `next` (after a fetch); true if it moved.
+pub(crate) fn advance(position: &mut Position, next: u64) -> bool {
+    assert!(next >= position.next_offset, "source offsets only move forward");
+    let moved = next > position.next_offset;
+    position.next_offset = next;
+    moved
+}
+
+pub(crate) fn record_positions(shared: &Shared, reader: &str, topic: &str, epoch: Epoch, positions: &mut [Position]) {
     for position in positions.iter_mut() {
         if position.recorded != Some(position.next_offset) {
             shared.checkpoints.source_position(epoch, reader, topic, position.partition, position.next_offset);

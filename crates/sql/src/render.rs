@@ -8,7 +8,11 @@
 //!   by another definition).
 //! - A view reads each source or table with a reader of its own and keeps
 //!   only the columns it reads (others are NULL): its rows and state depend
-//!   on its own definition only. The records a source rejects do not depend
+//!   on its own definition only. The readers of an append-only source that
+//!   several views read form one reader group
+//!   (`millpond_dataflow::source_group`): each record is decoded once, into
+//!   the columns any of them reads, and masked per view; offsets stay per
+//!   reader. The records a source rejects do not depend
 //!   on the view (every declared column is validated): they go to the
 //!   source's one dead-letter topic, `SOURCE.dead-letter`.
 //! - SQL's NULL never equals anything: rows whose join key has a NULL never
@@ -119,6 +123,8 @@ struct Renderer<'s, 'j> {
     /// Names the view's readers and operators: `VIEW.FINGERPRINT`.
     prefix: String,
     sources: BTreeMap<String, Collection<'s, Row>>,
+    /// The view's readers in shared reader groups (see `shared_sources`).
+    shared: SharedReads<'s>,
     unit: Option<Collection<'s, Row>>,
     /// Per source or table: which columns the view reads.
     demanded: BTreeMap<String, Vec<bool>>,
@@ -143,6 +149,15 @@ impl Get {
 
 /// A fusible chain: the source and the stages over it, innermost first.
 type Fused = (Get, Vec<Stage>);
+
+/// What the last step of a fused source keeps of the row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finish {
+    /// The whole row: columns the view does not read must be NULL.
+    Row,
+    /// Expressions over the columns the view reads only.
+    Columns,
+}
 
 /// A stage evaluated inside a source's decode step (see `Renderer::fusible`).
 #[derive(Clone, Debug)]
@@ -181,19 +196,121 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[Compil
     for source in sources {
         job.declare_source(&source.name, &source.topic, &source.verdict);
     }
-    for view in views {
-        let mut demanded = BTreeMap::new();
-        demand(&view.rel, &vec![true; view.columns.len()], &mut demanded);
-        let prefix = view.prefix();
-        let mut uses = BTreeMap::new();
-        count_uses(&view.rel, &mut uses);
-        let mut renderer = Renderer { job, prefix, sources: BTreeMap::new(), unit: None, demanded, uses, operators: 0 };
+    let plans: Vec<ViewPlan> = views.iter().map(ViewPlan::new).collect();
+    let mut shared = shared_sources(job, &plans);
+    for (index, (view, plan)) in views.iter().zip(plans).enumerate() {
+        let shared = shared.remove(&index).unwrap_or_default();
+        let ViewPlan { prefix, demanded, uses, .. } = plan;
+        let mut renderer =
+            Renderer { job, prefix, sources: BTreeMap::new(), shared, unit: None, demanded, uses, operators: 0 };
         let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
         let rows = renderer.render(&view.rel);
         let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
         let definition = renderer.prefix.clone();
         renderer.job.materialize_definition(&view.name, &definition, rows);
     }
+}
+
+/// What rendering needs of a view before it renders: its names, the columns
+/// it reads and how often it reads each source or table.
+struct ViewPlan {
+    prefix: String,
+    demanded: BTreeMap<String, Vec<bool>>,
+    uses: BTreeMap<String, usize>,
+    /// The append-only sources it reads.
+    sources: BTreeMap<String, SourceRead>,
+}
+
+impl ViewPlan {
+    fn new(view: &CompiledView) -> ViewPlan {
+        let mut demanded = BTreeMap::new();
+        demand(&view.rel, &vec![true; view.columns.len()], &mut demanded);
+        let mut uses = BTreeMap::new();
+        count_uses(&view.rel, &mut uses);
+        let mut sources = BTreeMap::new();
+        append_only_sources(&view.rel, &mut sources);
+        ViewPlan { prefix: view.prefix(), demanded, uses, sources }
+    }
+}
+
+/// An append-only source a view reads: its topic and declared columns.
+type SourceRead = (String, Vec<(String, Type)>);
+
+fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
+    match rel {
+        Rel::Get { object, input: Input::Source { topic }, columns } => {
+            out.insert(object.clone(), (topic.clone(), columns.clone()));
+        }
+        Rel::Get { .. } | Rel::Unit => {}
+        Rel::Project { input, .. }
+        | Rel::Filter { input, .. }
+        | Rel::Aggregate { input, .. }
+        | Rel::Distinct { input }
+        | Rel::TopK { input, .. }
+        | Rel::Window { input, .. } => append_only_sources(input, out),
+        Rel::Join { left, right, .. } => {
+            append_only_sources(left, out);
+            append_only_sources(right, out);
+        }
+        Rel::UnionAll { inputs } => inputs.iter().for_each(|i| append_only_sources(i, out)),
+    }
+}
+
+/// Per view (by index), the append-only sources it reads through a shared
+/// reader group: those that more than one view reads. Each record of such a
+/// source is decoded once (into the columns that any of its views reads)
+/// and handed to every view's reader; the views' readers, offsets and rows
+/// are what they would be apart (see `millpond_dataflow::source_group`).
+fn shared_sources<'s>(job: &mut Job<'s>, plans: &[ViewPlan]) -> BTreeMap<usize, SharedReads<'s>> {
+    let mut readers: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, plan) in plans.iter().enumerate() {
+        for object in plan.sources.keys() {
+            readers.entry(object).or_default().push(index);
+        }
+    }
+    let mut shared: BTreeMap<usize, SharedReads<'s>> = BTreeMap::new();
+    for (object, views) in readers.into_iter().filter(|(_, views)| views.len() > 1) {
+        let (topic, columns) = plans[views[0]].sources[object].clone();
+        let mut wanted = vec![false; columns.len()];
+        let names: Vec<String> = views
+            .iter()
+            .map(|v| {
+                let plan = &plans[*v];
+                plan.demanded[object].iter().zip(&mut wanted).for_each(|(a, b)| *b |= *a);
+                reader_name(&plan.prefix, &plan.demanded, object)
+            })
+            .collect();
+        let decode = move |record: &RecordView<'_>| match record.value {
+            Some(value) => decode_row(value, &columns, &wanted),
+            None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
+        };
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let collections = job.shared_source_of(object, &names, &topic, decode);
+        for (view, collection) in views.into_iter().zip(collections) {
+            shared.entry(view).or_default().insert(object.to_owned(), collection);
+        }
+    }
+    shared
+}
+
+/// A view's readers in reader groups: per source, the shared decoded rows.
+type SharedReads<'s> = BTreeMap<String, Collection<'s, Rc<Row>>>;
+
+/// `row` with the columns a view does not read set to NULL (its rows and
+/// state depend on its own definition only).
+fn masked(row: &[Value], wanted: &[bool]) -> Row {
+    row.iter().zip(wanted).map(|(value, want)| if *want { value.clone() } else { Value::Null }).collect()
+}
+
+/// A view's reader of `object`: `VIEW.FINGERPRINT.OBJECT` (or a numbered
+/// name when that would be too long for a reader name).
+fn reader_name(prefix: &str, demanded: &BTreeMap<String, Vec<bool>>, object: &str) -> String {
+    let name = format!("{prefix}.{object}");
+    if name.len() <= 150 {
+        return name;
+    }
+    let index = demanded.keys().position(|o| o == object).unwrap_or(usize::MAX);
+    format!("{prefix}.r{index}")
 }
 
 /// Marks the columns of each source and table that `rel` reads, given which
@@ -325,6 +442,34 @@ impl Tuple {
     }
 }
 
+/// A decoded row through a view's fused stages, then `finish`: `None` when
+/// a filter drops it. A row that holds columns the view does not read (a
+/// shared reader's) is masked to `mask` unless a projection replaced it.
+fn apply_stages<T>(
+    stages: &[Stage],
+    row: &[Value],
+    mask: Option<&[bool]>,
+    finish: impl Fn(&[Value]) -> T,
+) -> Option<T> {
+    let mut projected: Option<Row> = None;
+    for stage in stages {
+        let current: &[Value] = projected.as_deref().unwrap_or(row);
+        match stage {
+            Stage::Filter(predicate) => {
+                if !holds(predicate, current) {
+                    return None;
+                }
+            }
+            Stage::Project(exprs) => projected = Some(eval_all(exprs, current)),
+        }
+    }
+    match (projected, mask) {
+        (Some(projected), _) => Some(finish(&projected)),
+        (None, Some(mask)) => Some(finish(&masked(row, mask))),
+        (None, None) => Some(finish(row)),
+    }
+}
+
 fn eval_all(exprs: &[Expr], row: &[Value]) -> Row {
     exprs.iter().map(|e| eval(e, row)).collect()
 }
@@ -338,12 +483,7 @@ impl<'s> Renderer<'s, '_> {
     /// The view's reader of `object`: `VIEW.FINGERPRINT.OBJECT` (or a
     /// numbered name when that would be too long for a reader name).
     fn reader_name(&self, object: &str) -> String {
-        let name = format!("{}.{object}", self.prefix);
-        if name.len() <= 150 {
-            return name;
-        }
-        let index = self.demanded.keys().position(|o| o == object).unwrap_or(usize::MAX);
-        format!("{}.r{index}", self.prefix)
+        reader_name(&self.prefix, &self.demanded, object)
     }
 
     fn source(&mut self, get: &Get) -> Collection<'s, Row> {
@@ -355,6 +495,12 @@ impl<'s> Renderer<'s, '_> {
         let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
         let columns: Rc<[(String, Type)]> = get.columns.clone().into();
         let collection = match &get.input {
+            Input::Source { .. } if self.shared.contains_key(object) => {
+                let everything = !wanted.contains(&false);
+                self.shared[object]
+                    .clone()
+                    .map(move |row: Rc<Row>| if everything { (*row).clone() } else { masked(&row, &wanted) })
+            }
             Input::Source { .. } => {
                 let decode = move |record: &RecordView<'_>| match record.value {
                     Some(value) => decode_row(value, &columns, &wanted),
@@ -407,17 +553,23 @@ impl<'s> Renderer<'s, '_> {
         }
     }
 
-    /// Reads `input` with its stages applied, then `finish` on each row that passes.
+    /// Reads `input` with its stages applied, then `finish` on each row that
+    /// passes; `reads` says what `finish` keeps of the row.
     fn fused_source<T: Clone + 'static>(
         &mut self,
         get: &Get,
         stages: Vec<Stage>,
+        reads: Finish,
         finish: impl Fn(&[Value]) -> T + 'static,
     ) -> Collection<'s, T> {
         let (object, topic) = (get.object.as_str(), get.topic());
         let reader = self.reader_name(object);
         let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
         let columns: Rc<[(String, Type)]> = get.columns.clone().into();
+        if let Some(shared) = self.shared.get(object) {
+            let mask = (reads == Finish::Row && wanted.contains(&false)).then_some(wanted);
+            return shared.clone().flat_map(move |row: Rc<Row>| apply_stages(&stages, &row, mask.as_deref(), &finish));
+        }
         let filters = stages.iter().any(|s| matches!(s, Stage::Filter(_)));
         let scratch = std::cell::RefCell::new(Row::new());
         // Applies the stages to a decoded row: `None` when a filter drops it.
@@ -427,19 +579,7 @@ impl<'s> Renderer<'s, '_> {
             };
             let mut row = scratch.borrow_mut();
             decode_row_into(value, &columns, &wanted, &mut row)?;
-            let mut projected: Option<Row> = None;
-            for stage in &stages {
-                let current: &[Value] = projected.as_deref().unwrap_or(&row);
-                match stage {
-                    Stage::Filter(predicate) => {
-                        if !holds(predicate, current) {
-                            return Ok(None);
-                        }
-                    }
-                    Stage::Project(exprs) => projected = Some(eval_all(exprs, current)),
-                }
-            }
-            Ok(Some(finish(projected.as_deref().unwrap_or(&row))))
+            Ok(apply_stages(&stages, &row, None, &finish))
         };
         if filters {
             self.job.source_of(object, &reader, topic, apply).flat_map(|row: Option<T>| row)
@@ -466,7 +606,7 @@ impl<'s> Renderer<'s, '_> {
             }
             Rel::Project { .. } | Rel::Filter { .. } if self.fusible(rel).is_some() => {
                 let (get, stages) = self.fusible(rel).expect("checked");
-                self.fused_source(&get, stages, <[Value]>::to_vec)
+                self.fused_source(&get, stages, Finish::Row, <[Value]>::to_vec)
             }
             Rel::Project { input, exprs } => {
                 let exprs = exprs.clone();
@@ -486,7 +626,7 @@ impl<'s> Renderer<'s, '_> {
                 let group = group.clone();
                 let key_and_args = move |row: &[Value]| (Tuple::eval(&group, row), Tuple::eval(&args, row));
                 let keyed = match self.fusible(input) {
-                    Some((get, stages)) => self.fused_source(&get, stages, key_and_args),
+                    Some((get, stages)) => self.fused_source(&get, stages, Finish::Columns, key_and_args),
                     None => self.render(input).map(move |row| key_and_args(&row)),
                 };
                 let name = self.operator_name();
