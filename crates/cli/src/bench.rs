@@ -22,6 +22,10 @@ pub(crate) enum BenchCommand {
     Dataflow(crate::bench_dataflow::DataflowBenchArgs),
     /// Benchmark the Nexmark SQL queries, and bid_stats in SQL against the Rust job.
     Sql(crate::bench_sql::SqlBenchArgs),
+    /// Benchmark the Nexmark queries and the state views over inputs of
+    /// several sizes, with 1 and 2 workers: events/s per core, the cost
+    /// ratio of the largest input to the smallest, peak memory, state size.
+    Nexmark(crate::bench_nexmark::NexmarkBenchArgs),
     /// Benchmark the server over the wire: fan-out, delivery latency,
     /// subscriber memory, SELECT latency.
     Serve(crate::bench_serve::ServeBenchArgs),
@@ -336,6 +340,7 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
         BenchCommand::Log(args) => args,
         BenchCommand::Dataflow(args) => return crate::bench_dataflow::run(data_dir, &args),
         BenchCommand::Sql(args) => return crate::bench_sql::run(data_dir, &args),
+        BenchCommand::Nexmark(args) => return crate::bench_nexmark::run(data_dir, &args),
         BenchCommand::Serve(args) => return crate::bench_serve::run(data_dir, &args),
     };
     let sizes = if args.quick {

@@ -62,7 +62,7 @@ pub(crate) struct SqlBenchArgs {
 
 const TOPICS: [&str; 3] = ["person", "auction", "bid"];
 
-fn ensure_input(dir: &Path, events: u64) -> Result<()> {
+pub(crate) fn ensure_input(dir: &Path, events: u64) -> Result<()> {
     let marker = dir.join("events");
     if fs::read_to_string(&marker).ok().and_then(|s| s.trim().parse::<u64>().ok()) == Some(events) {
         return Ok(());
@@ -78,7 +78,7 @@ fn ensure_input(dir: &Path, events: u64) -> Result<()> {
 }
 
 /// A fresh data directory sharing the input's (read-only) segment files.
-fn fresh_run_dir(input: &Path, run: &Path) -> Result<()> {
+pub(crate) fn fresh_run_dir(input: &Path, run: &Path) -> Result<()> {
     crate::bench_dataflow::fresh_run_dir_with(input, run, &TOPICS)
 }
 

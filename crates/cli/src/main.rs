@@ -8,6 +8,7 @@
 
 mod bench;
 mod bench_dataflow;
+mod bench_nexmark;
 mod bench_serve;
 mod bench_sql;
 mod consume;
