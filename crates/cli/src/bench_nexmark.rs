@@ -120,18 +120,7 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
 
 /// The Nexmark query files asked for, in query order, then the extra files.
 fn query_files(args: &NexmarkBenchArgs) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = fs::read_dir(&args.queries_dir)
-        .with_context(|| format!("reading {}", args.queries_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            p.extension().is_some_and(|e| e == "sql")
-                && stem.starts_with('q')
-                && (args.queries.is_empty() || args.queries.contains(&stem))
-        })
-        .filter(|p| fs::read_to_string(p).is_ok_and(|sql| sql.contains("CREATE MATERIALIZED VIEW")))
-        .collect();
-    files.sort_by_key(|p| p.file_stem().and_then(|s| s.to_string_lossy()[1..].parse::<u32>().ok()).unwrap_or(u32::MAX));
+    let mut files = crate::bench_sql::nexmark_queries(&args.queries_dir, &args.queries)?;
     for extra in args.extra.iter().filter(|e| !e.is_empty()) {
         let path = PathBuf::from(extra);
         if !path.is_file() {

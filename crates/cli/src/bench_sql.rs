@@ -117,22 +117,30 @@ fn run_rust_bid_stats(input: &Path, run: &Path, epoch_ms: u64) -> Result<(f64, R
     Ok((started.elapsed().as_secs_f64(), stats))
 }
 
-pub(crate) fn run(data_dir: &Path, args: &SqlBenchArgs) -> Result<()> {
-    let dir = args.dir.clone().unwrap_or_else(|| data_dir.join("bench-sql"));
-    let input = dir.join("input");
-    ensure_input(&input, args.events)?;
-    let run = dir.join("run");
-    let mut files: Vec<PathBuf> = fs::read_dir(&args.queries_dir)
-        .with_context(|| format!("reading {}", args.queries_dir.display()))?
+/// The Nexmark query files `qN.sql` in `dir` that define a view (those
+/// named in `only`, if any), in query order.
+pub(crate) fn nexmark_queries(dir: &Path, only: &[String]) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             p.extension().is_some_and(|e| e == "sql")
                 && stem.starts_with('q')
-                && (args.queries.is_empty() || args.queries.contains(&stem))
+                && (only.is_empty() || only.contains(&stem))
         })
+        .filter(|p| fs::read_to_string(p).is_ok_and(|sql| sql.contains("CREATE MATERIALIZED VIEW")))
         .collect();
     files.sort_by_key(|p| p.file_stem().and_then(|s| s.to_string_lossy()[1..].parse::<u32>().ok()).unwrap_or(u32::MAX));
+    Ok(files)
+}
+
+pub(crate) fn run(data_dir: &Path, args: &SqlBenchArgs) -> Result<()> {
+    let dir = args.dir.clone().unwrap_or_else(|| data_dir.join("bench-sql"));
+    let input = dir.join("input");
+    ensure_input(&input, args.events)?;
+    let run = dir.join("run");
+    let files = nexmark_queries(&args.queries_dir, &args.queries)?;
     println!(
         "Nexmark SQL over {} events, 1 worker, RocksDB state, {} ms checkpoints; events/s/core = input records read / seconds",
         args.events, args.epoch_ms
@@ -140,9 +148,6 @@ pub(crate) fn run(data_dir: &Path, args: &SqlBenchArgs) -> Result<()> {
     println!("{:<8} {:>10} {:>12} {:>16}", "query", "seconds", "records", "events/s/core");
     for file in &files {
         let sql = fs::read_to_string(file)?;
-        if !sql.contains("CREATE MATERIALIZED VIEW") {
-            continue;
-        }
         let name = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         let (seconds, stats) = run_sql(&input, &run, &sql, &file.display().to_string(), args.epoch_ms)?;
         println!("{name:<8} {seconds:>10.2} {:>12} {:>16.0}", stats.records, stats.records as f64 / seconds);
