@@ -20,6 +20,9 @@ pub(crate) enum BenchCommand {
     /// Benchmark the dataflow runtime: bid_stats with RocksDB and in-memory
     /// state, checkpoints on and off, and recovery after kill -9.
     Dataflow(crate::bench_dataflow::DataflowBenchArgs),
+    /// Benchmark a view's changelog sink: every bid a view change, against
+    /// the same job with no change reaching the sink.
+    Changelog(crate::bench_changelog::ChangelogBenchArgs),
     /// Benchmark the Nexmark SQL queries, and bid_stats in SQL against the Rust job.
     Sql(crate::bench_sql::SqlBenchArgs),
     /// Benchmark the Nexmark queries and the state views over inputs of
@@ -339,6 +342,7 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
     let args = match command {
         BenchCommand::Log(args) => args,
         BenchCommand::Dataflow(args) => return crate::bench_dataflow::run(data_dir, &args),
+        BenchCommand::Changelog(args) => return crate::bench_changelog::run(data_dir, &args),
         BenchCommand::Sql(args) => return crate::bench_sql::run(data_dir, &args),
         BenchCommand::Nexmark(args) => return crate::bench_nexmark::run(data_dir, &args),
         BenchCommand::Serve(args) => return crate::bench_serve::run(data_dir, &args),

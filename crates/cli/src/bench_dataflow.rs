@@ -43,7 +43,7 @@ pub(crate) struct DataflowBenchArgs {
 }
 
 /// Reads every input file once, so the first run does not pay for the page cache.
-fn warm_page_cache(input: &Path) -> Result<()> {
+pub(crate) fn warm_page_cache(input: &Path) -> Result<()> {
     let topic = input.join("topics").join("bid");
     for partition in fs::read_dir(&topic)? {
         let partition = partition?;
@@ -59,7 +59,7 @@ fn warm_page_cache(input: &Path) -> Result<()> {
 const PARTITIONS: u32 = 4;
 
 /// Generates `bids` Nexmark bids into `dir` unless they are there already.
-fn ensure_input(dir: &Path, bids: u64) -> Result<()> {
+pub(crate) fn ensure_input(dir: &Path, bids: u64) -> Result<()> {
     let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() })?;
     let have: u64 = if log.topics().iter().any(|t| t == "bid") {
         log.describe("bid")?.iter().map(|p| p.high_watermark).sum()
@@ -137,16 +137,7 @@ pub(crate) fn fresh_run_dir_with(input: &Path, run: &Path, topics: &[&str]) -> R
 }
 
 fn job_args(epoch_ms: u64, state: StateArg, checkpoints: bool) -> JobArgs {
-    JobArgs {
-        workers: 1,
-        epoch_ms,
-        until_caught_up: true,
-        state,
-        state_cache_mib: crate::job::STATE_CACHE_MIB_DEFAULT,
-        no_checkpoints: !checkpoints,
-        test_commit_delay_ms: 0,
-        on_retention_gap: crate::job::GapArg::Fail,
-    }
+    JobArgs { state, no_checkpoints: !checkpoints, ..JobArgs::until_caught_up(1, epoch_ms) }
 }
 
 fn committed_epoch(dir: &Path) -> u64 {

@@ -16,7 +16,7 @@ use millpond_dataflow::{RunStats, RuntimeConfig, StateBackend};
 use millpond_log::{Log, LogOptions};
 use millpond_sql::Session;
 
-use crate::job::{JobArgs, StateArg};
+use crate::job::JobArgs;
 
 /// The SQL twin of the Rust `bid_stats` job (`millpond job nexmark`), its
 /// source declaring the fields the Rust job's `Bid` decodes: both validate
@@ -102,16 +102,7 @@ fn run_sql(input: &Path, run: &Path, sql: &str, file: &str, epoch_ms: u64) -> Re
 
 fn run_rust_bid_stats(input: &Path, run: &Path, epoch_ms: u64) -> Result<(f64, RunStats)> {
     fresh_run_dir(input, run)?;
-    let args = JobArgs {
-        workers: 1,
-        epoch_ms,
-        until_caught_up: true,
-        state: StateArg::Rocksdb,
-        state_cache_mib: crate::job::STATE_CACHE_MIB_DEFAULT,
-        no_checkpoints: false,
-        test_commit_delay_ms: 0,
-        on_retention_gap: crate::job::GapArg::Fail,
-    };
+    let args = JobArgs::until_caught_up(1, epoch_ms);
     let started = Instant::now();
     let stats = crate::job::run_nexmark(run, &args, true, Arc::new(AtomicBool::new(false)))?;
     Ok((started.elapsed().as_secs_f64(), stats))

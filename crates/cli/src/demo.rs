@@ -18,7 +18,7 @@ use clap::Args;
 use millpond_dataflow::{Event, Subscription, read_view};
 use millpond_log::{Log, LogOptions};
 
-use crate::job::{JobArgs, StateArg};
+use crate::job::JobArgs;
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
@@ -69,16 +69,7 @@ pub(crate) fn run(data_dir: &Path, args: &DemoArgs) -> Result<()> {
 
     println!("2. running the views bid_stats, bidder_stats, category_stats, top_bids ({} ms epochs)", args.epoch_ms);
     println!("   live changes of category_stats, one line per change, as each epoch commits:");
-    let job_args = JobArgs {
-        workers: args.workers,
-        epoch_ms: args.epoch_ms,
-        until_caught_up: true,
-        state: StateArg::Rocksdb,
-        state_cache_mib: crate::job::STATE_CACHE_MIB_DEFAULT,
-        no_checkpoints: false,
-        test_commit_delay_ms: 0,
-        on_retention_gap: crate::job::GapArg::Fail,
-    };
+    let job_args = JobArgs::until_caught_up(args.workers, args.epoch_ms);
     let started = Instant::now();
     let dir = data_dir.to_path_buf();
     let job =

@@ -69,6 +69,23 @@ pub(crate) struct JobArgs {
     pub(crate) on_retention_gap: GapArg,
 }
 
+impl JobArgs {
+    /// A run of `workers` workers with RocksDB state and checkpoints that
+    /// stops once caught up (the benches' and the demo's).
+    pub(crate) fn until_caught_up(workers: usize, epoch_ms: u64) -> JobArgs {
+        JobArgs {
+            workers,
+            epoch_ms,
+            until_caught_up: true,
+            state: StateArg::Rocksdb,
+            state_cache_mib: STATE_CACHE_MIB_DEFAULT,
+            no_checkpoints: false,
+            test_commit_delay_ms: 0,
+            on_retention_gap: GapArg::Fail,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum GapArg {
     Fail,

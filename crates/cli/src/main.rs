@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_changelog;
 mod bench_dataflow;
 mod bench_nexmark;
 mod bench_serve;

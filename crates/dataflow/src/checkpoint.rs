@@ -581,8 +581,7 @@ impl Checkpoints {
     pub(crate) fn register_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<()> {
         let mut meta = self.meta.lock().expect("meta lock");
         if !self.resumed.states.contains(keyspace) {
-            let resuming: Vec<&str> =
-                lineage.iter().filter(|reader| !self.resumed.is_fresh(reader)).map(String::as_str).collect();
+            let resuming = self.resuming_readers(lineage);
             if !resuming.is_empty() {
                 return Err(Error::InvalidJob(format!(
                     "'{keyspace}' is new, but this data directory's job has committed epoch {} and it reads from \
@@ -596,6 +595,12 @@ impl Checkpoints {
         }
         meta.states.insert(keyspace.to_owned());
         Ok(())
+    }
+
+    /// The readers of `lineage` that resume from committed offsets (not
+    /// fresh: they will not read the input before those offsets again).
+    pub(crate) fn resuming_readers<'a>(&self, lineage: &'a BTreeSet<String>) -> Vec<&'a str> {
+        lineage.iter().filter(|reader| !self.resumed.is_fresh(reader)).map(String::as_str).collect()
     }
 
     /// Registers `keyspace` as the new layout of state `from`: when the
@@ -629,8 +634,7 @@ impl Checkpoints {
         first_epoch: Epoch,
     ) -> (bool, Option<u64>) {
         let mut meta = self.meta.lock().expect("meta lock");
-        let resumed =
-            self.resumed.changelogs.get(name).filter(|_| self.resumed.views.get(name).is_some_and(|t| t == topic));
+        let resumed = self.resumed_changelog(name, topic);
         let definition = definition.to_owned();
         let (entry, replaced) = match resumed {
             Some(old) if old.definition == definition => (old.clone(), false),
@@ -642,6 +646,18 @@ impl Checkpoints {
         meta.views.insert(name.to_owned(), topic.to_owned());
         meta.changelogs.insert(name.to_owned(), entry);
         (replaced, rows)
+    }
+
+    /// Whether the resumed checkpoint has view `name` (changelog `topic`)
+    /// under a definition other than `definition`: what
+    /// [`Checkpoints::register_view`] will answer, for any worker to ask.
+    pub(crate) fn view_replaced(&self, name: &str, topic: &str, definition: &str) -> bool {
+        self.resumed_changelog(name, topic).is_some_and(|old| old.definition != definition)
+    }
+
+    /// The resumed changelog of view `name`, if it resumes with `topic`.
+    fn resumed_changelog(&self, name: &str, topic: &str) -> Option<&ViewChangelog> {
+        self.resumed.changelogs.get(name).filter(|_| self.resumed.views.get(name).is_some_and(|t| t == topic))
     }
 
     /// The reader `reader` reads the topic incarnation `topic_id` (recorded

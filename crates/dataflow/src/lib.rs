@@ -62,6 +62,7 @@ pub mod timing;
 mod top_k;
 pub mod topics;
 pub mod view;
+mod view_fold;
 mod view_sink;
 mod view_state;
 

@@ -631,10 +631,11 @@ fn versioned_bids<'s>(job: &mut Job<'s>, reader: &str) -> millpond_dataflow::Col
 fn build_versioned(job: &mut Job<'_>, definition: Option<&str>) {
     let bids = versioned_bids;
     match definition {
-        Some("stats") => {
+        Some(definition @ ("stats" | "stats_again")) => {
+            // Two definitions with the same rows.
             let bids = bids(job, "v_stats");
             let rows = bids.aggregate("v_stats", (Count, Sum(|p: &i64| *p))).map(|(a, (c, s))| (a, Some(c * 1000 + s)));
-            job.materialize_definition("v", "stats", rows);
+            job.materialize_definition("v", definition, rows);
         }
         Some("max") => {
             let bids = bids(job, "v_max");
@@ -649,7 +650,11 @@ fn build_versioned(job: &mut Job<'_>, definition: Option<&str>) {
 }
 
 fn run_versioned(dir: &Path, definition: Option<&'static str>) -> RunStats {
-    let config = config(dir, StateBackend::RocksDb).drop_undeclared(true);
+    run_versioned_on(dir, definition, 1)
+}
+
+fn run_versioned_on(dir: &Path, definition: Option<&'static str>, workers: usize) -> RunStats {
+    let config = config(dir, StateBackend::RocksDb).drop_undeclared(true).workers(workers);
     Runtime::run(config, move |job| build_versioned(job, definition)).unwrap()
 }
 
@@ -657,6 +662,7 @@ fn expected_versioned(input: &Input, definition: &str) -> BTreeMap<String, i64> 
     if definition == "max" {
         return expected_max(input);
     }
+    assert!(matches!(definition, "stats" | "stats_again"), "{definition}");
     let mut per_auction: BTreeMap<u64, i64> = BTreeMap::new();
     for bid in valid_bids(input) {
         *per_auction.entry(bid.auction).or_default() += 1000 + bid.price;
@@ -666,11 +672,42 @@ fn expected_versioned(input: &Input, definition: &str) -> BTreeMap<String, i64> 
 
 #[test]
 fn a_replaced_view_retracts_the_old_definition_for_live_and_resumed_subscribers() {
+    replaced_view_retracts_the_old_definition(1, 1);
+}
+
+/// The view's rows are folded by the worker each row hashes to, so a
+/// replacement retracts each worker's share: written by one worker and
+/// replaced by two, or written and replaced by two.
+#[test]
+fn a_replaced_view_retracts_the_old_definition_whatever_the_workers() {
+    replaced_view_retracts_the_old_definition(1, 2);
+    replaced_view_retracts_the_old_definition(2, 2);
+}
+
+/// A definition replaced while the view's readers resume: the new rows
+/// would miss the input before their offsets, so the run is refused with
+/// an error that says so, and the view keeps its rows.
+#[test]
+fn a_view_redefined_over_resuming_readers_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let input = bids(0..900);
+    produce(dir, "bid", 2, &input);
+    run_versioned(dir, Some("stats"));
+    let config = config(dir, StateBackend::RocksDb).drop_undeclared(true);
+    let refused = Runtime::run(config, |job| build_versioned(job, Some("stats_again"))).unwrap_err();
+    let message = refused.to_string();
+    assert!(message.contains("view 'v' has a new definition") && message.contains("v_stats"), "{message}");
+    assert_eq!(published(dir).changelogs["v"].definition, "stats");
+    assert_eq!(view_rows(dir, "v"), expected_versioned(&input, "stats"));
+}
+
+fn replaced_view_retracts_the_old_definition(first_workers: usize, workers: usize) {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let first = bids(0..1200);
     produce(dir, "bid", 2, &first);
-    run_versioned(dir, Some("stats"));
+    run_versioned_on(dir, Some("stats"), first_workers);
     assert_eq!(view_rows(dir, "v"), expected_versioned(&first, "stats"));
     let before = published(dir);
     assert_eq!(before.changelogs["v"].definition, "stats");
@@ -682,7 +719,7 @@ fn a_replaced_view_retracts_the_old_definition_for_live_and_resumed_subscribers(
     // Replaced: the changelog stays, the old rows are retracted, the new ones follow.
     let second = bids(1200..1500);
     produce(dir, "bid", 2, &second);
-    let two = run_versioned(dir, Some("max"));
+    let two = run_versioned_on(dir, Some("max"), workers);
     let all: Input = first.iter().chain(&second).cloned().collect();
     assert_eq!(view_rows(dir, "v"), expected_versioned(&all, "max"));
     assert!(two.dropped.contains(&"state op.v_stats".to_owned()), "{:?}", two.dropped);
@@ -702,20 +739,20 @@ fn a_replaced_view_retracts_the_old_definition_for_live_and_resumed_subscribers(
     assert_eq!(resumed_rows, expected_versioned(&all, "max"));
 
     // A run with nothing new retracts nothing again.
-    let three = run_versioned(dir, Some("max"));
+    let three = run_versioned_on(dir, Some("max"), workers);
     assert!(three.dropped.is_empty());
     assert_eq!(fold_available(&mut live, &mut live_rows), 0);
     assert_eq!(live_rows, expected_versioned(&all, "max"));
 
     // Dropped: a live subscriber's rows are retracted, then it fails.
-    run_versioned(dir, None);
+    run_versioned_on(dir, None, workers);
     let (held, error) = drain(&mut live, live_rows);
     assert!(held.is_empty(), "{held:?}");
     assert!(matches!(error, Error::ViewDropped { recreated: false, .. }), "{error}");
     let dropped_at = published(dir).epoch;
 
     // Created again: a new changelog; resuming from before it is refused.
-    run_versioned(dir, Some("stats"));
+    run_versioned_on(dir, Some("stats"), workers);
     assert_eq!(view_rows(dir, "v"), expected_versioned(&all, "stats"));
     assert!(published(dir).changelogs["v"].since > dropped_at);
     let refused = Subscription::open(dir, "v", Some(after.epoch), false).unwrap_err();

@@ -1,0 +1,378 @@
+//! A view's fold: the first half of its changelog sink, on every worker.
+//! Each worker owns the rows that hash to it (by the row's JSON bytes);
+//! it folds their updates into their epoch as they arrive, reads each
+//! row's multiplicity before the epoch from the view's state, and when
+//! the frontier passes an epoch emits one [`Change`] per changed row
+//! (its change and its multiplicity after the epoch) to the append half
+//! ([`crate::view_sink`]), which writes the epoch's records on worker 0.
+//!
+//! Work follows the data, not the barrier: an update is consolidated into
+//! its epoch's map (row → change) when it arrives, and while the input
+//! frontier sits at the oldest open epoch (no earlier update can come) the
+//! rows of that epoch read their multiplicity before the epoch from the
+//! state as they come. What is left when the frontier passes the epoch is
+//! the arithmetic and one sorted batch of changes.
+//!
+//! Invariants:
+//! - a row's updates all reach one worker (the exchange hashes the row's
+//!   bytes), so each worker's state reads and overlay writes are the only
+//!   ones for its rows; the state's keys do not depend on the worker count;
+//! - an epoch is folded once, in increasing order, after every earlier
+//!   one; its changes are sorted by row, one per changed row, none zero;
+//! - a multiplicity read ahead (`before`) is read only when every earlier
+//!   epoch is folded and none can still arrive, so it equals what the
+//!   state holds when the epoch is folded (asserted against it in debug
+//!   builds);
+//! - the state is read (read ahead, or at a fold) only after the last
+//!   folded epoch is in its overlay: the overlay's inserts are deferred
+//!   from the fold to the operator's second activation after it (the
+//!   first is in the step that carries the epoch onwards), so the epoch's
+//!   commit does not wait for them, but every read comes after them.
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::Stream;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Capability, InputCapability};
+
+use crate::codec::{decode, encode};
+use crate::context::Shared;
+use crate::error::Result;
+use crate::keyed::key_hash;
+use crate::opstate::OperatorState;
+use crate::{Diff, Epoch};
+
+/// A row's change in one epoch as the fold emits it: the row (JSON), its
+/// change, and its multiplicity after the epoch (0: the row is gone).
+pub(crate) type Change = (Vec<u8>, i64, i64);
+
+/// A view's row as the fold receives it: its JSON, or why it has none.
+pub(crate) type JsonRow = std::result::Result<Vec<u8>, String>;
+
+/// A row's change within one epoch.
+#[derive(Clone, Copy, Debug, Default)]
+struct Delta {
+    /// The row's multiplicity before the epoch, once read.
+    before: Option<i64>,
+    diff: i64,
+}
+
+/// A row's changes in one epoch, in the order rows first came.
+type Rows = IndexMap<Vec<u8>, Delta, FxBuildHasher>;
+
+/// One open epoch: its capability and its rows' changes so far.
+struct Open {
+    capability: Capability<Epoch>,
+    rows: Rows,
+    /// Rows from this index on came after the last read ahead.
+    unread_from: usize,
+    /// The first row that could not be JSON (fails the epoch's fold).
+    error: Option<String>,
+}
+
+/// This worker's share of the view's state and the epochs not yet folded.
+pub(crate) struct ViewFold {
+    /// `view 'NAME'`, for errors.
+    what: String,
+    /// `None` only when the build failed (no data then flows).
+    state: Option<OperatorState>,
+    open: BTreeMap<Epoch, Open>,
+    /// The first epoch of a run that replaces the view's definition: it
+    /// retracts every row of the old one (this worker's share).
+    replaced: Option<Epoch>,
+    /// This worker's index and the worker count (a replacement retracts
+    /// the committed rows that route here).
+    worker: (usize, usize),
+    /// The last epoch folded, not yet in the state's overlay (see
+    /// [`ViewFold::index_folded`]).
+    folded: Option<Folded>,
+    /// An epoch was folded at this activation: the next one leaves it out
+    /// of the overlay (it carries the epoch onwards), the one after puts it in.
+    index_next: bool,
+}
+
+/// An epoch's rows as folded: each row and its multiplicity after the
+/// epoch, in row order.
+struct Folded {
+    epoch: Epoch,
+    rows: Vec<(Vec<u8>, i64)>,
+}
+
+/// The worker a row's updates go to (any function of the row's bytes
+/// alone; rows that are not JSON all go to worker 0).
+fn route(row: &JsonRow) -> u64 {
+    row.as_ref().map_or(0, |bytes| key_hash(bytes.as_slice()))
+}
+
+/// Whether worker `worker.0` of `worker.1` receives `row`'s updates:
+/// timely's exchange sends a datum to worker `route % workers` (checked
+/// against timely in this module's tests).
+fn owns(worker: (usize, usize), row: &[u8]) -> bool {
+    key_hash(row) % worker.1 as u64 == worker.0 as u64
+}
+
+impl ViewFold {
+    /// The fold of view `name` on worker `worker.0` of `worker.1` over
+    /// `state` (this worker's handle on the view's keyspace), replacing the
+    /// old definition's rows at `replaced`.
+    pub(crate) fn new(
+        name: &str,
+        worker: (usize, usize),
+        state: Option<OperatorState>,
+        replaced: Option<Epoch>,
+    ) -> ViewFold {
+        assert!(worker.0 < worker.1, "a worker index is below the worker count");
+        ViewFold {
+            what: format!("view '{name}'"),
+            state,
+            open: BTreeMap::new(),
+            replaced,
+            worker,
+            folded: None,
+            index_next: false,
+        }
+    }
+
+    /// The fold as an operator: `rows` exchanged by row, out the changes of
+    /// each finished epoch at that epoch. Failures fail the job (`label`).
+    pub(crate) fn render<'s>(
+        mut self,
+        rows: Stream<'s, Epoch, Vec<(JsonRow, Epoch, Diff)>>,
+        shared: std::sync::Arc<Shared>,
+        label: String,
+    ) -> Stream<'s, Epoch, Vec<Change>> {
+        let scope = rows.scope();
+        let name = format!("{label}:fold");
+        rows.unary_frontier::<CapacityContainerBuilder<Vec<Change>>, _, _, _>(
+            Exchange::new(|(row, _, _): &(JsonRow, Epoch, Diff)| route(row)),
+            &name,
+            move |capability, info| {
+                let activator = scope.activator_for(info.address);
+                // The replacing epoch is folded even if it has no update.
+                let mut forced = self.replaced.map(|epoch| capability.delayed(&epoch));
+                move |(input, frontier), output| {
+                    // The epoch folded at the last activation goes into the
+                    // overlay one activation later: the step right after a
+                    // fold carries the epoch onwards to the append, and the
+                    // commit waits for it.
+                    if std::mem::take(&mut self.index_next) {
+                        activator.activate();
+                    } else {
+                        self.index_folded();
+                    }
+                    input.for_each(|capability, data| {
+                        for (row, epoch, diff) in data.drain(..) {
+                            self.absorb(&capability, row, epoch, diff);
+                        }
+                    });
+                    if let Some(capability) = forced.take() {
+                        self.open_at(capability);
+                    }
+                    while let Some(epoch) = self.ready(frontier.frontier().first().copied()) {
+                        if shared.failed() {
+                            return;
+                        }
+                        match self.fold(epoch) {
+                            Ok((capability, mut changes)) => output.session(&capability).give_container(&mut changes),
+                            Err(e) => return shared.fail(crate::Error::at(label.clone(), e)),
+                        }
+                        self.index_next = true;
+                        activator.activate();
+                    }
+                    if let Err(e) = self.read_ahead(frontier.frontier().first().copied()) {
+                        shared.fail(crate::Error::at(label.clone(), e));
+                    }
+                }
+            },
+        )
+    }
+
+    /// Folds one update into its epoch.
+    fn absorb(&mut self, capability: &InputCapability<Epoch>, row: JsonRow, epoch: Epoch, diff: Diff) {
+        let open = self.open.entry(epoch).or_insert_with(|| Open::new(capability.delayed(&epoch, 0)));
+        match row {
+            Err(e) => {
+                open.error.get_or_insert(e);
+            }
+            Ok(row) => open.rows.entry(row).or_default().diff += diff as i64,
+        }
+    }
+
+    /// Holds `capability`'s epoch open even without updates.
+    fn open_at(&mut self, capability: Capability<Epoch>) {
+        let epoch = *capability.time();
+        assert!(self.open.keys().next().is_none_or(|&first| first >= epoch), "no epoch of a run precedes its first");
+        self.open.entry(epoch).or_insert_with(|| Open::new(capability));
+    }
+
+    /// The oldest open epoch, if the frontier (`None`: empty) passed it.
+    fn ready(&self, frontier: Option<Epoch>) -> Option<Epoch> {
+        let epoch = *self.open.keys().next()?;
+        frontier.is_none_or(|f| f > epoch).then_some(epoch)
+    }
+
+    /// Reads `before` for the rows of the oldest open epoch that came since
+    /// the last call, if the frontier sits at it (nothing earlier can come,
+    /// every earlier epoch is folded).
+    fn read_ahead(&mut self, frontier: Option<Epoch>) -> Result<()> {
+        if self.folded.is_some() {
+            return Ok(()); // after the folded epoch is indexed, at the next activation
+        }
+        let Some(state) = self.state.as_ref() else { return Ok(()) };
+        let Some((&epoch, open)) = self.open.iter_mut().next() else { return Ok(()) };
+        if frontier != Some(epoch) || self.replaced == Some(epoch) {
+            return Ok(());
+        }
+        for at in open.unread_from..open.rows.len() {
+            let (row, delta) = open.rows.get_index_mut(at).expect("an index below the length");
+            delta.before = Some(read(state, row, &self.what)?);
+        }
+        open.unread_from = open.rows.len();
+        Ok(())
+    }
+
+    /// Puts the last folded epoch's rows into the state's overlay (where a
+    /// multiplicity is read until the commit thread applies the epoch to
+    /// the store) and lets the overlay forget what is applied. Deferred from
+    /// the fold to the operator's next activation: the epoch's commit does
+    /// not wait for it, and nothing reads the state before it.
+    fn index_folded(&mut self) {
+        let Some(Folded { epoch, rows }) = self.folded.take() else { return };
+        let state = self.state.as_mut().expect("only a view with state folds epochs");
+        for (row, new) in rows {
+            if new == 0 {
+                state.delete(epoch, row);
+            } else {
+                state.put(epoch, row, encode(&new));
+            }
+        }
+        state.finish_epoch(epoch);
+    }
+
+    /// Folds epoch `epoch`: its capability and its changes, sorted by row.
+    fn fold(&mut self, epoch: Epoch) -> Result<(Capability<Epoch>, Vec<Change>)> {
+        self.index_folded(); // an earlier epoch folded in this activation
+        assert!(self.replaced.is_none_or(|first| epoch >= first), "no epoch of a run precedes its first");
+        let open = self.open.remove(&epoch).expect("a ready epoch is open");
+        if let Some(e) = open.error {
+            return Err(crate::Error::InvalidJob(format!("a row of {} is not JSON: {e}", self.what)));
+        }
+        let state = self.state.as_mut().expect("rows reach a fold only after a clean build");
+        let mut rows = open.rows;
+        if self.replaced.take().is_some_and(|first| first == epoch) {
+            retract_committed(state, self.worker, &mut rows, &self.what)?;
+        }
+        let mut deltas: Vec<(Vec<u8>, Delta)> = rows.into_iter().filter(|(_, d)| d.diff != 0).collect();
+        deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut changes = Vec::with_capacity(deltas.len());
+        let mut folded = Vec::with_capacity(deltas.len());
+        for (row, delta) in deltas {
+            let old = match delta.before {
+                None => read(state, &row, &self.what)?,
+                Some(before) => {
+                    if cfg!(debug_assertions) {
+                        assert_eq!(before, read(state, &row, &self.what)?, "a multiplicity read ahead is current");
+                    }
+                    before
+                }
+            };
+            let new = old + delta.diff;
+            folded.push((row.clone(), new));
+            changes.push((row, delta.diff, new));
+        }
+        self.folded = Some(Folded { epoch, rows: folded });
+        Ok((open.capability, changes))
+    }
+}
+
+impl Open {
+    fn new(capability: Capability<Epoch>) -> Open {
+        Open { capability, rows: Rows::default(), unread_from: 0, error: None }
+    }
+}
+
+/// The replacing epoch's retractions: every row of this worker's share
+/// that the committed state holds.
+fn retract_committed(state: &OperatorState, worker: (usize, usize), rows: &mut Rows, what: &str) -> Result<()> {
+    state.scan_committed(|row, count| {
+        if owns(worker, row) {
+            rows.entry(row.to_vec()).or_default().diff -= decode::<i64>(count, what)?;
+        }
+        Ok(())
+    })
+}
+
+/// A row's multiplicity in the view's state (0: absent). Only with no
+/// folded epoch waiting for the overlay ([`ViewFold::index_folded`]).
+fn read(state: &OperatorState, row: &[u8], what: &str) -> Result<i64> {
+    state.get(row)?.map(|b| decode(&b, what)).transpose().map(|count| count.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use timely::dataflow::InputHandle;
+    use timely::dataflow::channels::pact::Exchange;
+    use timely::dataflow::operators::generic::Operator;
+    use timely::dataflow::operators::{Input, Probe};
+
+    use super::{JsonRow, owns, route};
+
+    /// Every row reaches the one worker that [`owns`] it, for worker
+    /// counts that are and are not powers of two.
+    #[test]
+    fn the_exchange_sends_each_row_to_the_worker_that_owns_it() {
+        for workers in [1, 2, 3, 4] {
+            let received = timely::execute(timely::Config::process(workers), move |worker| {
+                let (index, peers) = (worker.index(), worker.peers());
+                let mut input = InputHandle::new();
+                let mut received = 0u64;
+                let counted = std::rc::Rc::new(std::cell::Cell::new(0u64));
+                let count = counted.clone();
+                let probe = worker.dataflow::<u64, _, _>(|scope| {
+                    scope
+                        .input_from(&mut input)
+                        .container::<Vec<JsonRow>>()
+                        .unary::<timely::container::CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                            Exchange::new(route),
+                            "owner",
+                            move |_, _| {
+                                move |input, _output| {
+                                    input.for_each(|_, rows| {
+                                        for row in rows.drain(..) {
+                                            let row = row.expect("the test sends JSON rows");
+                                            assert!(
+                                                owns((index, peers), &row),
+                                                "worker {index} of {peers} got {row:?}"
+                                            );
+                                            count.set(count.get() + 1);
+                                        }
+                                    });
+                                }
+                            },
+                        )
+                        .probe()
+                        .0
+                });
+                for n in (0..1000).filter(|n| n % peers == index) {
+                    input.send(Ok(format!("{{\"a\":{n},\"b\":\"x{n}\"}}").into_bytes()));
+                }
+                input.advance_to(1);
+                while probe.less_than(input.time()) {
+                    worker.step();
+                }
+                received += counted.get();
+                received
+            })
+            .expect("timely runs")
+            .join()
+            .into_iter()
+            .map(|r| r.expect("a worker ends"))
+            .sum::<u64>();
+            assert_eq!(received, 1000, "every row arrives once with {workers} workers");
+        }
+    }
+}
