@@ -42,6 +42,7 @@ mod config;
 mod context;
 pub mod dead_letter;
 mod error;
+mod held_filter;
 mod join;
 pub mod json_check;
 mod keyed;

@@ -110,6 +110,9 @@ pub struct StateReads {
     pub entries: u64,
     /// Bytes of the values returned by both.
     pub value_bytes: u64,
+    /// Keys scanned once per run, not per epoch: a resumed view's rows
+    /// read into its filter of the rows held (`held_filter`).
+    pub filter_keys: u64,
 }
 
 impl StateReads {
@@ -117,6 +120,7 @@ impl StateReads {
         self.gets += other.gets;
         self.entries += other.entries;
         self.value_bytes += other.value_bytes;
+        self.filter_keys += other.filter_keys;
     }
 }
 
@@ -126,6 +130,7 @@ pub(crate) struct StateReadCounters {
     gets: AtomicU64,
     entries: AtomicU64,
     value_bytes: AtomicU64,
+    filter_keys: AtomicU64,
 }
 
 impl StateReadCounters {
@@ -133,12 +138,14 @@ impl StateReadCounters {
         self.gets.fetch_add(reads.gets, Ordering::Relaxed);
         self.entries.fetch_add(reads.entries, Ordering::Relaxed);
         self.value_bytes.fetch_add(reads.value_bytes, Ordering::Relaxed);
+        self.filter_keys.fetch_add(reads.filter_keys, Ordering::Relaxed);
     }
     pub(crate) fn total(&self) -> StateReads {
         StateReads {
             gets: self.gets.load(Ordering::Relaxed),
             entries: self.entries.load(Ordering::Relaxed),
             value_bytes: self.value_bytes.load(Ordering::Relaxed),
+            filter_keys: self.filter_keys.load(Ordering::Relaxed),
         }
     }
 }
@@ -217,12 +224,22 @@ impl OperatorState {
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let value = match self.overlay.get(key) {
-            Some((_, value)) => value.clone(),
-            None => self.checkpoints.store().get(self.keyspace, key)?,
-        };
-        self.count(StateReads { gets: 1, entries: 0, value_bytes: value.as_ref().map_or(0, |v| v.len() as u64) });
+        let value = self.get_uncounted(key)?;
+        self.count(StateReads {
+            gets: 1,
+            value_bytes: value.as_ref().map_or(0, |v| v.len() as u64),
+            ..StateReads::default()
+        });
         Ok(value)
+    }
+
+    /// [`OperatorState::get`] without counting the read: for assertions
+    /// that check what an operator did not read.
+    pub(crate) fn get_uncounted(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.overlay.get(key) {
+            Some((_, value)) => Ok(value.clone()),
+            None => self.checkpoints.store().get(self.keyspace, key),
+        }
     }
 
     /// Calls `f` with every entry of group `prefix` (the keys written with
@@ -286,6 +303,25 @@ impl OperatorState {
             failed.is_ok()
         })?;
         failed
+    }
+
+    /// Calls `f` with the committed keys from `start` on, in key order, at
+    /// most `limit` of them; the number visited (counted as filter keys).
+    /// The overlay is not merged in (a scan done a step at a time while the
+    /// operator writes: a view's filter of the rows held).
+    pub(crate) fn scan_committed_keys_from(
+        &self,
+        start: &[u8],
+        limit: usize,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize> {
+        let mut visited = 0;
+        self.checkpoints.store().scan_keys_from(self.keyspace, start, limit, &mut |key| {
+            visited += 1;
+            f(key);
+        })?;
+        self.count(StateReads { filter_keys: visited as u64, ..StateReads::default() });
+        Ok(visited)
     }
 
     /// Replaces every committed entry whose key starts with `prefix` by the
@@ -374,13 +410,20 @@ impl OperatorState {
         self.overlay.insert(key, (epoch, value), group_len);
     }
 
+    /// Adds the reads since the last report to the runtime's counters
+    /// (done by [`OperatorState::finish_epoch`]; an operator whose epoch
+    /// ends before it finishes the epoch reports them earlier).
+    pub(crate) fn report_reads(&self) {
+        self.checkpoints.count_reads(self.reads.take());
+    }
+
     /// Hands this epoch's writes to the checkpoint and forgets overlay
     /// entries that are committed by now.
     pub(crate) fn finish_epoch(&mut self, epoch: Epoch) {
         if !self.batch.is_empty() {
             self.checkpoints.add_writes(epoch, &mut self.batch);
         }
-        self.checkpoints.count_reads(self.reads.take());
+        self.report_reads();
         let committed = self.checkpoints.committed_epoch();
         self.overlay.retain_after(committed);
     }

@@ -116,6 +116,9 @@ pub trait StateStore: Send + Sync + fmt::Debug {
     /// Calls `f` on every entry whose key starts with `prefix`, in key order,
     /// until it returns false.
     fn scan_prefix(&self, keyspace: Keyspace, prefix: &[u8], f: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<()>;
+    /// Calls `f` on the keys of `keyspace` from `start` on, in key order, at
+    /// most `limit` of them (a scan done a step at a time).
+    fn scan_keys_from(&self, keyspace: Keyspace, start: &[u8], limit: usize, f: &mut dyn FnMut(&[u8])) -> Result<()>;
     /// Applies `batch` atomically; with `sync`, durably before returning.
     fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()>;
 }
@@ -282,6 +285,19 @@ impl StateStore for RocksStore {
         Ok(())
     }
 
+    fn scan_keys_from(&self, keyspace: Keyspace, start: &[u8], limit: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let (_, end) = keyspace.range();
+        let mut options = rocksdb::ReadOptions::default();
+        options.set_iterate_upper_bound(end);
+        let from = keyspace.prefixed(start);
+        let iter = self.db.iterator_opt(rocksdb::IteratorMode::From(&from, rocksdb::Direction::Forward), options);
+        for entry in iter.take(limit) {
+            let (key, _) = entry.map_err(|e| Self::error(&self.path, e))?;
+            f(&key[4..]);
+        }
+        Ok(())
+    }
+
     fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         let mut write = rocksdb::WriteBatch::default();
         for op in &batch.ops {
@@ -351,6 +367,18 @@ impl StateStore for MemoryStore {
             if !f(&key[4..], value) {
                 break;
             }
+        }
+        Ok(())
+    }
+
+    fn scan_keys_from(&self, keyspace: Keyspace, start: &[u8], limit: usize, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let (_, end) = keyspace.range();
+        let keys: Vec<Vec<u8>> = {
+            let entries = self.entries.read().expect("state lock");
+            entries.range(keyspace.prefixed(start)..end).take(limit).map(|(key, _)| key.clone()).collect()
+        };
+        for key in &keys {
+            f(&key[4..]);
         }
         Ok(())
     }

@@ -39,9 +39,10 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, InputCapability};
 
-use crate::codec::{decode, encode};
+use crate::codec::{decode, encode_count};
 use crate::context::Shared;
 use crate::error::Result;
+use crate::held_filter::{HeldFilter, row_hash};
 use crate::keyed::key_hash;
 use crate::opstate::OperatorState;
 use crate::{Diff, Epoch};
@@ -49,6 +50,10 @@ use crate::{Diff, Epoch};
 /// A row's change in one epoch as the fold emits it: the row (JSON), its
 /// change, and its multiplicity after the epoch (0: the row is gone).
 pub(crate) type Change = (Vec<u8>, i64, i64);
+
+/// Committed keys the scan that completes a resumed view's filter reads
+/// per activation.
+const FILTER_SCAN_STEP_KEYS: usize = 64 * 1024;
 
 /// A view's row as the fold receives it: its JSON, or why it has none.
 pub(crate) type JsonRow = std::result::Result<Vec<u8>, String>;
@@ -93,6 +98,12 @@ pub(crate) struct ViewFold {
     /// An epoch was folded at this activation: the next one leaves it out
     /// of the overlay (it carries the epoch onwards), the one after puts it in.
     index_next: bool,
+    /// The rows this worker's share may hold: a row it says is absent is
+    /// not read from the state.
+    filter: HeldFilter,
+    /// Where the scan of the committed rows into the filter goes on, until
+    /// it is complete.
+    filter_scan: Option<Vec<u8>>,
 }
 
 /// An epoch's rows as folded: each row and its multiplicity after the
@@ -126,7 +137,12 @@ impl ViewFold {
         replaced: Option<Epoch>,
     ) -> ViewFold {
         assert!(worker.0 < worker.1, "a worker index is below the worker count");
+        // A view whose state holds nothing yet needs no scan to be complete.
+        let empty =
+            state.as_ref().is_some_and(|state| state.scan_committed_keys_from(&[], 1, &mut |_| ()).ok() == Some(0));
         ViewFold {
+            filter: HeldFilter::new(empty),
+            filter_scan: (!empty && state.is_some()).then(Vec::new),
             what: format!("view '{name}'"),
             state,
             open: BTreeMap::new(),
@@ -155,6 +171,13 @@ impl ViewFold {
                 // The replacing epoch is folded even if it has no update.
                 let mut forced = self.replaced.map(|epoch| capability.delayed(&epoch));
                 move |(input, frontier), output| {
+                    // A resumed view's filter fills a step at a time, before
+                    // this activation's reads.
+                    match self.scan_filter_step() {
+                        Ok(true) => activator.activate(),
+                        Ok(false) => {}
+                        Err(e) => return shared.fail(crate::Error::at(label.clone(), e)),
+                    }
                     // The epoch folded at the last activation goes into the
                     // overlay one activation later: the step right after a
                     // fold carries the epoch onwards to the append, and the
@@ -229,10 +252,37 @@ impl ViewFold {
         }
         for at in open.unread_from..open.rows.len() {
             let (row, delta) = open.rows.get_index_mut(at).expect("an index below the length");
-            delta.before = Some(read(state, row, &self.what)?);
+            delta.before = Some(held(state, &self.filter, row, &self.what)?);
         }
         open.unread_from = open.rows.len();
         Ok(())
+    }
+
+    /// Scans the next committed rows into the filter; whether more remain.
+    /// Rows folded meanwhile go into the filter as they are folded, so
+    /// when the scan reaches the end the filter covers every row held.
+    fn scan_filter_step(&mut self) -> Result<bool> {
+        let (Some(start), Some(state)) = (self.filter_scan.take(), self.state.as_ref()) else { return Ok(false) };
+        let (filter, worker) = (&mut self.filter, self.worker);
+        let mut last = None;
+        let visited = state.scan_committed_keys_from(&start, FILTER_SCAN_STEP_KEYS, &mut |row| {
+            if owns(worker, row) {
+                filter.insert(row_hash(key_hash(row)));
+            }
+            last = Some(row.to_vec());
+        })?;
+        state.report_reads();
+        match last.filter(|_| visited == FILTER_SCAN_STEP_KEYS) {
+            Some(mut next) => {
+                next.push(0); // the least key after the last one scanned
+                self.filter_scan = Some(next);
+                Ok(true)
+            }
+            None => {
+                self.filter.complete();
+                Ok(false)
+            }
+        }
     }
 
     /// Puts the last folded epoch's rows into the state's overlay (where a
@@ -247,7 +297,7 @@ impl ViewFold {
             if new == 0 {
                 state.delete(epoch, row);
             } else {
-                state.put(epoch, row, encode(&new));
+                state.put(epoch, row, encode_count(new));
             }
         }
         state.finish_epoch(epoch);
@@ -272,18 +322,24 @@ impl ViewFold {
         let mut folded = Vec::with_capacity(deltas.len());
         for (row, delta) in deltas {
             let old = match delta.before {
-                None => read(state, &row, &self.what)?,
+                None => held(state, &self.filter, &row, &self.what)?,
                 Some(before) => {
                     if cfg!(debug_assertions) {
-                        assert_eq!(before, read(state, &row, &self.what)?, "a multiplicity read ahead is current");
+                        let now = state.get_uncounted(&row)?.map(|b| decode::<i64>(&b, &self.what)).transpose()?;
+                        assert_eq!(before, now.unwrap_or(0), "a multiplicity read ahead is current");
                     }
                     before
                 }
             };
             let new = old + delta.diff;
+            if new != 0 {
+                self.filter.insert(row_hash(key_hash(row.as_slice())));
+            }
             folded.push((row.clone(), new));
             changes.push((row, delta.diff, new));
         }
+        // The epoch's commit may come before the overlay's next finish.
+        state.report_reads();
         self.folded = Some(Folded { epoch, rows: folded });
         Ok((open.capability, changes))
     }
@@ -306,8 +362,21 @@ fn retract_committed(state: &OperatorState, worker: (usize, usize), rows: &mut R
     })
 }
 
-/// A row's multiplicity in the view's state (0: absent). Only with no
-/// folded epoch waiting for the overlay ([`ViewFold::index_folded`]).
+/// A row's multiplicity in the view's state (0: absent), not read where
+/// the filter says the row is absent. Only with no folded epoch waiting
+/// for the overlay ([`ViewFold::index_folded`]).
+fn held(state: &OperatorState, filter: &HeldFilter, row: &[u8], what: &str) -> Result<i64> {
+    if filter.surely_absent(row_hash(key_hash(row))) {
+        if cfg!(debug_assertions) {
+            let held = state.get_uncounted(row)?.map(|b| decode::<i64>(&b, what)).transpose()?;
+            assert_eq!(held.unwrap_or(0), 0, "a row the filter says is absent is not held");
+        }
+        return Ok(0);
+    }
+    read(state, row, what)
+}
+
+/// A row's multiplicity in the view's state, read.
 fn read(state: &OperatorState, row: &[u8], what: &str) -> Result<i64> {
     state.get(row)?.map(|b| decode(&b, what)).transpose().map(|count| count.unwrap_or(0))
 }
