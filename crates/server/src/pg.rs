@@ -1038,11 +1038,16 @@ pub(crate) fn await_writes(engine: &Engine, settings: &Settings, views: &[&str])
     if settings.read_your_writes_off.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(());
     }
+    // Only views the catalog has are waited for: an unknown name is the
+    // statement's own error (42P01) at once, and `SUBSCRIBE TO SUBSCRIPTION
+    // name` names no view here (the durable subscription's is resolved
+    // later), so it does not wait.
+    let views: Vec<&str> = views.iter().copied().filter(|view| engine.definition(view).is_some()).collect();
     let written = settings.written.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let wait_ms = settings.wait_ms();
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
-        match engine.covers(views, &written) {
+        match engine.covers(&views, &written) {
             Ok(true) => return Ok(()),
             Ok(false) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(VIEW_READY_POLL_MS));
