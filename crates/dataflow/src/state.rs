@@ -44,6 +44,14 @@ impl Keyspace {
         (self.0.to_be_bytes().to_vec(), next.to_be_bytes().to_vec())
     }
 
+    /// [`Keyspace::prefixed`] into `buffer` (cleared first).
+    fn prefixed_into<'b>(self, key: &[u8], buffer: &'b mut Vec<u8>) -> &'b [u8] {
+        buffer.clear();
+        buffer.extend_from_slice(&self.0.to_be_bytes());
+        buffer.extend_from_slice(key);
+        buffer
+    }
+
     fn prefixed(self, key: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(4 + key.len());
         out.extend_from_slice(&self.0.to_be_bytes());
@@ -300,10 +308,12 @@ impl StateStore for RocksStore {
 
     fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         let mut write = rocksdb::WriteBatch::default();
+        // One buffer for every prefixed key: RocksDB copies it into the batch.
+        let mut prefixed = Vec::new();
         for op in &batch.ops {
             match op {
-                Op::Put(keyspace, key, value) => write.put(keyspace.prefixed(key), value),
-                Op::Delete(keyspace, key) => write.delete(keyspace.prefixed(key)),
+                Op::Put(keyspace, key, value) => write.put(keyspace.prefixed_into(key, &mut prefixed), value),
+                Op::Delete(keyspace, key) => write.delete(keyspace.prefixed_into(key, &mut prefixed)),
                 Op::DeleteKeyspace(keyspace) => {
                     let (start, end) = keyspace.range();
                     write.delete_range(start, end);

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use millpond_log::Log;
 
 use crate::checkpoint::CheckpointMeta;
-use crate::codec::{decode, encode};
+use crate::codec::{decode, encode, encode_count};
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
 
@@ -183,7 +183,7 @@ fn apply(batch: &mut WriteBatch, keyspace: Keyspace, topic: &str, record: &millp
             if count == 0 {
                 return Err(corrupt("a multiplicity of 0 is written as a tombstone"));
             }
-            batch.put(keyspace, row, &encode(&count));
+            batch.put_owned(keyspace, row.to_vec(), encode_count(count));
         }
     }
     Ok(())
