@@ -1,15 +1,17 @@
-//! A view fold's filter of the rows its worker's share may hold: a split
-//! block Bloom filter (each row sets one bit in each of the eight words of
-//! one 64-byte block), so that a row the view has never held costs a hash
-//! and one cache line instead of a state read. Almost every change of a
-//! view that keeps adding rows (a pass-through of a stream, an aggregate
-//! over new keys) is such a row.
+//! A filter of the rows (or keys) one worker's share of some state may
+//! hold: a split block Bloom filter (each row sets one bit in each of the
+//! eight words of one 64-byte block), so that a row the state has never
+//! held costs a hash and one cache line instead of a state read. Almost
+//! every change of a view that keeps adding rows (a pass-through of a
+//! stream, an aggregate over new keys) is such a row, and so is every new
+//! key of an operator (`view_fold` keeps one per view fold, `opstate` one
+//! per operator state).
 //!
 //! The filter is *complete* once it covers every row the state could hold:
-//! a new view's filter is complete from the start; a resumed view's
+//! a new state's filter is complete from the start; a resumed one's
 //! becomes complete when a scan of the committed rows, done a step at a
-//! time between epochs, reaches the end (rows folded meanwhile are added
-//! as they are folded). Only a complete filter may answer "not held".
+//! time between epochs, reaches the end (rows written meanwhile are added
+//! as they are written). Only a complete filter may answer "not held".
 //!
 //! Invariants:
 //! - no false negatives: every row with a non-zero multiplicity in the

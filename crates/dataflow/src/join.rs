@@ -55,8 +55,8 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
     let lineage = crate::collection::union(&left.lineage, &right.lineage);
     let what = format!("join '{name}'");
     let opened = ctx.operator_state(&format!("op.{name}"), &lineage).and_then(|state| {
-        let state = state.grouped();
-        migrate_layout_1::<V, W>(&state, &what)?;
+        let mut state = state.grouped();
+        migrate_layout_1::<V, W>(&mut state, &what)?;
         Ok(state)
     });
     let mut state = match opened {
@@ -95,11 +95,11 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
                         consolidate(&mut left);
                         consolidate(&mut right);
                         out.clear();
-                        if let Err(e) = join_epoch(epoch, &left, &right, outer, &mut state, &what, &mut out) {
+                        let joined = join_epoch(epoch, &left, &right, outer, &mut state, &what, &mut out);
+                        if let Err(e) = joined.and_then(|()| state.finish_epoch(epoch)) {
                             shared.fail(e);
                             return;
                         }
-                        state.finish_epoch(epoch);
                         consolidate(&mut out);
                         output.session(&capability).give_iterator(out.drain(..).map(|(o, d)| (o, epoch, d)));
                     }
@@ -212,7 +212,7 @@ fn join_key<K: Key, V: Data, W: Data>(
 /// one entry) into layout 2 (docs/state.md). Each old entry goes in the
 /// same atomic batch as its replacements, so a crash leaves whole keys of
 /// either layout and the next build finishes the job.
-fn migrate_layout_1<V: Data, W: Data>(state: &OperatorState, what: &str) -> crate::Result<()> {
+fn migrate_layout_1<V: Data, W: Data>(state: &mut OperatorState, what: &str) -> crate::Result<()> {
     state.rewrite_committed(&[OLD_LEFT], |key, value, into| {
         let rows: Vec<(V, i64)> = decode(value, what)?;
         into.extend(multiset::inline_or_spilled(LEFT, &key[1..], rows));

@@ -120,11 +120,11 @@ where
                         Batching::ByKey => updates.sort_unstable_by(|a, b| (a.0).0.cmp(&(b.0).0)),
                     }
                     out.clear();
-                    if let Err(e) = logic(epoch, &updates, &mut state, &mut out) {
+                    let folded = logic(epoch, &updates, &mut state, &mut out);
+                    if let Err(e) = folded.and_then(|()| state.finish_epoch(epoch)) {
                         shared.fail(Error::at(format!("operator '{operator_name}'"), e));
                         return;
                     }
-                    state.finish_epoch(epoch);
                     consolidate(&mut out);
                     output.session(&capability).give_iterator(out.drain(..).map(|(o, d)| (o, epoch, d)));
                 }

@@ -17,11 +17,26 @@
 //! bytes of values), so tests can check what an epoch costs in reads and
 //! not only in time.
 //!
+//! An operator's state keeps a filter of the keys it may hold
+//! ([`HeldFilter`]), so a point read of a key it never wrote (every new
+//! key of an aggregate, a join or a top-k) costs a hash and a cache line
+//! instead of a store read. A keyspace that holds nothing when it opens
+//! starts with a complete filter; one that holds keys (a resumed job, a
+//! moved layout) fills it with a scan of its committed keys, a step per
+//! epoch, and reads the store until the scan ends. A view's state has no
+//! such filter: its fold keeps its own, by row ([`crate::view_fold`]).
+//!
 //! Invariants:
 //! - `get` and `scan_group` return the value of the latest write by this
 //!   operator, committed or not; the overlay only holds entries of
 //!   uncommitted epochs (after [`OperatorState::finish_epoch`] prunes).
 //! - `scan_group` visits keys in increasing byte order, each once.
+//! - a key the filter says is absent is neither in the overlay nor in the
+//!   store (asserted against the store in debug builds): every key written
+//!   with a value since the state opened is in the filter, and every key
+//!   committed before it opened is in it once the scan is over. Keys other
+//!   workers commit to the same keyspace meanwhile are not: an operator
+//!   only reads the keys its exchange routes to it, which only it writes.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +47,8 @@ use std::sync::Arc;
 use crate::Epoch;
 use crate::checkpoint::Checkpoints;
 use crate::error::Result;
+use crate::held_filter::{HeldFilter, row_hash};
+use crate::keyed::key_hash;
 use crate::state::{Keyspace, WriteBatch};
 
 /// A write not yet committed: its epoch and the value (`None`: deleted).
@@ -43,6 +60,29 @@ pub(crate) const REWRITE_BATCH_OPS: usize = 64 * 1024;
 
 /// Entries to write: `(key, value)`.
 pub(crate) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Committed keys one step of the scan that fills a resumed state's key
+/// filter reads (one step an epoch).
+pub(crate) const FILTER_SCAN_STEP_KEYS: usize = 64 * 1024;
+
+/// The keys an operator's state may hold, and where the scan that fills it
+/// goes on (`None`: done, the filter is complete).
+#[derive(Debug)]
+struct KeyFilter {
+    held: HeldFilter,
+    scan: Option<Vec<u8>>,
+}
+
+impl KeyFilter {
+    /// A filter complete at once if the keyspace holds nothing yet.
+    fn new(empty: bool) -> KeyFilter {
+        KeyFilter { held: HeldFilter::new(empty), scan: (!empty).then(Vec::new) }
+    }
+
+    fn hash(key: &[u8]) -> u64 {
+        row_hash(key_hash(key))
+    }
+}
 
 /// Uncommitted writes, by key; with groups, also the pending keys of each
 /// group (a key prefix an operator reads as a range, e.g. the rows of one
@@ -159,6 +199,8 @@ pub(crate) struct OperatorState {
     /// A view's state: the store is written from the changelog after each
     /// commit ([`crate::view_state`]), so writes only go to the overlay.
     indexed: bool,
+    /// The keys it may hold (`None`: a view's state, filtered by its fold).
+    filter: Option<KeyFilter>,
     /// Reads since the last [`OperatorState::finish_epoch`] (then added to
     /// the runtime's counters). A cell: reads take `&self`.
     reads: std::cell::Cell<StateReads>,
@@ -179,14 +221,19 @@ impl OperatorState {
     /// The state of a registered keyspace.
     fn opened(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
-        Ok(OperatorState {
+        let mut empty = true;
+        checkpoints.store().scan_keys_from(keyspace, &[], 1, &mut |_| empty = false)?;
+        let mut state = OperatorState {
             checkpoints,
             keyspace,
             overlay: Overlay::default(),
             batch: WriteBatch::new(),
             indexed: false,
+            filter: Some(KeyFilter::new(empty)),
             reads: std::cell::Cell::new(StateReads::default()),
-        })
+        };
+        state.scan_filter_step()?; // the rest a step an epoch
+        Ok(state)
     }
 
     /// The state in keyspace `keyspace_name`, a new layout of state `from`
@@ -220,10 +267,16 @@ impl OperatorState {
     /// after each commit ([`crate::view_state`]).
     pub(crate) fn indexed(mut self) -> OperatorState {
         self.indexed = true;
+        self.filter = None;
         self
     }
 
+    /// The latest value of `key`, counted as a point read unless the key
+    /// filter answers it.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if self.overlay.get(key).is_none() && self.surely_absent(key) {
+            return Ok(None);
+        }
         let value = self.get_uncounted(key)?;
         self.count(StateReads {
             gets: 1,
@@ -238,8 +291,43 @@ impl OperatorState {
     pub(crate) fn get_uncounted(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.overlay.get(key) {
             Some((_, value)) => Ok(value.clone()),
+            None if self.surely_absent(key) => {
+                if cfg!(debug_assertions) {
+                    let stored = self.checkpoints.store().get(self.keyspace, key)?;
+                    assert!(stored.is_none(), "a key the filter says is absent is not in the store");
+                }
+                Ok(None)
+            }
             None => self.checkpoints.store().get(self.keyspace, key),
         }
+    }
+
+    /// Whether the key filter says this state holds no value for `key`.
+    fn surely_absent(&self, key: &[u8]) -> bool {
+        self.filter.as_ref().is_some_and(|filter| filter.held.surely_absent(KeyFilter::hash(key)))
+    }
+
+    /// Scans the next committed keys into the key filter, if it is not
+    /// complete yet (keys written meanwhile go in as they are written, so
+    /// when the scan reaches the end the filter covers every key held).
+    fn scan_filter_step(&mut self) -> Result<()> {
+        let Some(filter) = self.filter.as_mut() else { return Ok(()) };
+        let Some(start) = filter.scan.take() else { return Ok(()) };
+        let (held, mut last, mut visited) = (&mut filter.held, None, 0);
+        self.checkpoints.store().scan_keys_from(self.keyspace, &start, FILTER_SCAN_STEP_KEYS, &mut |key| {
+            held.insert(KeyFilter::hash(key));
+            last = Some(key.to_vec());
+            visited += 1;
+        })?;
+        match last.filter(|_| visited == FILTER_SCAN_STEP_KEYS) {
+            Some(mut next) => {
+                next.push(0); // the least key after the last one scanned
+                filter.scan = Some(next);
+            }
+            None => filter.held.complete(),
+        }
+        self.count(StateReads { filter_keys: visited as u64, ..StateReads::default() });
+        Ok(())
     }
 
     /// Calls `f` with every entry of group `prefix` (the keys written with
@@ -331,7 +419,7 @@ impl OperatorState {
     /// leaves whole entries of either layout. Only before the operator's
     /// first write; the state it stands for does not change.
     pub(crate) fn rewrite_committed(
-        &self,
+        &mut self,
         prefix: &[u8],
         f: impl FnMut(&[u8], &[u8], &mut Entries) -> Result<()>,
     ) -> Result<()> {
@@ -343,7 +431,7 @@ impl OperatorState {
     /// keyspace), in atomic batches as [`OperatorState::rewrite_committed`]
     /// does: a crash leaves each entry in one of the two keyspaces.
     pub(crate) fn move_committed_from(
-        &self,
+        &mut self,
         from: &str,
         f: impl FnMut(&[u8], &[u8], &mut Entries) -> Result<()>,
     ) -> Result<()> {
@@ -353,7 +441,7 @@ impl OperatorState {
     }
 
     fn move_entries(
-        &self,
+        &mut self,
         from: Keyspace,
         prefix: &[u8],
         mut f: impl FnMut(&[u8], &[u8], &mut Entries) -> Result<()>,
@@ -378,7 +466,10 @@ impl OperatorState {
         if !batch.is_empty() {
             store.commit(batch, false)?;
         }
-        Ok(())
+        if let Some(filter) = self.filter.as_mut() {
+            *filter = KeyFilter::new(false); // its keys are new: scan them in
+        }
+        self.scan_filter_step()
     }
 
     pub(crate) fn put(&mut self, epoch: Epoch, key: Vec<u8>, value: Vec<u8>) {
@@ -401,6 +492,9 @@ impl OperatorState {
     }
 
     fn write(&mut self, epoch: Epoch, key: Vec<u8>, value: Option<Vec<u8>>, group_len: Option<usize>) {
+        if let (Some(filter), Some(_)) = (self.filter.as_mut(), &value) {
+            filter.held.insert(KeyFilter::hash(&key));
+        }
         if !self.indexed {
             match &value {
                 Some(value) => self.batch.put(self.keyspace, &key, value),
@@ -419,12 +513,14 @@ impl OperatorState {
 
     /// Hands this epoch's writes to the checkpoint and forgets overlay
     /// entries that are committed by now.
-    pub(crate) fn finish_epoch(&mut self, epoch: Epoch) {
+    pub(crate) fn finish_epoch(&mut self, epoch: Epoch) -> Result<()> {
         if !self.batch.is_empty() {
             self.checkpoints.add_writes(epoch, &mut self.batch);
         }
+        self.scan_filter_step()?;
         self.report_reads();
         let committed = self.checkpoints.committed_epoch();
         self.overlay.retain_after(committed);
+        Ok(())
     }
 }

@@ -68,9 +68,9 @@ where
     let old_keyspace = format!("op.{name}");
     let order_key = std::rc::Rc::new(order_key);
     let (move_key, move_what, move_from) = (order_key.clone(), what.clone(), old_keyspace.clone());
-    let open = move |state: OperatorState, due: bool| {
+    let open = move |mut state: OperatorState, due: bool| {
         if due {
-            move_reduce_layout::<V>(&state, &move_from, &*move_key, &move_what)?;
+            move_reduce_layout::<V>(&mut state, &move_from, &*move_key, &move_what)?;
         }
         Ok(state.grouped())
     };
@@ -141,7 +141,7 @@ where
 /// `postcard(key)` -> its whole multiset `postcard(Vec<(row, diff)>)`, in
 /// keyspace `op.NAME`) into top-k layout 1, key by key in atomic batches.
 fn move_reduce_layout<V: Data>(
-    state: &OperatorState,
+    state: &mut OperatorState,
     old_keyspace: &str,
     order_key: &impl Fn(&V, &mut Vec<u8>),
     what: &str,

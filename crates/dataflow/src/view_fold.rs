@@ -44,16 +44,12 @@ use crate::context::Shared;
 use crate::error::Result;
 use crate::held_filter::{HeldFilter, row_hash};
 use crate::keyed::key_hash;
-use crate::opstate::OperatorState;
+use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
 use crate::{Diff, Epoch};
 
 /// A row's change in one epoch as the fold emits it: the row (JSON), its
 /// change, and its multiplicity after the epoch (0: the row is gone).
 pub(crate) type Change = (Vec<u8>, i64, i64);
-
-/// Committed keys the scan that completes a resumed view's filter reads
-/// per activation.
-const FILTER_SCAN_STEP_KEYS: usize = 64 * 1024;
 
 /// A view's row as the fold receives it: its JSON, or why it has none.
 pub(crate) type JsonRow = std::result::Result<Vec<u8>, String>;
@@ -300,7 +296,7 @@ impl ViewFold {
                 state.put(epoch, row, encode_count(new));
             }
         }
-        state.finish_epoch(epoch);
+        state.finish_epoch(epoch).expect("a view's state has no key filter to scan");
     }
 
     /// Folds epoch `epoch`: its capability and its changes, sorted by row.

@@ -597,18 +597,22 @@ fn a_top_k_in_the_layout_before_is_moved_and_goes_on() {
     assert_eq!(view_rows(dir.path(), "top3"), top_k_of(&counts, 3, true));
 }
 
-/// A pass-through view of `pass` (key and value of every row).
-fn run_pass_through(dir: &Path, workers: usize) -> RunStats {
+/// The job `build` over topic `pass`, to its end.
+fn run_over_pass(dir: &Path, workers: usize, build: fn(&mut Job<'_>)) -> RunStats {
     let config = RuntimeConfig::new(dir)
         .epoch_interval_ms(20)
         .workers(workers)
         .state(StateBackend::RocksDb)
         .stop_when_caught_up(true);
-    Runtime::run(config, |job| {
+    Runtime::run(config, build).unwrap()
+}
+
+/// A pass-through view of `pass` (key and value of every row).
+fn run_pass_through(dir: &Path, workers: usize) -> RunStats {
+    run_over_pass(dir, workers, |job| {
         let rows = job.source("pass", json::<Row>()).map(|r: Row| (r.k, r.v));
         job.materialize("pass", rows);
     })
-    .unwrap()
 }
 
 /// A view that keeps adding rows (every change a row it never held) reads
@@ -638,5 +642,45 @@ fn a_view_reads_no_state_for_rows_it_never_held() {
         );
         let all = first.iter().chain(&second).map(|&row| (row, 1));
         assert_eq!(view_rows(dir.path(), "pass"), rows_of(all));
+    }
+}
+
+/// A count per value of `pass` (each value its own key).
+fn run_count_per_value(dir: &Path, workers: usize) -> RunStats {
+    run_over_pass(dir, workers, |job| {
+        let keyed = job.source("pass", json::<Row>()).map(|r: Row| (r.v, ()));
+        job.materialize("counts", keyed.aggregate("op_counts", millpond_dataflow::Count));
+    })
+}
+
+/// An aggregate over keys it never held reads no state for them: its
+/// state's filter of the keys held says they are absent (and the view's
+/// fold says the same of its new rows). Resumed, the filter is filled
+/// from the committed keys first, so only the keys held before are read:
+/// once by the aggregate, once by the view to retract the old count.
+#[test]
+fn an_operator_reads_no_state_for_keys_it_never_held() {
+    const KEYS: i64 = 20_000;
+    for workers in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let first: Rows = (0..KEYS).map(|v| ((v % 200) as u8, v)).collect();
+        produce(dir.path(), "pass", 2, &records(&first));
+        let reads = run_count_per_value(dir.path(), workers).state_reads;
+        assert!(reads.gets <= KEYS as u64 / 25, "{workers} worker(s): {} point reads for {KEYS} new keys", reads.gets);
+
+        // Half new keys, half the first run's again (count 1, now 2).
+        let second: Rows = (KEYS..KEYS + KEYS / 2).chain(0..KEYS / 2).map(|v| ((v % 200) as u8, v)).collect();
+        produce(dir.path(), "pass", 2, &records(&second));
+        let reads = run_count_per_value(dir.path(), workers).state_reads;
+        let repeated = (KEYS / 2) as u64;
+        assert!(reads.filter_keys >= 2 * KEYS as u64, "the operator's keys and the view's rows are scanned: {reads:?}");
+        assert!(
+            reads.gets >= 2 * repeated && reads.gets <= 2 * repeated + KEYS as u64 / 25,
+            "{workers} worker(s): {} point reads for {repeated} keys held before and {repeated} new ones",
+            reads.gets
+        );
+        let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
+        first.iter().chain(&second).for_each(|&(_, v)| *counts.entry(v).or_default() += 1);
+        assert_eq!(view_rows(dir.path(), "counts"), rows_of(counts.into_iter().map(|row| (row, 1))));
     }
 }
