@@ -657,7 +657,8 @@ fn run_count_per_value(dir: &Path, workers: usize) -> RunStats {
 /// state's filter of the keys held says they are absent (and the view's
 /// fold says the same of its new rows). Resumed, the filter is filled
 /// from the committed keys first, so only the keys held before are read:
-/// once by the aggregate, once by the view to retract the old count.
+/// once by the aggregate, once by the view to retract the old count,
+/// whichever worker count committed them.
 #[test]
 fn an_operator_reads_no_state_for_keys_it_never_held() {
     const KEYS: i64 = 20_000;
@@ -668,15 +669,18 @@ fn an_operator_reads_no_state_for_keys_it_never_held() {
         let reads = run_count_per_value(dir.path(), workers).state_reads;
         assert!(reads.gets <= KEYS as u64 / 25, "{workers} worker(s): {} point reads for {KEYS} new keys", reads.gets);
 
-        // Half new keys, half the first run's again (count 1, now 2).
+        // Half new keys, half the first run's again (count 1, now 2), with
+        // the other worker count: each worker's filter must cover the keys
+        // every worker of the first run committed.
         let second: Rows = (KEYS..KEYS + KEYS / 2).chain(0..KEYS / 2).map(|v| ((v % 200) as u8, v)).collect();
         produce(dir.path(), "pass", 2, &records(&second));
-        let reads = run_count_per_value(dir.path(), workers).state_reads;
+        let reads = run_count_per_value(dir.path(), 3 - workers).state_reads;
         let repeated = (KEYS / 2) as u64;
         assert!(reads.filter_keys >= 2 * KEYS as u64, "the operator's keys and the view's rows are scanned: {reads:?}");
         assert!(
             reads.gets >= 2 * repeated && reads.gets <= 2 * repeated + KEYS as u64 / 25,
-            "{workers} worker(s): {} point reads for {repeated} keys held before and {repeated} new ones",
+            "{workers} then {} worker(s): {} point reads for {repeated} keys held before and {repeated} new ones",
+            3 - workers,
             reads.gets
         );
         let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
