@@ -143,6 +143,38 @@ impl HeldFilter {
     }
 }
 
+/// One step of the scan that fills a filter from a state's committed
+/// keys: `scan(start, limit, visit)` visits at most `limit` keys from
+/// `start` on, in key order, and each key that `hash` gives a hash for
+/// goes in. Returns where the next step starts, or `None` once the scan
+/// reached the end (then the filter is complete).
+pub(crate) fn fill_step<E>(
+    filter: &mut HeldFilter,
+    start: &[u8],
+    limit: usize,
+    scan: impl FnOnce(&[u8], usize, &mut dyn FnMut(&[u8])) -> Result<(), E>,
+    hash: impl Fn(&[u8]) -> Option<u64>,
+) -> Result<Option<Vec<u8>>, E> {
+    let (mut last, mut visited) = (None, 0);
+    scan(start, limit, &mut |key| {
+        if let Some(hash) = hash(key) {
+            filter.insert(hash);
+        }
+        last = Some(key.to_vec());
+        visited += 1;
+    })?;
+    match last.filter(|_| visited == limit) {
+        Some(mut next) => {
+            next.push(0); // the least key after the last one scanned
+            Ok(Some(next))
+        }
+        None => {
+            filter.complete();
+            Ok(None)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{FILTER_BYTES_MAX, HeldFilter, LAYER_ROWS_MIN, row_hash};

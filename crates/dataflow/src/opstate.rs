@@ -47,7 +47,7 @@ use std::sync::Arc;
 use crate::Epoch;
 use crate::checkpoint::Checkpoints;
 use crate::error::Result;
-use crate::held_filter::{HeldFilter, row_hash};
+use crate::held_filter::{HeldFilter, fill_step, row_hash};
 use crate::keyed::key_hash;
 use crate::state::{Keyspace, WriteBatch};
 
@@ -313,20 +313,16 @@ impl OperatorState {
     fn scan_filter_step(&mut self) -> Result<()> {
         let Some(filter) = self.filter.as_mut() else { return Ok(()) };
         let Some(start) = filter.scan.take() else { return Ok(()) };
-        let (held, mut last, mut visited) = (&mut filter.held, None, 0);
-        self.checkpoints.store().scan_keys_from(self.keyspace, &start, FILTER_SCAN_STEP_KEYS, &mut |key| {
-            held.insert(KeyFilter::hash(key));
-            last = Some(key.to_vec());
-            visited += 1;
-        })?;
-        match last.filter(|_| visited == FILTER_SCAN_STEP_KEYS) {
-            Some(mut next) => {
-                next.push(0); // the least key after the last one scanned
-                filter.scan = Some(next);
-            }
-            None => filter.held.complete(),
-        }
-        self.count(StateReads { filter_keys: visited as u64, ..StateReads::default() });
+        let (store, keyspace, mut visited) = (self.checkpoints.store(), self.keyspace, 0);
+        let scan = |start: &[u8], limit, visit: &mut dyn FnMut(&[u8])| {
+            store.scan_keys_from(keyspace, start, limit, &mut |key| {
+                visited += 1;
+                visit(key);
+            })
+        };
+        filter.scan =
+            fill_step(&mut filter.held, &start, FILTER_SCAN_STEP_KEYS, scan, |key| Some(KeyFilter::hash(key)))?;
+        self.count(StateReads { filter_keys: visited, ..StateReads::default() });
         Ok(())
     }
 

@@ -42,7 +42,7 @@ use timely::dataflow::operators::{Capability, InputCapability};
 use crate::codec::{decode, encode_count};
 use crate::context::Shared;
 use crate::error::Result;
-use crate::held_filter::{HeldFilter, row_hash};
+use crate::held_filter::{HeldFilter, fill_step, row_hash};
 use crate::keyed::key_hash;
 use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
 use crate::{Diff, Epoch};
@@ -259,26 +259,16 @@ impl ViewFold {
     /// when the scan reaches the end the filter covers every row held.
     fn scan_filter_step(&mut self) -> Result<bool> {
         let (Some(start), Some(state)) = (self.filter_scan.take(), self.state.as_ref()) else { return Ok(false) };
-        let (filter, worker) = (&mut self.filter, self.worker);
-        let mut last = None;
-        let visited = state.scan_committed_keys_from(&start, FILTER_SCAN_STEP_KEYS, &mut |row| {
-            if owns(worker, row) {
-                filter.insert(row_hash(key_hash(row)));
-            }
-            last = Some(row.to_vec());
-        })?;
+        let worker = self.worker;
+        self.filter_scan = fill_step(
+            &mut self.filter,
+            &start,
+            FILTER_SCAN_STEP_KEYS,
+            |start, limit, visit| state.scan_committed_keys_from(start, limit, visit).map(|_| ()),
+            |row| owns(worker, row).then(|| row_hash(key_hash(row))),
+        )?;
         state.report_reads();
-        match last.filter(|_| visited == FILTER_SCAN_STEP_KEYS) {
-            Some(mut next) => {
-                next.push(0); // the least key after the last one scanned
-                self.filter_scan = Some(next);
-                Ok(true)
-            }
-            None => {
-                self.filter.complete();
-                Ok(false)
-            }
-        }
+        Ok(self.filter_scan.is_some())
     }
 
     /// Puts the last folded epoch's rows into the state's overlay (where a
