@@ -183,11 +183,18 @@ impl WorkerContext {
         self.declared.borrow_mut().sinks.insert(topic.to_owned());
     }
 
-    /// Declares and opens the state in `keyspace` of an operator or view fed
+    /// Declares and opens the state in `keyspace` of an operator fed
     /// by the readers in `lineage`.
     pub(crate) fn operator_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<OperatorState> {
         self.declared.borrow_mut().states.insert(keyspace.to_owned());
         OperatorState::new(self.shared.checkpoints.clone(), keyspace, lineage)
+    }
+
+    /// Declares and opens a view's state in `keyspace` (an index of its
+    /// changelog, [`OperatorState::new_index`]), fed by `lineage`.
+    pub(crate) fn view_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<OperatorState> {
+        self.declared.borrow_mut().states.insert(keyspace.to_owned());
+        OperatorState::new_index(self.shared.checkpoints.clone(), keyspace, lineage)
     }
 
     /// [`Context::operator_state`] for a new layout of state `from`:

@@ -207,33 +207,53 @@ pub(crate) struct OperatorState {
 }
 
 impl OperatorState {
-    /// The state in keyspace `keyspace_name` of an operator or view fed by
-    /// the readers in `lineage` (refused if it is new and they resume).
+    /// The state in keyspace `keyspace_name` of an operator fed by the
+    /// readers in `lineage` (refused if it is new and they resume).
     pub(crate) fn new(
         checkpoints: Arc<Checkpoints>,
         keyspace_name: &str,
         lineage: &BTreeSet<String>,
     ) -> Result<OperatorState> {
         checkpoints.register_state(keyspace_name, lineage)?;
-        Self::opened(checkpoints, keyspace_name)
+        Self::opened(checkpoints, keyspace_name)?.with_key_filter()
     }
 
-    /// The state of a registered keyspace.
+    /// A view's state, registered as [`OperatorState::new`] does: an index
+    /// of its changelog, written from it after each commit
+    /// ([`crate::view_state`]), so writes only go to the overlay. No key
+    /// filter: the view's fold keeps its own, by row.
+    pub(crate) fn new_index(
+        checkpoints: Arc<Checkpoints>,
+        keyspace_name: &str,
+        lineage: &BTreeSet<String>,
+    ) -> Result<OperatorState> {
+        checkpoints.register_state(keyspace_name, lineage)?;
+        Ok(OperatorState { indexed: true, ..Self::opened(checkpoints, keyspace_name)? })
+    }
+
+    /// The state of a registered keyspace, without a key filter.
     fn opened(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
         let keyspace = checkpoints.store().keyspace(keyspace_name)?;
-        let mut empty = true;
-        checkpoints.store().scan_keys_from(keyspace, &[], 1, &mut |_| empty = false)?;
-        let mut state = OperatorState {
+        Ok(OperatorState {
             checkpoints,
             keyspace,
             overlay: Overlay::default(),
             batch: WriteBatch::new(),
             indexed: false,
-            filter: Some(KeyFilter::new(empty)),
+            filter: None,
             reads: std::cell::Cell::new(StateReads::default()),
-        };
-        state.scan_filter_step()?; // the rest a step an epoch
-        Ok(state)
+        })
+    }
+
+    /// This state with a filter of its keys, complete at once if the
+    /// keyspace is empty, else filled by a scan (its first step now, the
+    /// rest a step an epoch).
+    fn with_key_filter(mut self) -> Result<OperatorState> {
+        let mut empty = true;
+        self.checkpoints.store().scan_keys_from(self.keyspace, &[], 1, &mut |_| empty = false)?;
+        self.filter = Some(KeyFilter::new(empty));
+        self.scan_filter_step()?;
+        Ok(self)
     }
 
     /// The state in keyspace `keyspace_name`, a new layout of state `from`
@@ -246,7 +266,7 @@ impl OperatorState {
         lineage: &BTreeSet<String>,
     ) -> Result<(OperatorState, bool)> {
         let due = checkpoints.register_state_moved_from(keyspace_name, from, lineage)?;
-        Ok((Self::opened(checkpoints, keyspace_name)?, due))
+        Ok((Self::opened(checkpoints, keyspace_name)?.with_key_filter()?, due))
     }
 
     /// This state with groups, for an operator that reads ranges of its
@@ -261,14 +281,6 @@ impl OperatorState {
         let mut total = self.reads.get();
         total.add(reads);
         self.reads.set(total);
-    }
-
-    /// This state as a view's: an index of its changelog, written from it
-    /// after each commit ([`crate::view_state`]).
-    pub(crate) fn indexed(mut self) -> OperatorState {
-        self.indexed = true;
-        self.filter = None;
-        self
     }
 
     /// The latest value of `key`, counted as a point read unless the key

@@ -83,7 +83,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
         }
     }
     let prepared = if worker.0 == 0 { prepare_topic(&shared, &topic, CleanupPolicy::Compact) } else { Ok(()) };
-    let state = match prepared.and_then(|()| ctx.operator_state(&format!("view.{name}"), &rows.lineage)) {
+    let state = match prepared.and_then(|()| ctx.view_state(&format!("view.{name}"), &rows.lineage)) {
         Ok(opstate) => {
             if worker.0 == 0 {
                 let (replace, rows) = shared.checkpoints.register_view(name, &topic, definition, first_epoch);
@@ -93,7 +93,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
                     Err(e) => ctx.build_error(format!("view '{name}': {e}")),
                 }
             }
-            Some(opstate.indexed())
+            Some(opstate)
         }
         // The operators are still built: every worker must build the same
         // dataflow. The build error stops the job before any data flows.
