@@ -299,16 +299,18 @@ mod tests {
             .collect();
         log.append("view.v", 0, &records).unwrap();
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let keyspace = store.keyspace("vidx.v").unwrap();
+        let hasher = crate::view_index::hasher_or_create(store.as_ref(), keyspace, "v").unwrap();
         let applier = Applier::start(store.clone(), log, 3, 7).unwrap();
         applier.submit(apply(4, vec![("v".into(), "view.v".into(), rows)])).unwrap();
         applier.wait().unwrap();
         assert_eq!(applier.committed_epoch(), 4);
         let markers = store.keyspace(crate::view_state::APPLIED_KEYSPACE).unwrap();
         assert_eq!(crate::view_state::applied(store.as_ref(), markers, "view.v").unwrap(), rows);
-        let keyspace = store.keyspace("view.v").unwrap();
         for k in [0, APPLY_STEP_RECORDS, rows - 1] {
-            let count = store.get(keyspace, format!("[{k}]").as_bytes()).unwrap();
-            assert_eq!(count.map(|c| crate::codec::decode::<i64>(&c, "a count").unwrap()), Some(1), "row {k}");
+            let entry = store.get(keyspace, &hasher.hash(format!("[{k}]").as_bytes()).key()).unwrap();
+            let entry = entry.map(|bytes| crate::view_index::IndexEntry::decode(&bytes, "v").unwrap());
+            assert_eq!(entry, Some(crate::view_index::IndexEntry { count: 1, offset: k }), "row {k}");
         }
     }
 
@@ -316,10 +318,10 @@ mod tests {
     fn a_failed_apply_keeps_the_epoch_and_fails_every_later_wait() {
         let dir = tempfile::tempdir().unwrap();
         let applier = applier(dir.path());
-        // A changelog that does not exist cannot be applied.
+        // A view whose index has no hash key cannot be applied.
         applier.submit(apply(4, vec![("v".into(), "no-such-topic".into(), 10)])).unwrap();
         let error = applier.wait().unwrap_err().to_string();
-        assert!(error.contains("no-such-topic"), "{error}");
+        assert!(error.contains("the index of view 'v'"), "{error}");
         assert_eq!(applier.committed_epoch(), 3, "a failed apply does not commit its epoch");
         assert!(applier.submit(apply(5, Vec::new())).is_err());
         assert_eq!(applier.committed_epoch(), 3);

@@ -597,6 +597,44 @@ impl Checkpoints {
         Ok(())
     }
 
+    /// Registers the index `keyspace` of a view whose state had the layout
+    /// before view indexes in keyspace `before` (named as its changelog).
+    /// A view the resumed checkpoint has in that layout is not new: its
+    /// index was replayed from its changelog when the checkpoints opened
+    /// ([`crate::view_state::catch_up_all`]), and the old keyspace and its
+    /// marker are deleted by the run's first commit (at `first_epoch`).
+    /// Otherwise as [`Checkpoints::register_state`].
+    pub(crate) fn register_view_index(
+        &self,
+        keyspace: &str,
+        before: &str,
+        lineage: &BTreeSet<String>,
+        first_epoch: Epoch,
+    ) -> Result<()> {
+        if self.resumed.states.contains(keyspace) || !self.resumed.states.contains(before) {
+            return self.register_state(keyspace, lineage);
+        }
+        let mut meta = self.meta.lock().expect("meta lock");
+        meta.states.insert(keyspace.to_owned());
+        if meta.states.remove(before) {
+            assert!(first_epoch > meta.epoch, "the first epoch {first_epoch} follows the committed {}", meta.epoch);
+            let mut drops = Drops::default();
+            drops.keyspaces.delete_keyspace(self.store.keyspace(before)?);
+            let markers = self.store.keyspace(crate::view_state::APPLIED_KEYSPACE_BEFORE_INDEX)?;
+            drops.keyspaces.delete(markers, before.as_bytes());
+            self.plan_drops(drops, first_epoch);
+        }
+        Ok(())
+    }
+
+    /// The hasher of the view index in `keyspace`, drawn (and committed)
+    /// by the first worker that asks, under the meta lock so that every
+    /// worker gets the same one.
+    pub(crate) fn view_hasher(&self, keyspace: &str, what: &str) -> Result<crate::view_index::RowHasher> {
+        let _meta = self.meta.lock().expect("meta lock");
+        crate::view_index::hasher_or_create(self.store.as_ref(), self.store.keyspace(keyspace)?, what)
+    }
+
     /// The readers of `lineage` that resume from committed offsets (not
     /// fresh: they will not read the input before those offsets again).
     pub(crate) fn resuming_readers<'a>(&self, lineage: &'a BTreeSet<String>) -> Vec<&'a str> {
@@ -750,15 +788,30 @@ impl Checkpoints {
         for keyspace in undeclared_states {
             meta.states.remove(&keyspace);
             drops.keyspaces.delete_keyspace(self.store.keyspace(&keyspace)?);
+            if keyspace.starts_with(crate::naming::CHANGELOG_TOPIC_PREFIX) {
+                // A view's state of the layout before its index (docs/state.md):
+                // its marker, keyed by the changelog topic (the keyspace's name), goes with it.
+                let markers = self.store.keyspace(crate::view_state::APPLIED_KEYSPACE_BEFORE_INDEX)?;
+                drops.keyspaces.delete(markers, keyspace.as_bytes());
+            }
             dropped.push(format!("state {keyspace}"));
         }
         assert!(meta.readers_match_offsets(), "dropping keeps a topic for every reader with offsets");
         if !dropped.is_empty() {
             assert!(first_epoch > meta.epoch, "the first epoch {first_epoch} follows the committed {}", meta.epoch);
-            self.pending.lock().expect("pending lock").entry(first_epoch).or_default();
-            *self.drops.lock().expect("drops lock") = Some(drops);
+            self.plan_drops(drops, first_epoch);
         }
         Ok(dropped)
+    }
+
+    /// Adds `drops` to what the run's first commit (at `first_epoch`, forced
+    /// even if nothing else changes) deletes.
+    fn plan_drops(&self, mut drops: Drops, first_epoch: Epoch) {
+        self.pending.lock().expect("pending lock").entry(first_epoch).or_default();
+        let mut planned = self.drops.lock().expect("drops lock");
+        let planned = planned.get_or_insert_with(Drops::default);
+        planned.keyspaces.append(&mut drops.keyspaces);
+        planned.topics.append(&mut drops.topics);
     }
 
     /// Deletes sink topics (changelogs, dead letters) that the last

@@ -20,6 +20,7 @@ use crate::checkpoint::{Checkpoints, Declarations};
 use crate::config::{RetentionGap, RetentionGapPolicy, RuntimeConfig};
 use crate::error::{Error, Result};
 use crate::opstate::OperatorState;
+use crate::view_index::{RowHasher, index_keyspace};
 
 /// The longest first epoch of a run.
 const FIRST_EPOCH_MS_MAX: u64 = 100;
@@ -190,11 +191,19 @@ impl WorkerContext {
         OperatorState::new(self.shared.checkpoints.clone(), keyspace, lineage)
     }
 
-    /// Declares and opens a view's state in `keyspace` (an index of its
-    /// changelog, [`OperatorState::new_index`]), fed by `lineage`.
-    pub(crate) fn view_state(&self, keyspace: &str, lineage: &BTreeSet<String>) -> Result<OperatorState> {
-        self.declared.borrow_mut().states.insert(keyspace.to_owned());
-        OperatorState::new_index(self.shared.checkpoints.clone(), keyspace, lineage)
+    /// Declares and opens view `name`'s index (keyspace `vidx.NAME`, an
+    /// index of its changelog, [`OperatorState::new_index`]), fed by
+    /// `lineage`, with its hasher. A resumed view whose state is of the
+    /// layout before (`view.NAME`) is not new: its index was replayed from
+    /// its changelog ([`Checkpoints::register_view_index`]).
+    pub(crate) fn view_index(&self, name: &str, lineage: &BTreeSet<String>) -> Result<(OperatorState, RowHasher)> {
+        let keyspace = index_keyspace(name);
+        self.declared.borrow_mut().states.insert(keyspace.clone());
+        let checkpoints = &self.shared.checkpoints;
+        let before = crate::naming::changelog_topic(name);
+        checkpoints.register_view_index(&keyspace, &before, lineage, self.shared.first_epoch())?;
+        let hasher = checkpoints.view_hasher(&keyspace, &format!("the index of view '{name}'"))?;
+        Ok((OperatorState::new_index(checkpoints.clone(), &keyspace)?, hasher))
     }
 
     /// [`Context::operator_state`] for a new layout of state `from`:

@@ -64,6 +64,7 @@ mod top_k;
 pub mod topics;
 pub mod view;
 mod view_fold;
+mod view_index;
 mod view_sink;
 mod view_state;
 

@@ -6,7 +6,7 @@
 //! functions return, and the runtime deletes only topics that it holds for
 //! (and that have one partition and no committed end).
 
-const CHANGELOG_TOPIC_PREFIX: &str = "view.";
+pub(crate) const CHANGELOG_TOPIC_PREFIX: &str = "view.";
 const DEAD_LETTER_TOPIC_SUFFIX: &str = ".dead-letter";
 
 /// The changelog topic of view `name`: `view.NAME`.

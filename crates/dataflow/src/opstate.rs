@@ -218,16 +218,11 @@ impl OperatorState {
         Self::opened(checkpoints, keyspace_name)?.with_key_filter()
     }
 
-    /// A view's state, registered as [`OperatorState::new`] does: an index
-    /// of its changelog, written from it after each commit
-    /// ([`crate::view_state`]), so writes only go to the overlay. No key
-    /// filter: the view's fold keeps its own, by row.
-    pub(crate) fn new_index(
-        checkpoints: Arc<Checkpoints>,
-        keyspace_name: &str,
-        lineage: &BTreeSet<String>,
-    ) -> Result<OperatorState> {
-        checkpoints.register_state(keyspace_name, lineage)?;
+    /// A view's index (registered by the caller,
+    /// [`crate::context::WorkerContext::view_index`]): written from its
+    /// changelog after each commit ([`crate::view_state`]), so writes only
+    /// go to the overlay. No key filter: the view's fold keeps its own.
+    pub(crate) fn new_index(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
         Ok(OperatorState { indexed: true, ..Self::opened(checkpoints, keyspace_name)? })
     }
 

@@ -137,14 +137,3 @@ where
     );
     stream.probe_with(&ctx.probe);
 }
-
-/// The distinct rows of a view's committed state (a view whose checkpoint
-/// did not count them).
-pub(crate) fn count_rows(state: &crate::opstate::OperatorState) -> Result<u64> {
-    let mut rows = 0;
-    state.scan_committed(|_, _| {
-        rows += 1;
-        Ok(())
-    })?;
-    Ok(rows)
-}

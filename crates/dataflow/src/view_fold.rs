@@ -1,7 +1,8 @@
 //! A view's fold: the first half of its changelog sink, on every worker.
-//! Each worker owns the rows that hash to it (by the row's JSON bytes);
-//! it folds their updates into their epoch as they arrive, reads each
-//! row's multiplicity before the epoch from the view's state, and when
+//! Each worker owns the rows that hash to it (by the row's keyed hash,
+//! [`crate::view_index`], computed once where the row becomes JSON); it
+//! folds their updates into their epoch as they arrive, reads each row's
+//! multiplicity before the epoch from the view's index, and when
 //! the frontier passes an epoch emits one [`Change`] per changed row
 //! (its change and its multiplicity after the epoch) to the append half
 //! ([`crate::view_sink`]), which writes the epoch's records on worker 0.
@@ -14,11 +15,16 @@
 //! the arithmetic and one sorted batch of changes.
 //!
 //! Invariants:
-//! - a row's updates all reach one worker (the exchange hashes the row's
-//!   bytes), so each worker's state reads and overlay writes are the only
-//!   ones for its rows; the state's keys do not depend on the worker count;
+//! - a row's updates all reach one worker (the exchange routes by the
+//!   row's hash), so each worker's index reads and overlay writes are the
+//!   only ones for its rows; the index's keys do not depend on the worker
+//!   count;
+//! - the hash a row arrives with is its hash under the index's hasher
+//!   (asserted in debug builds); rows are told apart by their hashes;
 //! - an epoch is folded once, in increasing order, after every earlier
-//!   one; its changes are sorted by row, one per changed row, none zero;
+//!   one; its changes are sorted by row hash (the order in which the
+//!   index's applier writes them, [`crate::view_state`]), one per changed
+//!   row, none zero;
 //! - a multiplicity read ahead (`before`) is read only when every earlier
 //!   epoch is folded and none can still arrive, so it equals what the
 //!   state holds when the epoch is folded (asserted against it in debug
@@ -39,20 +45,23 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, InputCapability};
 
-use crate::codec::{decode, encode_count};
+use millpond_log::Log;
+
 use crate::context::Shared;
 use crate::error::Result;
-use crate::held_filter::{HeldFilter, fill_step, row_hash};
-use crate::keyed::key_hash;
+use crate::held_filter::{HeldFilter, fill_step};
 use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
+use crate::view_index::{FIRST_ROW_KEY, IndexEntry, OFFSET_UNAPPLIED, RowHash, RowHasher};
 use crate::{Diff, Epoch};
 
-/// A row's change in one epoch as the fold emits it: the row (JSON), its
-/// change, and its multiplicity after the epoch (0: the row is gone).
-pub(crate) type Change = (Vec<u8>, i64, i64);
+/// A row's change in one epoch as the fold emits it: the row's hash, the
+/// row (JSON), its change, and its multiplicity after the epoch (0: the
+/// row is gone).
+pub(crate) type Change = (RowHash, Vec<u8>, i64, i64);
 
-/// A view's row as the fold receives it: its JSON, or why it has none.
-pub(crate) type JsonRow = std::result::Result<Vec<u8>, String>;
+/// A view's row as the fold receives it: its hash and its JSON, or why
+/// it has none.
+pub(crate) type JsonRow = std::result::Result<(RowHash, Vec<u8>), String>;
 
 /// A row's change within one epoch.
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,8 +71,15 @@ struct Delta {
     diff: i64,
 }
 
-/// A row's changes in one epoch, in the order rows first came.
-type Rows = IndexMap<Vec<u8>, Delta, FxBuildHasher>;
+/// A row and its change within one epoch.
+#[derive(Debug)]
+struct Row {
+    json: Vec<u8>,
+    delta: Delta,
+}
+
+/// The rows' changes in one epoch, by hash, in the order rows first came.
+type Rows = IndexMap<RowHash, Row, FxBuildHasher>;
 
 /// One open epoch: its capability and its rows' changes so far.
 struct Open {
@@ -81,6 +97,10 @@ pub(crate) struct ViewFold {
     what: String,
     /// `None` only when the build failed (no data then flows).
     state: Option<OperatorState>,
+    /// The index's hasher, and the changelog (a replacement reads the old
+    /// rows from it).
+    hasher: RowHasher,
+    changelog: (std::sync::Arc<Log>, String),
     open: BTreeMap<Epoch, Open>,
     /// The first epoch of a run that replaces the view's definition: it
     /// retracts every row of the old one (this worker's share).
@@ -102,45 +122,43 @@ pub(crate) struct ViewFold {
     filter_scan: Option<Vec<u8>>,
 }
 
-/// An epoch's rows as folded: each row and its multiplicity after the
-/// epoch, in row order.
+/// An epoch's rows as folded: each row's hash and its multiplicity after
+/// the epoch, in hash order.
 struct Folded {
     epoch: Epoch,
-    rows: Vec<(Vec<u8>, i64)>,
+    rows: Vec<(RowHash, i64)>,
 }
 
-/// The worker a row's updates go to (any function of the row's bytes
-/// alone; rows that are not JSON all go to worker 0).
+/// The worker a row's updates go to (rows that are not JSON all go to
+/// worker 0): [`RowHash::owned_by`] says which (checked against timely in
+/// this module's tests).
 fn route(row: &JsonRow) -> u64 {
-    row.as_ref().map_or(0, |bytes| key_hash(bytes.as_slice()))
-}
-
-/// Whether worker `worker.0` of `worker.1` receives `row`'s updates:
-/// timely's exchange sends a datum to worker `route % workers` (checked
-/// against timely in this module's tests).
-fn owns(worker: (usize, usize), row: &[u8]) -> bool {
-    key_hash(row) % worker.1 as u64 == worker.0 as u64
+    row.as_ref().map_or(0, |(hash, _)| hash.route())
 }
 
 impl ViewFold {
     /// The fold of view `name` on worker `worker.0` of `worker.1` over
-    /// `state` (this worker's handle on the view's keyspace), replacing the
-    /// old definition's rows at `replaced`.
+    /// `state` (this worker's handle on the view's index, with its hasher)
+    /// and its changelog, replacing the old definition's rows at `replaced`.
     pub(crate) fn new(
         name: &str,
         worker: (usize, usize),
-        state: Option<OperatorState>,
+        (state, hasher): (Option<OperatorState>, RowHasher),
+        changelog: (std::sync::Arc<Log>, String),
         replaced: Option<Epoch>,
     ) -> ViewFold {
         assert!(worker.0 < worker.1, "a worker index is below the worker count");
-        // A view whose state holds nothing yet needs no scan to be complete.
-        let empty =
-            state.as_ref().is_some_and(|state| state.scan_committed_keys_from(&[], 1, &mut |_| ()).ok() == Some(0));
+        // A view whose index holds no row yet needs no scan to be complete.
+        let empty = state
+            .as_ref()
+            .is_some_and(|state| state.scan_committed_keys_from(FIRST_ROW_KEY, 1, &mut |_| ()).ok() == Some(0));
         ViewFold {
             filter: HeldFilter::new(empty),
-            filter_scan: (!empty && state.is_some()).then(Vec::new),
+            filter_scan: (!empty && state.is_some()).then(|| FIRST_ROW_KEY.to_vec()),
             what: format!("view '{name}'"),
             state,
+            hasher,
+            changelog,
             open: BTreeMap::new(),
             replaced,
             worker,
@@ -217,7 +235,18 @@ impl ViewFold {
             Err(e) => {
                 open.error.get_or_insert(e);
             }
-            Ok(row) => open.rows.entry(row).or_default().diff += diff as i64,
+            Ok((hash, json)) => {
+                debug_assert_eq!(hash, self.hasher.hash(&json), "a row arrives with its index hash");
+                match open.rows.entry(hash) {
+                    indexmap::map::Entry::Occupied(mut row) => {
+                        debug_assert_eq!(row.get().json, json, "rows with one hash are one row");
+                        row.get_mut().delta.diff += diff as i64;
+                    }
+                    indexmap::map::Entry::Vacant(row) => {
+                        row.insert(Row { json, delta: Delta { before: None, diff: diff as i64 } });
+                    }
+                }
+            }
         }
     }
 
@@ -247,8 +276,8 @@ impl ViewFold {
             return Ok(());
         }
         for at in open.unread_from..open.rows.len() {
-            let (row, delta) = open.rows.get_index_mut(at).expect("an index below the length");
-            delta.before = Some(held(state, &self.filter, row, &self.what)?);
+            let (&hash, row) = open.rows.get_index_mut(at).expect("an index below the length");
+            row.delta.before = Some(held(state, &self.filter, hash, &self.what)?);
         }
         open.unread_from = open.rows.len();
         Ok(())
@@ -265,7 +294,7 @@ impl ViewFold {
             &start,
             FILTER_SCAN_STEP_KEYS,
             |start, limit, visit| state.scan_committed_keys_from(start, limit, visit).map(|_| ()),
-            |row| owns(worker, row).then(|| row_hash(key_hash(row))),
+            |key| RowHash::from_key(key).filter(|hash| hash.owned_by(worker)).map(RowHash::filter),
         )?;
         state.report_reads();
         Ok(self.filter_scan.is_some())
@@ -279,17 +308,17 @@ impl ViewFold {
     fn index_folded(&mut self) {
         let Some(Folded { epoch, rows }) = self.folded.take() else { return };
         let state = self.state.as_mut().expect("only a view with state folds epochs");
-        for (row, new) in rows {
+        for (hash, new) in rows {
             if new == 0 {
-                state.delete(epoch, row);
+                state.delete(epoch, hash.key().to_vec());
             } else {
-                state.put(epoch, row, encode_count(new));
+                state.put(epoch, hash.key().to_vec(), IndexEntry { count: new, offset: OFFSET_UNAPPLIED }.encode());
             }
         }
         state.finish_epoch(epoch).expect("a view's state has no key filter to scan");
     }
 
-    /// Folds epoch `epoch`: its capability and its changes, sorted by row.
+    /// Folds epoch `epoch`: its capability and its changes, sorted by row hash.
     fn fold(&mut self, epoch: Epoch) -> Result<(Capability<Epoch>, Vec<Change>)> {
         self.index_folded(); // an earlier epoch folded in this activation
         assert!(self.replaced.is_none_or(|first| epoch >= first), "no epoch of a run precedes its first");
@@ -300,29 +329,29 @@ impl ViewFold {
         let state = self.state.as_mut().expect("rows reach a fold only after a clean build");
         let mut rows = open.rows;
         if self.replaced.take().is_some_and(|first| first == epoch) {
-            retract_committed(state, self.worker, &mut rows, &self.what)?;
+            let changelog = (self.changelog.0.as_ref(), self.changelog.1.as_str());
+            retract_committed(state, changelog, (self.hasher, self.worker), &mut rows, &self.what)?;
         }
-        let mut deltas: Vec<(Vec<u8>, Delta)> = rows.into_iter().filter(|(_, d)| d.diff != 0).collect();
-        deltas.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut deltas: Vec<(RowHash, Row)> = rows.into_iter().filter(|(_, row)| row.delta.diff != 0).collect();
+        deltas.sort_unstable_by_key(|(hash, _)| *hash);
         let mut changes = Vec::with_capacity(deltas.len());
         let mut folded = Vec::with_capacity(deltas.len());
-        for (row, delta) in deltas {
+        for (hash, Row { json, delta }) in deltas {
             let old = match delta.before {
-                None => held(state, &self.filter, &row, &self.what)?,
+                None => held(state, &self.filter, hash, &self.what)?,
                 Some(before) => {
                     if cfg!(debug_assertions) {
-                        let now = state.get_uncounted(&row)?.map(|b| decode::<i64>(&b, &self.what)).transpose()?;
-                        assert_eq!(before, now.unwrap_or(0), "a multiplicity read ahead is current");
+                        assert_eq!(before, stored(state, hash, &self.what)?, "a multiplicity read ahead is current");
                     }
                     before
                 }
             };
             let new = old + delta.diff;
             if new != 0 {
-                self.filter.insert(row_hash(key_hash(row.as_slice())));
+                self.filter.insert(hash.filter());
             }
-            folded.push((row.clone(), new));
-            changes.push((row, delta.diff, new));
+            folded.push((hash, new));
+            changes.push((hash, json, delta.diff, new));
         }
         // The epoch's commit may come before the overlay's next finish.
         state.report_reads();
@@ -338,33 +367,54 @@ impl Open {
 }
 
 /// The replacing epoch's retractions: every row of this worker's share
-/// that the committed state holds.
-fn retract_committed(state: &OperatorState, worker: (usize, usize), rows: &mut Rows, what: &str) -> Result<()> {
-    state.scan_committed(|row, count| {
-        if owns(worker, row) {
-            rows.entry(row.to_vec()).or_default().diff -= decode::<i64>(count, what)?;
+/// that the committed index holds, read from the changelog at the offsets
+/// the index gives, in offset order (one pass over the changelog).
+fn retract_committed(
+    state: &OperatorState,
+    (log, topic): (&Log, &str),
+    (hasher, worker): (RowHasher, (usize, usize)),
+    rows: &mut Rows,
+    what: &str,
+) -> Result<()> {
+    let mut held: Vec<(u64, RowHash, i64)> = Vec::new();
+    state.scan_committed(|key, value| {
+        if let Some(hash) = RowHash::from_key(key).filter(|hash| hash.owned_by(worker)) {
+            let entry = IndexEntry::decode(value, what)?;
+            held.push((entry.offset, hash, entry.count));
         }
+        Ok(())
+    })?;
+    held.sort_unstable();
+    crate::view_index::read_rows_at(log, topic, &held, |(_, hash, count), row| {
+        if hasher.hash(row) != hash {
+            return Err(format!(
+                "the record the index gives for a row holds another row ({})",
+                String::from_utf8_lossy(row)
+            ));
+        }
+        let retracted = rows.entry(hash).or_insert_with(|| Row { json: row.to_vec(), delta: Delta::default() });
+        retracted.delta.diff -= count;
         Ok(())
     })
 }
 
-/// A row's multiplicity in the view's state (0: absent), not read where
+/// A row's multiplicity in the view's index (0: absent), not read where
 /// the filter says the row is absent. Only with no folded epoch waiting
 /// for the overlay ([`ViewFold::index_folded`]).
-fn held(state: &OperatorState, filter: &HeldFilter, row: &[u8], what: &str) -> Result<i64> {
-    if filter.surely_absent(row_hash(key_hash(row))) {
+fn held(state: &OperatorState, filter: &HeldFilter, hash: RowHash, what: &str) -> Result<i64> {
+    if filter.surely_absent(hash.filter()) {
         if cfg!(debug_assertions) {
-            let held = state.get_uncounted(row)?.map(|b| decode::<i64>(&b, what)).transpose()?;
-            assert_eq!(held.unwrap_or(0), 0, "a row the filter says is absent is not held");
+            assert_eq!(stored(state, hash, what)?, 0, "a row the filter says is absent is not held");
         }
         return Ok(0);
     }
-    read(state, row, what)
+    state.get(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
 }
 
-/// A row's multiplicity in the view's state, read.
-fn read(state: &OperatorState, row: &[u8], what: &str) -> Result<i64> {
-    state.get(row)?.map(|b| decode(&b, what)).transpose().map(|count| count.unwrap_or(0))
+/// A row's multiplicity in the view's index, read without being counted
+/// (debug checks).
+fn stored(state: &OperatorState, hash: RowHash, what: &str) -> Result<i64> {
+    state.get_uncounted(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
 }
 
 #[cfg(test)]
@@ -374,9 +424,10 @@ mod tests {
     use timely::dataflow::operators::generic::Operator;
     use timely::dataflow::operators::{Input, Probe};
 
-    use super::{JsonRow, owns, route};
+    use super::{JsonRow, route};
+    use crate::view_index::RowHasher;
 
-    /// Every row reaches the one worker that [`owns`] it, for worker
+    /// Every row reaches the one worker that owns its hash, for worker
     /// counts that are and are not powers of two.
     #[test]
     fn the_exchange_sends_each_row_to_the_worker_that_owns_it() {
@@ -398,9 +449,9 @@ mod tests {
                                 move |input, _output| {
                                     input.for_each(|_, rows| {
                                         for row in rows.drain(..) {
-                                            let row = row.expect("the test sends JSON rows");
+                                            let (hash, row) = row.expect("the test sends JSON rows");
                                             assert!(
-                                                owns((index, peers), &row),
+                                                hash.owned_by((index, peers)),
                                                 "worker {index} of {peers} got {row:?}"
                                             );
                                             count.set(count.get() + 1);
@@ -413,7 +464,8 @@ mod tests {
                         .0
                 });
                 for n in (0..1000).filter(|n| n % peers == index) {
-                    input.send(Ok(format!("{{\"a\":{n},\"b\":\"x{n}\"}}").into_bytes()));
+                    let row = format!("{{\"a\":{n},\"b\":\"x{n}\"}}").into_bytes();
+                    input.send(Ok((RowHasher::with_keys(7, 11).hash(&row), row)));
                 }
                 input.advance_to(1);
                 while probe.less_than(input.time()) {

@@ -9,7 +9,7 @@
 //! Invariants:
 //! - an epoch is written once, in increasing order, after every earlier
 //!   one, and only when every worker has folded it; its records are
-//!   sorted by row and hold one record per changed row (no worker folds
+//!   sorted by row hash and hold one record per changed row (no worker folds
 //!   another's rows);
 //! - the epoch's capability is held until its records are appended and
 //!   its sink position recorded: the commit waits for both;
@@ -31,6 +31,7 @@ use crate::error::Result;
 use crate::naming::changelog_topic;
 use crate::sink::{DIFF_HEADER, EPOCH_HEADER, append_encoded, prepare_topic};
 use crate::view_fold::{Change, ViewFold};
+use crate::view_index::RowHasher;
 use crate::{Collection, Epoch};
 
 /// One epoch waiting for every worker's fold: its capability and the
@@ -56,10 +57,8 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
     let ctx = collection.ctx.clone();
     let shared = ctx.shared.clone();
     let topic = changelog_topic(name);
-    // A row that cannot be JSON (a map with non-string keys) fails the job
-    // with an error at its epoch, never a panic.
-    let rows = collection.map(|row| serde_json::to_vec(&row).map_err(|e| e.to_string()));
-    let scope = rows.inner.inner.scope();
+    let lineage = collection.lineage.clone();
+    let scope = collection.inner.inner.scope();
     let worker = (scope.index(), scope.peers());
     let first_epoch = shared.first_epoch();
     let replaced = shared.checkpoints.view_replaced(name, &topic, definition).then_some(first_epoch);
@@ -70,7 +69,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
         if let Some(error) = shared.checkpoints.take_catch_up_failure(name) {
             ctx.build_error(format!("view '{name}': its state could not be caught up: {error}"));
         }
-        let resuming = shared.checkpoints.resuming_readers(&rows.lineage);
+        let resuming = shared.checkpoints.resuming_readers(&lineage);
         if replaced.is_some() && !resuming.is_empty() {
             // Its old rows would be retracted and only what changes from
             // now on would come in their place.
@@ -83,27 +82,35 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
         }
     }
     let prepared = if worker.0 == 0 { prepare_topic(&shared, &topic, CleanupPolicy::Compact) } else { Ok(()) };
-    let state = match prepared.and_then(|()| ctx.view_state(&format!("view.{name}"), &rows.lineage)) {
-        Ok(opstate) => {
+    let state = match prepared.and_then(|()| ctx.view_index(name, &lineage)) {
+        Ok((opstate, hasher)) => {
             if worker.0 == 0 {
                 let (replace, rows) = shared.checkpoints.register_view(name, &topic, definition, first_epoch);
                 assert_eq!(replace, replaced.is_some(), "a view's replacement is decided by the resumed checkpoint");
-                match rows.map_or_else(|| crate::sink::count_rows(&opstate), Ok) {
+                match rows.map_or_else(|| crate::view_index::count_rows(&opstate), Ok) {
                     Ok(rows) => appender.rows_held = rows,
                     Err(e) => ctx.build_error(format!("view '{name}': {e}")),
                 }
             }
-            Some(opstate)
+            (Some(opstate), hasher)
         }
         // The operators are still built: every worker must build the same
         // dataflow. The build error stops the job before any data flows.
         Err(e) => {
             ctx.build_error(format!("view '{name}': {e}"));
-            None
+            (None, RowHasher::with_keys(0, 0))
         }
     };
+    // A row becomes JSON and is hashed once, where it is produced. One that
+    // cannot be JSON (a map with non-string keys) fails the job with an
+    // error at its epoch, never a panic.
+    let hasher = state.1;
+    let rows = collection
+        .map(move |row| serde_json::to_vec(&row).map(|json| (hasher.hash(&json), json)).map_err(|e| e.to_string()));
     let label = format!("sink 'view:{name}'");
-    let changes = ViewFold::new(name, worker, state, replaced).render(rows.inner.inner, shared.clone(), label.clone());
+    let changelog = (shared.log().clone(), topic.clone());
+    let fold = ViewFold::new(name, worker, state, changelog, replaced);
+    let changes = fold.render(rows.inner.inner, shared.clone(), label.clone());
     let operator_name = format!("view:{name}");
     let stream = changes.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
         Exchange::new(|_: &Change| 0),
@@ -153,12 +160,12 @@ impl Appender {
     fn write(&mut self, shared: &Shared, epoch: Epoch) -> Result<()> {
         let Pending { capability: _capability, mut changes } =
             self.pending.remove(&epoch).expect("a ready epoch is pending");
-        // Each worker's changes come sorted: a stable sort merges the runs.
-        changes.sort_by(|a, b| a.0.cmp(&b.0));
+        // Each worker's changes come sorted by row hash: a stable sort merges the runs.
+        changes.sort_by_key(|change| change.0);
         for pair in changes.windows(2) {
             assert!(pair[0].0 < pair[1].0, "one change per row and epoch, from one worker");
         }
-        for (_, diff, after) in &changes {
+        for (_, _, diff, after) in &changes {
             assert!(*diff != 0, "a fold emits no zero change");
             match (after - diff, *after) {
                 (0, _) => self.rows_held += 1,
@@ -180,7 +187,7 @@ impl Appender {
 fn append_changes(shared: &Shared, topic: &str, epoch: Epoch, changes: &[Change]) -> Result<u64> {
     let epoch_value = (epoch as i64).to_be_bytes().to_vec();
     let mut headers: FxHashMap<i64, [Header; 2]> = FxHashMap::default();
-    for &(_, diff, _) in changes {
+    for &(_, _, diff, _) in changes {
         headers.entry(diff).or_insert_with(|| {
             [
                 Header { key: EPOCH_HEADER.into(), value: Some(epoch_value.clone()) },
@@ -188,12 +195,12 @@ fn append_changes(shared: &Shared, topic: &str, epoch: Epoch, changes: &[Change]
             ]
         });
     }
-    let values: Vec<[u8; 8]> = changes.iter().map(|(_, _, after)| after.to_be_bytes()).collect();
+    let values: Vec<[u8; 8]> = changes.iter().map(|(_, _, _, after)| after.to_be_bytes()).collect();
     let now_ms = shared.log().clock().now_ms();
     let records: Vec<EncodeRecord<'_>> = changes
         .iter()
         .zip(&values)
-        .map(|((row, diff, after), value)| EncodeRecord {
+        .map(|((_, row, diff, after), value)| EncodeRecord {
             offset_delta: 0,
             timestamp_ms: now_ms,
             key: Some(row),

@@ -1,5 +1,6 @@
-//! A view's state (keyspace `view.NAME`: row → multiplicity) is an index
-//! of its changelog, and the changelog is its write-ahead log.
+//! A view's state (keyspace `vidx.NAME`: row hash → multiplicity and
+//! offset, [`crate::view_index`]) is an index of its changelog, and the
+//! changelog is its write-ahead log.
 //!
 //! Every changelog record carries a row's multiplicity after its epoch (a
 //! tombstone for 0), so the state is a pure function of the changelog's
@@ -10,9 +11,12 @@
 //! the commit made durable, in unsynced batches (RocksDB's WAL on, so a
 //! crash keeps a prefix of them; the next synced commit makes them
 //! durable), each with a marker: the changelog offset the keyspace is
-//! applied through (keyspace `checkpoint.applied`, key: the changelog
+//! applied through (keyspace `checkpoint.indexed`, key: the changelog
 //! topic, value: the end offset, postcard `u64`). At startup the same
-//! replay ([`catch_up_all`]) runs from each marker to the committed end.
+//! replay ([`catch_up_all`]) runs from each marker to the committed end;
+//! an index without a marker (a new view, a lost index, or a directory
+//! from before view index layout 1, whose `view.NAME` keyspaces and
+//! `checkpoint.applied` markers are dropped) is replayed from offset 0.
 //!
 //! Invariants:
 //! - the marker is written in the same batch as the state writes it covers,
@@ -33,12 +37,16 @@ use std::collections::BTreeMap;
 use millpond_log::Log;
 
 use crate::checkpoint::CheckpointMeta;
-use crate::codec::{decode, encode, encode_count};
+use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
+use crate::view_index::{IndexEntry, ROW_KEY_BYTES, RowHasher, hasher, hasher_or_create, index_keyspace};
 
 /// The keyspace of the markers: changelog topic → offset applied through.
-pub(crate) const APPLIED_KEYSPACE: &str = "checkpoint.applied";
+pub(crate) const APPLIED_KEYSPACE: &str = "checkpoint.indexed";
+/// The markers of the layout before view index layout 1 (row → count in
+/// `view.NAME`), dropped when a directory of that layout opens.
+pub(crate) const APPLIED_KEYSPACE_BEFORE_INDEX: &str = "checkpoint.applied";
 /// Bytes per fetch while replaying, and writes per replay batch.
 const REPLAY_FETCH_BYTES_MAX: usize = 1 << 20;
 /// A fetch is sized to the records still wanted at this many bytes each
@@ -81,8 +89,10 @@ pub(crate) fn catch_up_all(
             });
         }
         if from < end {
-            let keyspace = store.keyspace(&format!("view.{view}"))?;
-            if let Err(error) = catch_up(store, log, (keyspace, markers), topic, from, end) {
+            let keyspace = store.keyspace(&index_keyspace(view))?;
+            let caught_up = hasher_or_create(store, keyspace, &format!("the index of view '{view}'"))
+                .and_then(|hasher| catch_up(store, log, (keyspace, markers, hasher), topic, from, end));
+            if let Err(error) = caught_up {
                 failures.insert(view.clone(), error);
             }
         }
@@ -110,8 +120,13 @@ pub(crate) fn apply_step(
         return Ok(true);
     }
     let to = end.min(from.saturating_add(records_max.max(1)));
-    let keyspace = store.keyspace(&format!("view.{view}"))?;
-    catch_up(store, log, (keyspace, markers), topic, from, to)?;
+    let keyspace = store.keyspace(&index_keyspace(view))?;
+    let what = format!("the index of view '{view}'");
+    let hasher = hasher(store, keyspace, &what)?.ok_or_else(|| Error::CorruptState {
+        what,
+        reason: "it has no hash key, but its view has records to apply".into(),
+    })?;
+    catch_up(store, log, (keyspace, markers, hasher), topic, from, to)?;
     Ok(to == end)
 }
 
@@ -121,7 +136,7 @@ pub(crate) fn apply_step(
 fn catch_up(
     store: &dyn StateStore,
     log: &Log,
-    (keyspace, markers): (Keyspace, Keyspace),
+    (keyspace, markers, hasher): (Keyspace, Keyspace, RowHasher),
     topic: &str,
     from: u64,
     end: u64,
@@ -136,11 +151,11 @@ fn catch_up(
     }
     let mut next = from;
     let mut applied = 0;
-    let mut batch = WriteBatch::new();
+    let mut writes = Vec::new();
     while next < end {
         let fetch = log.fetch(topic, 0, next, replay_fetch_bytes(end - next))?;
         for record in fetch.records().take_while(|r| r.offset < end) {
-            apply(&mut batch, keyspace, topic, &record)?;
+            writes.push(index_write(hasher, topic, &record)?);
             applied += 1;
         }
         let reached = fetch.next_offset().min(end);
@@ -152,15 +167,15 @@ fn catch_up(
             });
         }
         next = reached;
-        if batch.len() >= REPLAY_BATCH_WRITES_MAX || next == end {
+        if writes.len() >= REPLAY_BATCH_WRITES_MAX || next == end {
+            let mut batch = sorted_batch(keyspace, &mut writes);
             mark(&mut batch, markers, topic, next);
-            store.commit(std::mem::take(&mut batch), false)?;
+            store.commit(batch, false)?;
         }
     }
     Ok(applied)
 }
 
-/// One changelog record's effect on the state: its row's multiplicity.
 /// The bytes to fetch for `records` more records.
 fn replay_fetch_bytes(records: u64) -> usize {
     usize::try_from(records)
@@ -169,24 +184,47 @@ fn replay_fetch_bytes(records: u64) -> usize {
         .clamp(REPLAY_FETCH_BYTES_MIN, REPLAY_FETCH_BYTES_MAX)
 }
 
-fn apply(batch: &mut WriteBatch, keyspace: Keyspace, topic: &str, record: &millpond_log::RecordView<'_>) -> Result<()> {
+/// A write to the index: a row's key and its entry (`None`: deleted).
+type IndexWrite = ([u8; ROW_KEY_BYTES], Option<IndexEntry>);
+
+/// The batch of `writes` (drained) in key order, the last write of each
+/// key only. Each epoch's records come in hash order already; a step that
+/// spans epochs holds one run each. RocksDB's memtable inserts a run of
+/// ascending keys from where the last one went: random keys cost a search
+/// of its skip list each (measured: with each epoch's records in JSON
+/// order, that search was most of the applier's time).
+fn sorted_batch(keyspace: Keyspace, writes: &mut Vec<IndexWrite>) -> WriteBatch {
+    writes.sort_by_key(|(key, _)| *key); // stable: a key's writes stay in changelog order
+    let mut batch = WriteBatch::new();
+    for (at, (key, entry)) in writes.iter().enumerate() {
+        if writes.get(at + 1).is_some_and(|(next, _)| next == key) {
+            continue; // a later record of the same row
+        }
+        match entry {
+            None => batch.delete(keyspace, key),
+            Some(entry) => batch.put_owned(keyspace, key.to_vec(), entry.encode()),
+        }
+    }
+    writes.clear();
+    batch
+}
+
+/// One changelog record's effect on the index: its row's multiplicity and
+/// offset, or no entry.
+fn index_write(hasher: RowHasher, topic: &str, record: &millpond_log::RecordView<'_>) -> Result<IndexWrite> {
     let corrupt = |reason: &str| Error::CorruptChangelog {
         view: topic.to_owned(),
         offset: record.offset,
         reason: reason.to_owned(),
     };
     let row = record.key.ok_or_else(|| corrupt("a changelog record has no key"))?;
-    match record.value {
-        None => batch.delete(keyspace, row),
-        Some(value) => {
-            let count = i64::from_be_bytes(value.try_into().map_err(|_| corrupt("a multiplicity is not 8 bytes"))?);
-            if count == 0 {
-                return Err(corrupt("a multiplicity of 0 is written as a tombstone"));
-            }
-            batch.put_owned(keyspace, row.to_vec(), encode_count(count));
-        }
+    let key = hasher.hash(row).key();
+    let Some(value) = record.value else { return Ok((key, None)) };
+    let count = i64::from_be_bytes(value.try_into().map_err(|_| corrupt("a multiplicity is not 8 bytes"))?);
+    if count == 0 {
+        return Err(corrupt("a multiplicity of 0 is written as a tombstone"));
     }
-    Ok(())
+    Ok((key, Some(IndexEntry { count, offset: record.offset })))
 }
 
 #[cfg(test)]
@@ -209,6 +247,10 @@ mod tests {
             .collect();
         log.append("view.v", 0, &records).unwrap();
         let store = MemoryStore::new();
+        let keyspace = store.keyspace("vidx.v").unwrap();
+        let refused = apply_step(&store, &log, ("v", "view.v"), 1, 128).unwrap_err().to_string();
+        assert!(refused.contains("the index of view 'v'") && refused.contains("no hash key"), "{refused}");
+        let hasher = hasher_or_create(&store, keyspace, "v").unwrap();
         let end = 500;
         let mut steps = 0;
         while !apply_step(&store, &log, ("v", "view.v"), end, 128).unwrap() {
@@ -217,11 +259,36 @@ mod tests {
         assert_eq!(steps, 3, "500 records in steps of 128");
         let markers = store.keyspace(APPLIED_KEYSPACE).unwrap();
         assert_eq!(applied(&store, markers, "view.v").unwrap(), end);
-        let keyspace = store.keyspace("view.v").unwrap();
         for k in 0..600 {
-            let held = store.get(keyspace, row(k).as_bytes()).unwrap().is_some();
-            assert_eq!(held, k < end, "row {k}");
+            let held = store.get(keyspace, &hasher.hash(row(k).as_bytes()).key()).unwrap();
+            let expected = (k < end).then_some(IndexEntry { count: 1, offset: k });
+            assert_eq!(held.map(|bytes| IndexEntry::decode(&bytes, "v").unwrap()), expected, "row {k}");
         }
+        // The rows come back from the changelog at the offsets the index gives.
+        let mut held = Vec::new();
+        store
+            .scan_prefix(keyspace, b"", &mut |key, value| {
+                if let Some(hash) = crate::view_index::RowHash::from_key(key) {
+                    let entry = IndexEntry::decode(value, "v").unwrap();
+                    held.push((entry.offset, hash, entry.count));
+                }
+                true
+            })
+            .unwrap();
+        held.sort_unstable();
+        let mut rows = Vec::new();
+        crate::view_index::read_rows_at(&log, "view.v", &held, |(offset, hash, _), row| {
+            assert_eq!(hasher.hash(row), hash);
+            rows.push((offset, String::from_utf8(row.to_vec()).unwrap()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(rows, (0..end).map(|k| (k, row(k))).collect::<Vec<_>>());
+        // An offset the changelog does not hold is named.
+        let hash = hasher.hash(b"gone");
+        let missing = crate::view_index::read_rows_at(&log, "view.v", &[(900, hash, 1)], |_, _| Ok(()));
+        let missing = missing.unwrap_err().to_string();
+        assert!(missing.contains("900"), "{missing}");
     }
 
     #[test]

@@ -251,7 +251,7 @@ fn a_new_view_fed_by_a_resuming_reader_is_refused_with_its_name_and_the_readers(
         let prices = old_reader(job);
         job.materialize("prices", prices);
     }));
-    assert!(message.contains("'view.prices' is new") && message.contains("reader(s) bid_old that"), "{message}");
+    assert!(message.contains("'vidx.prices' is new") && message.contains("reader(s) bid_old that"), "{message}");
 
     // Nothing was committed by the refused runs.
     assert_eq!(published(dir).epoch, one.committed_epoch);
@@ -372,7 +372,7 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     produce(dir, "bid", 2, &first);
     run(dir, StateBackend::RocksDb, BOTH);
     assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
-    assert!(state_entries(dir, "op.maxes") > 0 && state_entries(dir, "view.bid_max") > 0);
+    assert!(state_entries(dir, "op.maxes") > 0 && state_entries(dir, "vidx.bid_max") > 0);
     let mut subscription = Subscription::open(dir, "bid_max", None, true).unwrap();
     let mut held = BTreeMap::new();
     fold_available(&mut subscription, &mut held);
@@ -384,7 +384,7 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     let two = run_dropping(dir, StateBackend::RocksDb, STATS_ONLY);
     assert_eq!(
         two.dropped,
-        ["reader bid_max", "state op.maxes", "state view.bid_max", "topic view.bid_max", "view bid_max"]
+        ["reader bid_max", "state op.maxes", "state vidx.bid_max", "topic view.bid_max", "view bid_max"]
     );
     assert_eq!(view_names(dir), ["bid_stats"]);
     assert!(matches!(read_view(dir, "bid_max"), Err(Error::UnknownView(name)) if name == "bid_max"));
@@ -399,12 +399,12 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     assert!(!left.iter().any(|t| t == "view.bid_max" || t == "bid_max.dead-letter"), "{left:?}");
     assert!(left.iter().any(|t| t == "view.bid_stats") && left.iter().any(|t| t == "bid.dead-letter"), "{left:?}");
     assert_eq!(state_entries(dir, "op.maxes"), 0);
-    assert_eq!(state_entries(dir, "view.bid_max"), 0);
+    assert_eq!(state_entries(dir, "vidx.bid_max"), 0);
     assert!(state_entries(dir, "op.stats") > 0, "declared state stays");
     let meta = published(dir);
     assert_eq!(meta.sources.keys().collect::<Vec<_>>(), ["bid"]);
     assert_eq!(meta.readers.keys().collect::<Vec<_>>(), ["bid"]);
-    assert_eq!(meta.states, BTreeSet::from(["op.stats".to_owned(), "view.bid_stats".to_owned()]));
+    assert_eq!(meta.states, BTreeSet::from(["op.stats".to_owned(), "vidx.bid_stats".to_owned()]));
     assert!(!meta.sinks.contains_key("view.bid_max") && !meta.compactable.contains_key("view.bid_max"));
     let all: Input = first.iter().chain(&second).cloned().collect();
     assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all));
@@ -906,39 +906,76 @@ fn a_declared_source_that_no_reader_reads_still_cuts_its_dead_letters_to_the_com
     assert_eq!(letters[0].value.as_deref(), Some("{not json"));
 }
 
-/// A view's state entries as (row JSON text, multiplicity), read from the
-/// RocksDB store (postcard i64 values).
-fn state_rows(dir: &Path, keyspace: &str) -> BTreeMap<String, i64> {
+/// A view's index as (row JSON text, multiplicity): each row entry's row
+/// read from the changelog record at the offset it gives (docs/state.md,
+/// view index layout 1; the entry with the empty key holds the hash key).
+fn state_rows(dir: &Path, view: &str) -> BTreeMap<String, i64> {
     let store = RocksStore::open(dir.join("state")).unwrap();
-    let space = store.keyspace(keyspace).unwrap();
-    let mut rows = BTreeMap::new();
+    let space = store.keyspace(&format!("vidx.{view}")).unwrap();
+    let mut entries = Vec::new();
     store
         .scan_prefix(space, b"", &mut |key, value| {
-            let count: i64 = postcard::from_bytes(value).unwrap();
-            rows.insert(String::from_utf8(key.to_vec()).unwrap(), count);
+            if !key.is_empty() {
+                assert_eq!((key.len(), value.len()), (16, 16), "a row entry is a hash and (count, offset)");
+                let count = i64::from_be_bytes(value[..8].try_into().unwrap());
+                entries.push((count, u64::from_be_bytes(value[8..].try_into().unwrap())));
+            }
             true
         })
         .unwrap();
+    drop(store);
+    let log = Log::open(dir, LogOptions { background: false, ..LogOptions::default() }).unwrap();
+    let mut rows = BTreeMap::new();
+    for (count, offset) in entries {
+        let fetch = log.fetch(&format!("view.{view}"), 0, offset, 1 << 16).unwrap();
+        let record = fetch.records().find(|r| r.offset == offset).expect("the record the index gives");
+        assert_eq!(record.value, Some(&count.to_be_bytes()[..]), "the record holds the index's count");
+        rows.insert(String::from_utf8(record.key.unwrap().to_vec()).unwrap(), count);
+    }
+    log.close().unwrap();
     rows
 }
 
-/// The changelog offset a view's state is applied through (docs/state.md).
+/// The changelog offset a view's index is applied through (docs/state.md).
 fn applied_marker(dir: &Path, topic: &str) -> Option<u64> {
     let store = RocksStore::open(dir.join("state")).unwrap();
-    let space = store.keyspace("checkpoint.applied").unwrap();
+    let space = store.keyspace("checkpoint.indexed").unwrap();
     store.get(space, topic.as_bytes()).unwrap().map(|bytes| postcard::from_bytes(&bytes).unwrap())
 }
 
-/// What a crash between a view's commit and its state's apply loses: the
-/// view's marker (`checkpoint.applied`), and with `rows` its whole state.
+/// What a crash between a view's commit and its index's apply loses: the
+/// view's marker (`checkpoint.indexed`), and with `rows` its whole index.
 fn lose_view_state(dir: &Path, view: &str, rows: bool) {
     let store = RocksStore::open(dir.join("state")).unwrap();
     let mut batch = millpond_dataflow::state::WriteBatch::new();
     if rows {
-        batch.delete_keyspace(store.keyspace(&format!("view.{view}")).unwrap());
+        batch.delete_keyspace(store.keyspace(&format!("vidx.{view}")).unwrap());
     }
-    batch.delete(store.keyspace("checkpoint.applied").unwrap(), format!("view.{view}").as_bytes());
+    batch.delete(store.keyspace("checkpoint.indexed").unwrap(), format!("view.{view}").as_bytes());
     store.commit(batch, true).unwrap();
+}
+
+/// A run of `bid_stats` over 1500 bids, committed: the bids and the
+/// changelog's committed end.
+fn first_stats_run(dir: &Path) -> (Input, u64) {
+    let first = bids(0..1500);
+    produce(dir, "bid", 2, &first);
+    run(dir, StateBackend::RocksDb, STATS_ONLY);
+    (first, published(dir).sinks["view.bid_stats"])
+}
+
+/// Runs `bid_stats` again over 1500 more bids that change every auction,
+/// and checks its changelog and its index against a recomputation over
+/// `first` and them.
+fn second_stats_run(dir: &Path, first: &Input) -> RunStats {
+    let second = bids(1500..3000);
+    produce(dir, "bid", 2, &second);
+    let stats = run(dir, StateBackend::RocksDb, STATS_ONLY);
+    let all: Input = first.iter().chain(&second).cloned().collect();
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "the changelog reads as the recomputation");
+    assert_eq!(state_rows(dir, "bid_stats"), expected_stats(&all), "the index is the changelog's last records");
+    assert_eq!(applied_marker(dir, "view.bid_stats"), Some(published(dir).sinks["view.bid_stats"]));
+    stats
 }
 
 #[test]
@@ -950,22 +987,51 @@ fn a_view_state_whose_apply_was_lost_is_replayed_from_its_changelog() {
     // next record is wrong (and readers refuse the changelog).
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let first = bids(0..1500);
-    produce(dir, "bid", 2, &first);
-    run(dir, StateBackend::RocksDb, STATS_ONLY);
-    let end = published(dir).sinks["view.bid_stats"];
+    let (first, end) = first_stats_run(dir);
     assert_eq!(applied_marker(dir, "view.bid_stats"), Some(end), "the marker follows the commit");
-    assert_eq!(state_rows(dir, "view.bid_stats"), expected_stats(&first));
+    assert_eq!(state_rows(dir, "bid_stats"), expected_stats(&first));
     lose_view_state(dir, "bid_stats", true);
-    assert!(state_rows(dir, "view.bid_stats").is_empty());
+    assert!(state_rows(dir, "bid_stats").is_empty());
+    second_stats_run(dir, &first);
+}
 
-    let second = bids(1500..3000); // every auction changes again
-    produce(dir, "bid", 2, &second);
-    run(dir, StateBackend::RocksDb, STATS_ONLY);
-    let all: Input = first.iter().chain(&second).cloned().collect();
-    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "the changelog reads as the recomputation");
-    assert_eq!(state_rows(dir, "view.bid_stats"), expected_stats(&all), "the state is the changelog's last records");
-    assert_eq!(applied_marker(dir, "view.bid_stats"), Some(published(dir).sinks["view.bid_stats"]));
+#[test]
+fn a_view_state_of_the_layout_before_the_index_is_replaced_by_an_index_replayed_from_the_changelog() {
+    // Before view index layout 1 a view's state was `view.NAME` (row JSON
+    // -> postcard count) with its marker in `checkpoint.applied`. Rewrite a
+    // committed directory into that shape, then resume it.
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (first, end) = first_stats_run(dir);
+    let old_rows = state_rows(dir, "bid_stats");
+    let mut meta = published(dir);
+    assert!(meta.states.remove("vidx.bid_stats"));
+    meta.states.insert("view.bid_stats".to_owned());
+    {
+        let store = RocksStore::open(dir.join("state")).unwrap();
+        let (old, old_markers) =
+            (store.keyspace("view.bid_stats").unwrap(), store.keyspace("checkpoint.applied").unwrap());
+        let mut batch = millpond_dataflow::state::WriteBatch::new();
+        batch.delete_keyspace(store.keyspace("vidx.bid_stats").unwrap());
+        batch.delete(store.keyspace("checkpoint.indexed").unwrap(), b"view.bid_stats");
+        for (row, count) in &old_rows {
+            batch.put(old, row.as_bytes(), &postcard::to_stdvec(count).unwrap());
+        }
+        batch.put(old_markers, b"view.bid_stats", &postcard::to_stdvec(&end).unwrap());
+        batch.put(store.keyspace("checkpoint").unwrap(), b"meta", &postcard::to_stdvec(&meta).unwrap());
+        store.commit(batch, true).unwrap();
+    }
+    std::fs::write(dir.join("checkpoint.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+
+    let two = second_stats_run(dir, &first);
+    assert_eq!(two.records, 1500, "the view is not new: its reader resumes");
+    assert!(two.dropped.is_empty(), "a layout change drops nothing the job declared: {:?}", two.dropped);
+    let meta = published(dir);
+    assert!(meta.states.contains("vidx.bid_stats") && !meta.states.contains("view.bid_stats"), "{:?}", meta.states);
+    assert_eq!(state_entries(dir, "view.bid_stats"), 0, "the old state is deleted");
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let old_markers = store.keyspace("checkpoint.applied").unwrap();
+    assert_eq!(store.get(old_markers, b"view.bid_stats").unwrap(), None, "and its marker");
 }
 
 #[test]
