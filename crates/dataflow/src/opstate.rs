@@ -5,8 +5,8 @@
 //! e, so it must read its own uncommitted writes: every write goes to an
 //! in-memory overlay tagged with its epoch as well as to the epoch's write
 //! batch. Once an epoch is committed its overlay entries are dropped (the
-//! store then holds them; a view's writes are applied after the commit's
-//! publish, and the committed epoch is raised only after that).
+//! store then holds them). A view's index is only read through here: its
+//! fold keeps the rows not yet applied ([`crate::view_fold`]).
 //!
 //! An operator that reads ranges of its keys ([`OperatorState::scan_group`],
 //! e.g. a join reading one key's rows) writes those keys in groups
@@ -196,9 +196,9 @@ pub(crate) struct OperatorState {
     keyspace: Keyspace,
     overlay: Overlay,
     batch: WriteBatch,
-    /// A view's state: the store is written from the changelog after each
-    /// commit ([`crate::view_state`]), so writes only go to the overlay.
-    indexed: bool,
+    /// A view's index: only read here (its fold keeps the rows not yet
+    /// applied, and the applier writes the store, [`crate::view_state`]).
+    read_only: bool,
     /// The keys it may hold (`None`: a view's state, filtered by its fold).
     filter: Option<KeyFilter>,
     /// Reads since the last [`OperatorState::finish_epoch`] (then added to
@@ -219,11 +219,18 @@ impl OperatorState {
     }
 
     /// A view's index (registered by the caller,
-    /// [`crate::context::WorkerContext::view_index`]): written from its
-    /// changelog after each commit ([`crate::view_state`]), so writes only
-    /// go to the overlay. No key filter: the view's fold keeps its own.
+    /// [`crate::context::WorkerContext::view_index`]), read only: its
+    /// applier writes it from the changelog after each commit
+    /// ([`crate::view_state`]) and its fold keeps the rows not applied yet.
+    /// No key filter: the fold keeps its own.
     pub(crate) fn new_index(checkpoints: Arc<Checkpoints>, keyspace_name: &str) -> Result<OperatorState> {
-        Ok(OperatorState { indexed: true, ..Self::opened(checkpoints, keyspace_name)? })
+        Ok(OperatorState { read_only: true, ..Self::opened(checkpoints, keyspace_name)? })
+    }
+
+    /// The committed epoch: every write of an epoch up to it is in the
+    /// store (a view's index: applied).
+    pub(crate) fn committed_epoch(&self) -> Epoch {
+        self.checkpoints.committed_epoch()
     }
 
     /// The state of a registered keyspace, without a key filter.
@@ -234,7 +241,7 @@ impl OperatorState {
             keyspace,
             overlay: Overlay::default(),
             batch: WriteBatch::new(),
-            indexed: false,
+            read_only: false,
             filter: None,
             reads: std::cell::Cell::new(StateReads::default()),
         })
@@ -498,11 +505,10 @@ impl OperatorState {
         if let (Some(filter), Some(_)) = (self.filter.as_mut(), &value) {
             filter.held.insert(KeyFilter::hash(&key));
         }
-        if !self.indexed {
-            match &value {
-                Some(value) => self.batch.put(self.keyspace, &key, value),
-                None => self.batch.delete(self.keyspace, &key),
-            }
+        assert!(!self.read_only, "a view's index is written by its applier only");
+        match &value {
+            Some(value) => self.batch.put(self.keyspace, &key, value),
+            None => self.batch.delete(self.keyspace, &key),
         }
         self.overlay.insert(key, (epoch, value), group_len);
     }

@@ -29,16 +29,24 @@
 //!   epoch is folded and none can still arrive, so it equals what the
 //!   state holds when the epoch is folded (asserted against it in debug
 //!   builds);
-//! - the state is read (read ahead, or at a fold) only after the last
-//!   folded epoch is in its overlay: the overlay's inserts are deferred
-//!   from the fold to the operator's second activation after it (the
-//!   first is in the step that carries the epoch onwards), so the epoch's
-//!   commit does not wait for them, but every read comes after them.
+//! - the index is read (read ahead, or at a fold) only after the last
+//!   folded epoch is in the fold's map of rows not yet applied
+//!   ([`Unapplied`]; the index's applier writes an epoch after its
+//!   commit): its inserts are deferred from the fold to the operator's
+//!   second activation after it (the first is in the step that carries the
+//!   epoch onwards), so the epoch's commit does not wait for them, but
+//!   every read comes after them;
+//! - a row's multiplicity is the one of the last folded epoch that changed
+//!   it if that epoch may not be applied yet, else the index's: `Unapplied`
+//!   forgets an epoch's rows only once the committed epoch (raised after
+//!   the apply) reaches it.
 
 use std::collections::BTreeMap;
 
+use std::collections::VecDeque;
+
 use indexmap::IndexMap;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
@@ -51,7 +59,7 @@ use crate::context::Shared;
 use crate::error::Result;
 use crate::held_filter::{HeldFilter, fill_step};
 use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
-use crate::view_index::{FIRST_ROW_KEY, IndexEntry, OFFSET_UNAPPLIED, RowHash, RowHasher};
+use crate::view_index::{FIRST_ROW_KEY, IndexEntry, RowHash, RowHasher};
 use crate::{Diff, Epoch};
 
 /// A row's change in one epoch as the fold emits it: the row's hash, the
@@ -108,9 +116,11 @@ pub(crate) struct ViewFold {
     /// This worker's index and the worker count (a replacement retracts
     /// the committed rows that route here).
     worker: (usize, usize),
-    /// The last epoch folded, not yet in the state's overlay (see
+    /// The last epoch folded, not yet in `unapplied` (see
     /// [`ViewFold::index_folded`]).
     folded: Option<Folded>,
+    /// The rows of folded epochs that the index may not hold yet.
+    unapplied: Unapplied,
     /// An epoch was folded at this activation: the next one leaves it out
     /// of the overlay (it carries the epoch onwards), the one after puts it in.
     index_next: bool,
@@ -163,6 +173,7 @@ impl ViewFold {
             replaced,
             worker,
             folded: None,
+            unapplied: Unapplied::default(),
             index_next: false,
         }
     }
@@ -277,7 +288,7 @@ impl ViewFold {
         }
         for at in open.unread_from..open.rows.len() {
             let (&hash, row) = open.rows.get_index_mut(at).expect("an index below the length");
-            row.delta.before = Some(held(state, &self.filter, hash, &self.what)?);
+            row.delta.before = Some(held((state, &self.unapplied), &self.filter, hash, &self.what)?);
         }
         open.unread_from = open.rows.len();
         Ok(())
@@ -300,22 +311,17 @@ impl ViewFold {
         Ok(self.filter_scan.is_some())
     }
 
-    /// Puts the last folded epoch's rows into the state's overlay (where a
-    /// multiplicity is read until the commit thread applies the epoch to
-    /// the store) and lets the overlay forget what is applied. Deferred from
+    /// Puts the last folded epoch's rows into `unapplied` (where a
+    /// multiplicity is read until the applier writes the epoch to the
+    /// index) and forgets the epochs the index holds by now. Deferred from
     /// the fold to the operator's next activation: the epoch's commit does
-    /// not wait for it, and nothing reads the state before it.
+    /// not wait for it, and nothing reads the index before it.
     fn index_folded(&mut self) {
         let Some(Folded { epoch, rows }) = self.folded.take() else { return };
-        let state = self.state.as_mut().expect("only a view with state folds epochs");
-        for (hash, new) in rows {
-            if new == 0 {
-                state.delete(epoch, hash.key().to_vec());
-            } else {
-                state.put(epoch, hash.key().to_vec(), IndexEntry { count: new, offset: OFFSET_UNAPPLIED }.encode());
-            }
-        }
-        state.finish_epoch(epoch).expect("a view's state has no key filter to scan");
+        let state = self.state.as_ref().expect("only a view with state folds epochs");
+        self.unapplied.insert(epoch, rows);
+        self.unapplied.forget_through(state.committed_epoch());
+        state.report_reads();
     }
 
     /// Folds epoch `epoch`: its capability and its changes, sorted by row hash.
@@ -338,10 +344,11 @@ impl ViewFold {
         let mut folded = Vec::with_capacity(deltas.len());
         for (hash, Row { json, delta }) in deltas {
             let old = match delta.before {
-                None => held(state, &self.filter, hash, &self.what)?,
+                None => held((state, &self.unapplied), &self.filter, hash, &self.what)?,
                 Some(before) => {
                     if cfg!(debug_assertions) {
-                        assert_eq!(before, stored(state, hash, &self.what)?, "a multiplicity read ahead is current");
+                        let now = stored((state, &self.unapplied), hash, &self.what)?;
+                        assert_eq!(before, now, "a multiplicity read ahead is current");
                     }
                     before
                 }
@@ -398,23 +405,70 @@ fn retract_committed(
     })
 }
 
-/// A row's multiplicity in the view's index (0: absent), not read where
-/// the filter says the row is absent. Only with no folded epoch waiting
-/// for the overlay ([`ViewFold::index_folded`]).
-fn held(state: &OperatorState, filter: &HeldFilter, hash: RowHash, what: &str) -> Result<i64> {
+/// A row's multiplicity (0: absent): of the last unapplied epoch that
+/// changed it, else in the view's index, not read where the filter says
+/// the row is absent. Only with no folded epoch waiting to be put into
+/// `unapplied` ([`ViewFold::index_folded`]).
+fn held(index: (&OperatorState, &Unapplied), filter: &HeldFilter, hash: RowHash, what: &str) -> Result<i64> {
     if filter.surely_absent(hash.filter()) {
         if cfg!(debug_assertions) {
-            assert_eq!(stored(state, hash, what)?, 0, "a row the filter says is absent is not held");
+            assert_eq!(stored(index, hash, what)?, 0, "a row the filter says is absent is not held");
         }
         return Ok(0);
     }
-    state.get(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
+    if let Some(count) = index.1.get(hash) {
+        return Ok(count);
+    }
+    index.0.get(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
 }
 
-/// A row's multiplicity in the view's index, read without being counted
-/// (debug checks).
-fn stored(state: &OperatorState, hash: RowHash, what: &str) -> Result<i64> {
+/// [`held`] without the filter and without counting the read (debug checks).
+fn stored((state, unapplied): (&OperatorState, &Unapplied), hash: RowHash, what: &str) -> Result<i64> {
+    if let Some(count) = unapplied.get(hash) {
+        return Ok(count);
+    }
     state.get_uncounted(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
+}
+
+/// The rows of folded epochs that the view's index may not hold yet (its
+/// applier writes an epoch after the epoch's commit): each row's
+/// multiplicity after the last such epoch that changed it (0: gone), and
+/// each epoch's rows, to forget them once the index holds the epoch.
+///
+/// Invariant: `rows` holds exactly the rows of the epochs in `epochs`,
+/// each with the last of those epochs that changed it; `epochs` increase.
+#[derive(Default)]
+struct Unapplied {
+    rows: FxHashMap<RowHash, (Epoch, i64)>,
+    epochs: VecDeque<(Epoch, Vec<RowHash>)>,
+}
+
+impl Unapplied {
+    fn get(&self, hash: RowHash) -> Option<i64> {
+        self.rows.get(&hash).map(|&(_, count)| count)
+    }
+
+    /// Epoch `epoch`'s rows with their multiplicities after it.
+    fn insert(&mut self, epoch: Epoch, rows: Vec<(RowHash, i64)>) {
+        assert!(self.epochs.back().is_none_or(|&(last, _)| last < epoch), "epochs are folded in order");
+        let hashes = rows.iter().map(|&(hash, _)| hash).collect();
+        self.rows.extend(rows.into_iter().map(|(hash, count)| (hash, (epoch, count))));
+        self.epochs.push_back((epoch, hashes));
+    }
+
+    /// Forgets the rows of the epochs up to `applied` (the committed
+    /// epoch: the index holds every epoch up to it), unless a later
+    /// epoch changed them again.
+    fn forget_through(&mut self, applied: Epoch) {
+        while self.epochs.front().is_some_and(|&(epoch, _)| epoch <= applied) {
+            let (epoch, hashes) = self.epochs.pop_front().expect("checked above");
+            for hash in hashes {
+                if self.rows.get(&hash).is_some_and(|&(last, _)| last == epoch) {
+                    self.rows.remove(&hash);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -424,8 +478,26 @@ mod tests {
     use timely::dataflow::operators::generic::Operator;
     use timely::dataflow::operators::{Input, Probe};
 
-    use super::{JsonRow, route};
-    use crate::view_index::RowHasher;
+    use super::{JsonRow, Unapplied, route};
+    use crate::view_index::{RowHash, RowHasher};
+
+    /// An epoch's rows are read from memory until the index holds the
+    /// epoch, and a row changed again later stays until that epoch is held.
+    #[test]
+    fn unapplied_rows_are_forgotten_once_applied_unless_changed_again() {
+        let mut unapplied = Unapplied::default();
+        let (a, b) = (RowHash(1), RowHash(2));
+        unapplied.insert(3, vec![(a, 1), (b, 2)]);
+        unapplied.insert(4, vec![(a, 0)]);
+        assert_eq!((unapplied.get(a), unapplied.get(b)), (Some(0), Some(2)));
+        unapplied.forget_through(2);
+        assert_eq!(unapplied.get(b), Some(2), "nothing applied yet");
+        unapplied.forget_through(3);
+        assert_eq!((unapplied.get(a), unapplied.get(b)), (Some(0), None));
+        unapplied.forget_through(4);
+        assert_eq!(unapplied.get(a), None);
+        assert!(unapplied.rows.is_empty() && unapplied.epochs.is_empty());
+    }
 
     /// Every row reaches the one worker that owns its hash, for worker
     /// counts that are and are not powers of two.

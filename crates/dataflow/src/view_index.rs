@@ -44,9 +44,6 @@ pub(crate) const ROW_KEY_BYTES: usize = 16;
 pub(crate) const FIRST_ROW_KEY: &[u8] = &[0];
 /// The bytes of a row entry's value: multiplicity, then changelog offset.
 pub(crate) const ENTRY_BYTES: usize = 16;
-/// The offset of an entry the fold wrote to its overlay, before the
-/// applier wrote the record's own.
-pub(crate) const OFFSET_UNAPPLIED: u64 = u64::MAX;
 
 /// The index keyspace of view `name`.
 pub(crate) fn index_keyspace(name: &str) -> String {
@@ -148,8 +145,7 @@ pub(crate) fn hasher_or_create(store: &dyn StateStore, keyspace: Keyspace, what:
 }
 
 /// A row entry's value: the row's multiplicity (never 0: a row at 0 has
-/// no entry) and the offset of its last changelog record
-/// ([`OFFSET_UNAPPLIED`] in a fold's overlay).
+/// no entry) and the offset of its last changelog record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct IndexEntry {
     pub(crate) count: i64,
@@ -211,9 +207,6 @@ pub(crate) fn read_rows_at(
     let corrupt = |offset: u64, reason: String| Error::CorruptChangelog { view: topic.to_owned(), offset, reason };
     let mut at = 0;
     while let Some(&(offset, _, _)) = held.get(at) {
-        if offset == OFFSET_UNAPPLIED {
-            return Err(corrupt(offset, "a committed index entry has no changelog offset".into()));
-        }
         let fetch = log.fetch(topic, 0, offset, READ_FETCH_BYTES)?;
         for record in fetch.records() {
             let Some(&wanted) = held.get(at) else { break };
