@@ -134,9 +134,12 @@ pub(crate) fn hasher_or_create(store: &dyn StateStore, keyspace: Keyspace, what:
     if let Some(hasher) = hasher(store, keyspace, what)? {
         return Ok(hasher);
     }
-    let mut only = true;
-    store.scan_keys_from(keyspace, &[], 1, &mut |_| only = false)?;
-    assert!(only, "{what}: an index holds no row without its hash key");
+    let mut rows = 0;
+    store.scan_keys_from(keyspace, &[], 1, &mut |_| rows += 1)?;
+    if rows > 0 {
+        let reason = "it holds rows but no hash key (a damaged state directory)".to_owned();
+        return Err(Error::CorruptState { what: what.to_owned(), reason });
+    }
     let hasher = RowHasher::random();
     let mut batch = WriteBatch::new();
     batch.put_owned(keyspace, HASHER_ENTRY.to_vec(), hasher.encode());
@@ -260,5 +263,12 @@ mod tests {
         assert_ne!(first.hash(row), other.hash(row));
         assert_eq!(RowHash::from_key(&first.hash(row).key()), Some(first.hash(row)));
         assert_eq!(RowHash::from_key(HASHER_ENTRY), None);
+        // An index whose hash key is gone cannot be read or written again.
+        let c = store.keyspace("vidx.c").unwrap();
+        let mut batch = WriteBatch::new();
+        batch.put(c, &first.hash(row).key(), &IndexEntry { count: 1, offset: 0 }.encode());
+        store.commit(batch, true).unwrap();
+        let refused = hasher_or_create(&store, c, "the index of view 'c'").unwrap_err().to_string();
+        assert!(refused.contains("the index of view 'c'") && refused.contains("no hash key"), "{refused}");
     }
 }
