@@ -7,7 +7,7 @@
 //! thread exactly when the readers of that commit (a server's fan-out hubs
 //! and their clients) have their burst of work. No reader needs them (they
 //! read the changelog); only the views' operators do, and those read their
-//! overlays until the committed epoch is raised. So the applier can run
+//! unapplied rows from memory until the committed epoch is raised. So the applier can run
 //! at a nice value of its own (`RuntimeConfig::state_apply_nice`; `millpond
 //! serve` leaves it at the runtime's, as nice 7 measured no different): what is left of a
 //! core after the dataflow and its readers, with the next commit as its
@@ -27,7 +27,8 @@
 //!   view's marker is never more than one commit behind once a commit is
 //!   durable (the bound that changelog compaction relies on,
 //!   [`crate::checkpoint`]).
-//! - The committed epoch (what operators' overlays prune by) is raised
+//! - The committed epoch (what operators' overlays and views' unapplied
+//!   rows prune by) is raised
 //!   only after its epoch's last step, never past a failed one.
 //! - A failed (or panicked) step is returned by the next [`Applier::wait`]
 //!   (and every one after it); nothing is applied after it.

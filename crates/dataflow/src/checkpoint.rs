@@ -382,6 +382,9 @@ pub(crate) struct Checkpoints {
     catch_up_failures: Mutex<BTreeMap<String, Error>>,
     /// Planned by `drop_undeclared`, taken by the first commit.
     drops: Mutex<Option<Drops>>,
+    /// The hasher of each view index opened in this run (every worker's
+    /// fold of a view gets the one the first drew or read).
+    view_hashers: Mutex<BTreeMap<String, crate::view_index::RowHasher>>,
     /// Crash tests only: a pause between syncing sinks and committing.
     pub(crate) commit_delay: std::time::Duration,
     /// How long a committed epoch stays safe from compaction.
@@ -475,6 +478,7 @@ impl Checkpoints {
             resumed: meta.clone(),
             meta: Mutex::new(meta),
             drops: Mutex::new(None),
+            view_hashers: Mutex::new(BTreeMap::new()),
             commit_delay: std::time::Duration::ZERO,
         })
     }
@@ -603,17 +607,27 @@ impl Checkpoints {
     /// index was replayed from its changelog when the checkpoints opened
     /// ([`crate::view_state::catch_up_all`]), and the old keyspace and its
     /// marker are deleted by the run's first commit (at `first_epoch`).
-    /// Otherwise as [`Checkpoints::register_state`].
+    /// Otherwise as [`Checkpoints::register_state`]. Returns the index's
+    /// hasher ([`Checkpoints::view_hasher`]).
     pub(crate) fn register_view_index(
         &self,
-        keyspace: &str,
-        before: &str,
+        (keyspace, before): (&str, &str),
         lineage: &BTreeSet<String>,
         first_epoch: Epoch,
-    ) -> Result<()> {
+        what: &str,
+    ) -> Result<crate::view_index::RowHasher> {
         if self.resumed.states.contains(keyspace) || !self.resumed.states.contains(before) {
-            return self.register_state(keyspace, lineage);
+            self.register_state(keyspace, lineage)?;
+            let new = !self.resumed.states.contains(keyspace);
+            return self.view_hasher((keyspace, before), new, what);
         }
+        self.migrate_view_state(keyspace, before, first_epoch)?;
+        self.view_hasher((keyspace, before), false, what)
+    }
+
+    /// [`Checkpoints::register_view_index`] of a view resumed in the layout
+    /// before view indexes.
+    fn migrate_view_state(&self, keyspace: &str, before: &str, first_epoch: Epoch) -> Result<()> {
         let mut meta = self.meta.lock().expect("meta lock");
         meta.states.insert(keyspace.to_owned());
         if meta.states.remove(before) {
@@ -627,12 +641,31 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// The hasher of the view index in `keyspace`, drawn (and committed)
-    /// by the first worker that asks, under the meta lock so that every
-    /// worker gets the same one.
-    pub(crate) fn view_hasher(&self, keyspace: &str, what: &str) -> Result<crate::view_index::RowHasher> {
-        let _meta = self.meta.lock().expect("meta lock");
-        crate::view_index::hasher_or_create(self.store.as_ref(), self.store.keyspace(keyspace)?, what)
+    /// The hasher of the view index in `keyspace` (its changelog `topic`),
+    /// read or drawn (and committed) by the first worker that asks, so
+    /// that every worker gets the same one. The index of a `new` view
+    /// starts empty: whatever an earlier incarnation left in it (and its
+    /// marker) is deleted first.
+    fn view_hasher(
+        &self,
+        (keyspace, topic): (&str, &str),
+        new: bool,
+        what: &str,
+    ) -> Result<crate::view_index::RowHasher> {
+        let mut hashers = self.view_hashers.lock().expect("view hashers lock");
+        if let Some(&hasher) = hashers.get(keyspace) {
+            return Ok(hasher);
+        }
+        let space = self.store.keyspace(keyspace)?;
+        if new {
+            let mut batch = WriteBatch::new();
+            batch.delete_keyspace(space);
+            batch.delete(self.applied_keyspace, topic.as_bytes());
+            self.store.commit(batch, true)?;
+        }
+        let hasher = crate::view_index::hasher_or_create(self.store.as_ref(), space, what)?;
+        hashers.insert(keyspace.to_owned(), hasher);
+        Ok(hasher)
     }
 
     /// The readers of `lineage` that resume from committed offsets (not
@@ -765,6 +798,9 @@ impl Checkpoints {
             let topic = meta.views.remove(&view).expect("listed above");
             meta.changelogs.remove(&view);
             drops.keyspaces.delete(self.applied_keyspace, topic.as_bytes());
+            // Its index, also when the startup replay built it for a view
+            // whose state was of the layout before (listed as that).
+            drops.keyspaces.delete_keyspace(self.store.keyspace(&crate::view_index::index_keyspace(&view))?);
             // A topic with an end offset goes with the sinks below; this one
             // never had a row committed.
             if !meta.sinks.contains_key(&topic) {

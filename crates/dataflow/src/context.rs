@@ -201,8 +201,9 @@ impl WorkerContext {
         self.declared.borrow_mut().states.insert(keyspace.clone());
         let checkpoints = &self.shared.checkpoints;
         let before = crate::naming::changelog_topic(name);
-        checkpoints.register_view_index(&keyspace, &before, lineage, self.shared.first_epoch())?;
-        let hasher = checkpoints.view_hasher(&keyspace, &format!("the index of view '{name}'"))?;
+        let what = format!("the index of view '{name}'");
+        let hasher =
+            checkpoints.register_view_index((&keyspace, &before), lineage, self.shared.first_epoch(), &what)?;
         Ok((OperatorState::new_index(checkpoints.clone(), &keyspace)?, hasher))
     }
 

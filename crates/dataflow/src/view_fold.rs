@@ -16,7 +16,7 @@
 //!
 //! Invariants:
 //! - a row's updates all reach one worker (the exchange routes by the
-//!   row's hash), so each worker's index reads and overlay writes are the
+//!   row's hash), so each worker's index reads and unapplied rows are the
 //!   only ones for its rows; the index's keys do not depend on the worker
 //!   count;
 //! - the hash a row arrives with is its hash under the index's hasher
@@ -122,7 +122,7 @@ pub(crate) struct ViewFold {
     /// The rows of folded epochs that the index may not hold yet.
     unapplied: Unapplied,
     /// An epoch was folded at this activation: the next one leaves it out
-    /// of the overlay (it carries the epoch onwards), the one after puts it in.
+    /// of `unapplied` (it carries the epoch onwards), the one after puts it in.
     index_next: bool,
     /// The rows this worker's share may hold: a row it says is absent is
     /// not read from the state.
@@ -204,7 +204,7 @@ impl ViewFold {
                         Err(e) => return shared.fail(crate::Error::at(label.clone(), e)),
                     }
                     // The epoch folded at the last activation goes into the
-                    // overlay one activation later: the step right after a
+                    // unapplied rows one activation later: the step right after a
                     // fold carries the epoch onwards to the append, and the
                     // commit waits for it.
                     if std::mem::take(&mut self.index_next) {
@@ -360,7 +360,7 @@ impl ViewFold {
             folded.push((hash, new));
             changes.push((hash, json, delta.diff, new));
         }
-        // The epoch's commit may come before the overlay's next finish.
+        // The epoch's commit may come before the next `index_folded`.
         state.report_reads();
         self.folded = Some(Folded { epoch, rows: folded });
         Ok((open.capability, changes))
@@ -385,7 +385,7 @@ fn retract_committed(
 ) -> Result<()> {
     let mut held: Vec<(u64, RowHash, i64)> = Vec::new();
     state.scan_committed(|key, value| {
-        if let Some(hash) = RowHash::from_key(key).filter(|hash| hash.owned_by(worker)) {
+        if let Some(hash) = RowHash::from_index_key(key, what)?.filter(|hash| hash.owned_by(worker)) {
             let entry = IndexEntry::decode(value, what)?;
             held.push((entry.offset, hash, entry.count));
         }

@@ -65,6 +65,18 @@ impl RowHash {
         <[u8; ROW_KEY_BYTES]>::try_from(key).ok().map(|bytes| RowHash(u128::from_be_bytes(bytes)))
     }
 
+    /// [`RowHash::from_key`] of a key read from index `what`, where a key
+    /// that is neither the hasher entry nor a hash is corrupt.
+    pub(crate) fn from_index_key(key: &[u8], what: &str) -> Result<Option<RowHash>> {
+        match RowHash::from_key(key) {
+            None if key != HASHER_ENTRY => Err(Error::CorruptState {
+                what: what.to_owned(),
+                reason: format!("a key of {} bytes is neither its hash key nor a row's hash", key.len()),
+            }),
+            hash => Ok(hash),
+        }
+    }
+
     /// What routes the row to a worker (`route % workers`).
     pub(crate) fn route(self) -> u64 {
         (self.0 >> 64) as u64
@@ -179,10 +191,10 @@ impl IndexEntry {
 
 /// The distinct rows of a view's committed index (a view whose checkpoint
 /// did not count them): its row entries, not its hasher entry.
-pub(crate) fn count_rows(state: &crate::opstate::OperatorState) -> Result<u64> {
+pub(crate) fn count_rows(state: &crate::opstate::OperatorState, what: &str) -> Result<u64> {
     let mut rows = 0;
     state.scan_committed(|key, _| {
-        rows += u64::from(RowHash::from_key(key).is_some());
+        rows += u64::from(RowHash::from_index_key(key, what)?.is_some());
         Ok(())
     })?;
     Ok(rows)
@@ -206,11 +218,15 @@ pub(crate) fn read_rows_at(
     held: &[HeldRow],
     mut f: impl FnMut(HeldRow, &[u8]) -> std::result::Result<(), String>,
 ) -> Result<()> {
-    assert!(held.windows(2).all(|pair| pair[0].0 < pair[1].0), "one record per row, in offset order");
     let corrupt = |offset: u64, reason: String| Error::CorruptChangelog { view: topic.to_owned(), offset, reason };
+    if let Some(pair) = held.windows(2).find(|pair| pair[0].0 >= pair[1].0) {
+        return Err(corrupt(pair[1].0, "the view's index gives one changelog offset for two rows".into()));
+    }
     let mut at = 0;
     while let Some(&(offset, _, _)) = held.get(at) {
-        let fetch = log.fetch(topic, 0, offset, READ_FETCH_BYTES)?;
+        let fetch = log
+            .fetch(topic, 0, offset, READ_FETCH_BYTES)
+            .map_err(|e| Error::at(format!("reading {topic} at offset {offset} (a row the view's index holds)"), e))?;
         for record in fetch.records() {
             let Some(&wanted) = held.get(at) else { break };
             if record.offset < wanted.0 {

@@ -87,7 +87,9 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
             if worker.0 == 0 {
                 let (replace, rows) = shared.checkpoints.register_view(name, &topic, definition, first_epoch);
                 assert_eq!(replace, replaced.is_some(), "a view's replacement is decided by the resumed checkpoint");
-                match rows.map_or_else(|| crate::view_index::count_rows(&opstate), Ok) {
+                match rows
+                    .map_or_else(|| crate::view_index::count_rows(&opstate, &format!("the index of view '{name}'")), Ok)
+                {
                     Ok(rows) => appender.rows_held = rows,
                     Err(e) => ctx.build_error(format!("view '{name}': {e}")),
                 }

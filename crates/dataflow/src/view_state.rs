@@ -6,7 +6,7 @@
 //! tombstone for 0), so the state is a pure function of the changelog's
 //! committed prefix: the last record of each row. A commit therefore only
 //! waits for the changelog's sync and the (small) synced meta batch; the
-//! view's operator writes only its overlay, and after the commit is
+//! view's operator keeps its unapplied rows in memory, and after the commit is
 //! published [`apply_step`] writes the store from the changelog records
 //! the commit made durable, in unsynced batches (RocksDB's WAL on, so a
 //! crash keeps a prefix of them; the next synced commit makes them
@@ -29,8 +29,8 @@
 //!   ([`crate::checkpoint`]), never touches a record above the marker:
 //!   replay sees every tombstone it needs;
 //! - until an epoch's state writes are applied, the view's operator reads
-//!   them from its overlay (the committed epoch the overlay prunes by is
-//!   raised only after the apply).
+//!   them from its unapplied rows (the committed epoch they are pruned by
+//!   is raised only after the apply).
 
 use std::collections::BTreeMap;
 

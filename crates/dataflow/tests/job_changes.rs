@@ -995,33 +995,38 @@ fn a_view_state_whose_apply_was_lost_is_replayed_from_its_changelog() {
     second_stats_run(dir, &first);
 }
 
-#[test]
-fn a_view_state_of_the_layout_before_the_index_is_replaced_by_an_index_replayed_from_the_changelog() {
-    // Before view index layout 1 a view's state was `view.NAME` (row JSON
-    // -> postcard count) with its marker in `checkpoint.applied`. Rewrite a
-    // committed directory into that shape, then resume it.
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
-    let (first, end) = first_stats_run(dir);
-    let old_rows = state_rows(dir, "bid_stats");
+/// Rewrites the committed views `views` of the directory into the layout
+/// before view index layout 1: `view.NAME` (row JSON -> postcard count)
+/// with its marker in `checkpoint.applied`, listed as such in the meta.
+fn rewrite_to_the_layout_before_the_index(dir: &Path, views: &[&str]) {
     let mut meta = published(dir);
-    assert!(meta.states.remove("vidx.bid_stats"));
-    meta.states.insert("view.bid_stats".to_owned());
-    {
-        let store = RocksStore::open(dir.join("state")).unwrap();
-        let (old, old_markers) =
-            (store.keyspace("view.bid_stats").unwrap(), store.keyspace("checkpoint.applied").unwrap());
-        let mut batch = millpond_dataflow::state::WriteBatch::new();
-        batch.delete_keyspace(store.keyspace("vidx.bid_stats").unwrap());
-        batch.delete(store.keyspace("checkpoint.indexed").unwrap(), b"view.bid_stats");
-        for (row, count) in &old_rows {
+    let rows: Vec<_> = views.iter().map(|view| state_rows(dir, view)).collect();
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let old_markers = store.keyspace("checkpoint.applied").unwrap();
+    let mut batch = millpond_dataflow::state::WriteBatch::new();
+    for (view, rows) in views.iter().zip(rows) {
+        let topic = format!("view.{view}");
+        assert!(meta.states.remove(&format!("vidx.{view}")));
+        meta.states.insert(topic.clone());
+        batch.delete_keyspace(store.keyspace(&format!("vidx.{view}")).unwrap());
+        batch.delete(store.keyspace("checkpoint.indexed").unwrap(), topic.as_bytes());
+        let old = store.keyspace(&topic).unwrap();
+        for (row, count) in &rows {
             batch.put(old, row.as_bytes(), &postcard::to_stdvec(count).unwrap());
         }
-        batch.put(old_markers, b"view.bid_stats", &postcard::to_stdvec(&end).unwrap());
-        batch.put(store.keyspace("checkpoint").unwrap(), b"meta", &postcard::to_stdvec(&meta).unwrap());
-        store.commit(batch, true).unwrap();
+        batch.put(old_markers, topic.as_bytes(), &postcard::to_stdvec(&meta.sinks[&topic]).unwrap());
     }
+    batch.put(store.keyspace("checkpoint").unwrap(), b"meta", &postcard::to_stdvec(&meta).unwrap());
+    store.commit(batch, true).unwrap();
     std::fs::write(dir.join("checkpoint.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+}
+
+#[test]
+fn a_view_state_of_the_layout_before_the_index_is_replaced_by_an_index_replayed_from_the_changelog() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let (first, _) = first_stats_run(dir);
+    rewrite_to_the_layout_before_the_index(dir, &["bid_stats"]);
 
     let two = second_stats_run(dir, &first);
     assert_eq!(two.records, 1500, "the view is not new: its reader resumes");
@@ -1032,6 +1037,41 @@ fn a_view_state_of_the_layout_before_the_index_is_replaced_by_an_index_replayed_
     let store = RocksStore::open(dir.join("state")).unwrap();
     let old_markers = store.keyspace("checkpoint.applied").unwrap();
     assert_eq!(store.get(old_markers, b"view.bid_stats").unwrap(), None, "and its marker");
+}
+
+#[test]
+fn a_view_of_the_layout_before_the_index_dropped_in_the_upgrade_starts_over_empty_when_created_again() {
+    // The startup replay builds an index for every view the directory has,
+    // declared or not; a view the upgraded job drops takes it along, and a
+    // later view of that name starts from nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let first = bids(0..1000);
+    produce(dir, "bid", 2, &first);
+    run(dir, StateBackend::RocksDb, BOTH);
+    rewrite_to_the_layout_before_the_index(dir, &["bid_stats", "bid_max"]);
+    let two = run_dropping(dir, StateBackend::RocksDb, STATS_ONLY);
+    assert!(two.dropped.contains(&"view bid_max".to_owned()), "{:?}", two.dropped);
+    assert_eq!(state_entries(dir, "vidx.bid_max"), 0, "the replayed index went with the view");
+    assert_eq!(state_entries(dir, "view.bid_max"), 0);
+    // Were anything left in its index (a hash key and a row), the new view
+    // must not see it.
+    {
+        let store = RocksStore::open(dir.join("state")).unwrap();
+        let index = store.keyspace("vidx.bid_max").unwrap();
+        let mut batch = millpond_dataflow::state::WriteBatch::new();
+        batch.put(index, b"", &[7; 16]);
+        batch.put(index, &[9; 16], &[[0, 0, 0, 0, 0, 0, 0, 5], [0, 0, 0, 0, 0, 0, 0x10, 0]].concat());
+        store.commit(batch, true).unwrap();
+    }
+
+    let second = bids(1000..1400);
+    produce(dir, "bid", 2, &second);
+    run(dir, StateBackend::RocksDb, BOTH);
+    let all: Input = first.into_iter().chain(second).collect();
+    assert_eq!(view_rows(dir, "bid_max"), expected_max(&all), "a new changelog, read as the recomputation");
+    assert_eq!(state_rows(dir, "bid_max"), expected_max(&all));
+    assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all));
 }
 
 #[test]
