@@ -151,11 +151,14 @@ fn catch_up(
     }
     let mut next = from;
     let mut applied = 0;
-    let mut writes = Vec::new();
+    let mut batch = WriteBatch::new();
     while next < end {
         let fetch = log.fetch(topic, 0, next, replay_fetch_bytes(end - next))?;
         for record in fetch.records().take_while(|r| r.offset < end) {
-            writes.push(index_write(hasher, topic, &record)?);
+            match index_write(hasher, topic, &record)? {
+                (key, None) => batch.delete(keyspace, &key),
+                (key, Some(entry)) => batch.put_owned(keyspace, key.to_vec(), entry.encode()),
+            }
             applied += 1;
         }
         let reached = fetch.next_offset().min(end);
@@ -167,10 +170,9 @@ fn catch_up(
             });
         }
         next = reached;
-        if writes.len() >= REPLAY_BATCH_WRITES_MAX || next == end {
-            let mut batch = sorted_batch(keyspace, &mut writes);
+        if batch.len() >= REPLAY_BATCH_WRITES_MAX || next == end {
             mark(&mut batch, markers, topic, next);
-            store.commit(batch, false)?;
+            store.commit(std::mem::take(&mut batch), false)?;
         }
     }
     Ok(applied)
@@ -187,30 +189,11 @@ fn replay_fetch_bytes(records: u64) -> usize {
 /// A write to the index: a row's key and its entry (`None`: deleted).
 type IndexWrite = ([u8; ROW_KEY_BYTES], Option<IndexEntry>);
 
-/// The batch of `writes` (drained) in key order, the last write of each
-/// key only. Each epoch's records come in hash order already; a step that
-/// spans epochs holds one run each. RocksDB's memtable inserts a run of
-/// ascending keys from where the last one went: random keys cost a search
-/// of its skip list each (measured: with each epoch's records in JSON
-/// order, that search was most of the applier's time).
-fn sorted_batch(keyspace: Keyspace, writes: &mut Vec<IndexWrite>) -> WriteBatch {
-    writes.sort_by_key(|(key, _)| *key); // stable: a key's writes stay in changelog order
-    let mut batch = WriteBatch::new();
-    for (at, (key, entry)) in writes.iter().enumerate() {
-        if writes.get(at + 1).is_some_and(|(next, _)| next == key) {
-            continue; // a later record of the same row
-        }
-        match entry {
-            None => batch.delete(keyspace, key),
-            Some(entry) => batch.put_owned(keyspace, key.to_vec(), entry.encode()),
-        }
-    }
-    writes.clear();
-    batch
-}
-
 /// One changelog record's effect on the index: its row's multiplicity and
-/// offset, or no entry.
+/// offset, or no entry. Each epoch's records come in row hash order (the
+/// fold sorts them so), so RocksDB's memtable inserts a run of ascending
+/// keys from where the last one went; in any other order each insert is a
+/// search of its skip list (measured: most of the applier's time).
 fn index_write(hasher: RowHasher, topic: &str, record: &millpond_log::RecordView<'_>) -> Result<IndexWrite> {
     let corrupt = |reason: &str| Error::CorruptChangelog {
         view: topic.to_owned(),
