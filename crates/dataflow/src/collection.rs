@@ -33,6 +33,7 @@ use crate::context::WorkerContext;
 use crate::dead_letter::DeadLetter;
 use crate::runtime::Job;
 use crate::source;
+use crate::view_fold::Multiplicity;
 use crate::{Diff, Epoch};
 
 /// What flows through a Millpond dataflow: cloneable, ordered (for
@@ -311,8 +312,25 @@ impl<'s> Job<'s> {
     /// new definition must read with fresh readers (its operators' state
     /// is new); the view's own state (row multiplicities) is kept.
     pub fn materialize_definition<D: Data>(&mut self, name: &str, definition: &str, collection: Collection<'s, D>) {
+        self.materialize_view(name, definition, Multiplicity::Any, collection);
+    }
+
+    /// [`materialize_definition`](Self::materialize_definition) with what
+    /// the view promises about its rows' multiplicities: with
+    /// [`Multiplicity::AtMostOnce`] (every row of `collection` held at most
+    /// once after each epoch, as a keyed aggregate's rows with their keys or
+    /// a DISTINCT's), a retracted row's count is not read from the view's
+    /// index. A change that breaks the promise fails the job where it is
+    /// seen (see [`Multiplicity`]).
+    pub fn materialize_view<D: Data>(
+        &mut self,
+        name: &str,
+        definition: &str,
+        multiplicity: Multiplicity,
+        collection: Collection<'s, D>,
+    ) {
         if self.ctx.claim("view", name) {
-            crate::view_sink::materialize(collection, name, definition);
+            crate::view_sink::materialize(collection, name, definition, multiplicity);
         }
     }
 }

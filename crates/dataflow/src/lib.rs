@@ -97,3 +97,4 @@ pub use view::{
     Event, RawEvent, RawRow, RawSnapshot, Snapshot, Subscription, TailEvent, UncheckedRow, ViewInfo, list_views,
     read_view, read_view_at, read_view_raw, read_view_raw_at,
 };
+pub use view_fold::Multiplicity;

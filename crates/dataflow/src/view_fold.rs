@@ -36,6 +36,11 @@
 //!   second activation after it (the first is in the step that carries the
 //!   epoch onwards), so the epoch's commit does not wait for them, but
 //!   every read comes after them;
+//! - a view that holds each row at most once ([`Multiplicity::AtMostOnce`])
+//!   reads no multiplicity for a row retracted once (it was held once):
+//!   every change of such a view takes a row between 0 and 1 copies, or
+//!   the fold fails (the replacing epoch, which retracts the old
+//!   definition's rows, reads them all);
 //! - a row's multiplicity is the one of the last folded epoch that changed
 //!   it if that epoch may not be applied yet, else the index's: `Unapplied`
 //!   forgets an epoch's rows only once the committed epoch (raised after
@@ -61,6 +66,21 @@ use crate::held_filter::{HeldFilter, fill_step};
 use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
 use crate::view_index::{FIRST_ROW_KEY, IndexEntry, RowHash, RowHasher};
 use crate::{Diff, Epoch};
+
+/// What a view promises about its rows' multiplicities after each epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Multiplicity {
+    /// Any count: each changed row's count before the epoch is read.
+    #[default]
+    Any,
+    /// Each row is held at most once (a keyed aggregate's rows with their
+    /// keys, a DISTINCT): a retracted row was held once, so its count is
+    /// not read. A change that would take a row outside 0..=1 copies fails
+    /// the job (an insertion of a held row is seen where the filter sends
+    /// it to the index; a retraction of a row held more than once is
+    /// asserted in debug builds only).
+    AtMostOnce,
+}
 
 /// A row's change in one epoch as the fold emits it: the row's hash, the
 /// row (JSON), its change, and its multiplicity after the epoch (0: the
@@ -130,6 +150,11 @@ pub(crate) struct ViewFold {
     /// Where the scan of the committed rows into the filter goes on, until
     /// it is complete.
     filter_scan: Option<Vec<u8>>,
+    /// An emptied map of an epoch's rows, for the next epoch to open.
+    spare_rows: Rows,
+    /// The view holds each row at most once ([`Multiplicity::AtMostOnce`]):
+    /// a retracted row was held once, and is not read from the index.
+    at_most_once: bool,
 }
 
 /// An epoch's rows as folded: each row's hash and its multiplicity after
@@ -156,6 +181,7 @@ impl ViewFold {
         (state, hasher): (Option<OperatorState>, RowHasher),
         changelog: (std::sync::Arc<Log>, String),
         replaced: Option<Epoch>,
+        multiplicity: Multiplicity,
     ) -> ViewFold {
         assert!(worker.0 < worker.1, "a worker index is below the worker count");
         // A view whose index holds no row yet needs no scan to be complete.
@@ -175,6 +201,8 @@ impl ViewFold {
             folded: None,
             unapplied: Unapplied::default(),
             index_next: false,
+            spare_rows: Rows::default(),
+            at_most_once: multiplicity == Multiplicity::AtMostOnce,
         }
     }
 
@@ -241,7 +269,8 @@ impl ViewFold {
 
     /// Folds one update into its epoch.
     fn absorb(&mut self, capability: &InputCapability<Epoch>, row: JsonRow, epoch: Epoch, diff: Diff) {
-        let open = self.open.entry(epoch).or_insert_with(|| Open::new(capability.delayed(&epoch, 0)));
+        let spare = &mut self.spare_rows;
+        let open = self.open.entry(epoch).or_insert_with(|| Open::new(capability.delayed(&epoch, 0), spare));
         match row {
             Err(e) => {
                 open.error.get_or_insert(e);
@@ -265,7 +294,8 @@ impl ViewFold {
     fn open_at(&mut self, capability: Capability<Epoch>) {
         let epoch = *capability.time();
         assert!(self.open.keys().next().is_none_or(|&first| first >= epoch), "no epoch of a run precedes its first");
-        self.open.entry(epoch).or_insert_with(|| Open::new(capability));
+        let spare = &mut self.spare_rows;
+        self.open.entry(epoch).or_insert_with(|| Open::new(capability, spare));
     }
 
     /// The oldest open epoch, if the frontier (`None`: empty) passed it.
@@ -288,6 +318,9 @@ impl ViewFold {
         }
         for at in open.unread_from..open.rows.len() {
             let (&hash, row) = open.rows.get_index_mut(at).expect("an index below the length");
+            if self.at_most_once && row.delta.diff < 0 {
+                continue; // held once if still retracted at the fold: nothing to read
+            }
             row.delta.before = Some(held((state, &self.unapplied), &self.filter, hash, &self.what)?);
         }
         open.unread_from = open.rows.len();
@@ -334,26 +367,41 @@ impl ViewFold {
         }
         let state = self.state.as_mut().expect("rows reach a fold only after a clean build");
         let mut rows = open.rows;
+        // The old definition's rows may be held more than once.
+        let mut at_most_once = self.at_most_once;
         if self.replaced.take().is_some_and(|first| first == epoch) {
             let changelog = (self.changelog.0.as_ref(), self.changelog.1.as_str());
             retract_committed(state, changelog, (self.hasher, self.worker), &mut rows, &self.what)?;
+            at_most_once = false;
         }
-        let mut deltas: Vec<(RowHash, Row)> = rows.into_iter().filter(|(_, row)| row.delta.diff != 0).collect();
+        let mut deltas: Vec<(RowHash, Row)> = rows.drain(..).filter(|(_, row)| row.delta.diff != 0).collect();
+        if rows.capacity() > self.spare_rows.capacity() {
+            self.spare_rows = rows; // the next epoch's map grows into this one's capacity
+        }
         deltas.sort_unstable_by_key(|(hash, _)| *hash);
         let mut changes = Vec::with_capacity(deltas.len());
         let mut folded = Vec::with_capacity(deltas.len());
         for (hash, Row { json, delta }) in deltas {
+            let index = (&*state, &self.unapplied);
             let old = match delta.before {
-                None => held((state, &self.unapplied), &self.filter, hash, &self.what)?,
+                None if at_most_once && delta.diff == -1 => retracted_once(index, &self.filter, hash, &self.what)?,
+                None => held(index, &self.filter, hash, &self.what)?,
                 Some(before) => {
                     if cfg!(debug_assertions) {
-                        let now = stored((state, &self.unapplied), hash, &self.what)?;
+                        let now = stored(index, hash, &self.what)?;
                         assert_eq!(before, now, "a multiplicity read ahead is current");
                     }
                     before
                 }
             };
             let new = old + delta.diff;
+            if at_most_once && !((0..=1).contains(&old) && (0..=1).contains(&new)) {
+                return Err(crate::Error::InvalidJob(format!(
+                    "{} holds each row at most once, but row {} would go from {old} to {new} copies",
+                    self.what,
+                    String::from_utf8_lossy(&json)
+                )));
+            }
             if new != 0 {
                 self.filter.insert(hash.filter());
             }
@@ -368,8 +416,10 @@ impl ViewFold {
 }
 
 impl Open {
-    fn new(capability: Capability<Epoch>) -> Open {
-        Open { capability, rows: Rows::default(), unread_from: 0, error: None }
+    /// An epoch opened with `spare`'s map (empty, its capacity kept).
+    fn new(capability: Capability<Epoch>, spare: &mut Rows) -> Open {
+        debug_assert!(spare.is_empty(), "a spare map of rows is empty");
+        Open { capability, rows: std::mem::take(spare), unread_from: 0, error: None }
     }
 }
 
@@ -420,6 +470,20 @@ fn held(index: (&OperatorState, &Unapplied), filter: &HeldFilter, hash: RowHash,
         return Ok(count);
     }
     index.0.get(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
+}
+
+/// The multiplicity before the epoch of a row that a view holding each
+/// row at most once retracts once: 1, not read. Checked against the
+/// filter (a row it says is absent was not held: 0, which the caller
+/// refuses) and, in debug builds, against the index.
+fn retracted_once(index: (&OperatorState, &Unapplied), filter: &HeldFilter, hash: RowHash, what: &str) -> Result<i64> {
+    if filter.surely_absent(hash.filter()) {
+        return Ok(0);
+    }
+    if cfg!(debug_assertions) {
+        assert_eq!(stored(index, hash, what)?, 1, "a view that holds each row at most once held a retracted row once");
+    }
+    Ok(1)
 }
 
 /// [`held`] without the filter and without counting the read (debug checks).

@@ -30,7 +30,7 @@ use crate::context::Shared;
 use crate::error::Result;
 use crate::naming::changelog_topic;
 use crate::sink::{DIFF_HEADER, EPOCH_HEADER, append_encoded, prepare_topic};
-use crate::view_fold::{Change, ViewFold};
+use crate::view_fold::{Change, Multiplicity, ViewFold};
 use crate::view_index::RowHasher;
 use crate::{Collection, Epoch};
 
@@ -53,7 +53,12 @@ struct Appender {
 /// [`crate::checkpoint::ViewChangelog`]). A view resumed under another
 /// definition retracts every row of the old one at the run's first epoch,
 /// in the same changelog records as that epoch's new rows.
-pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, definition: &str) {
+pub(crate) fn materialize<D: Data>(
+    collection: Collection<'_, D>,
+    name: &str,
+    definition: &str,
+    multiplicity: Multiplicity,
+) {
     let ctx = collection.ctx.clone();
     let shared = ctx.shared.clone();
     let topic = changelog_topic(name);
@@ -111,7 +116,7 @@ pub(crate) fn materialize<D: Data>(collection: Collection<'_, D>, name: &str, de
         .map(move |row| serde_json::to_vec(&row).map(|json| (hasher.hash(&json), json)).map_err(|e| e.to_string()));
     let label = format!("sink 'view:{name}'");
     let changelog = (shared.log().clone(), topic.clone());
-    let fold = ViewFold::new(name, worker, state, changelog, replaced);
+    let fold = ViewFold::new(name, worker, state, changelog, replaced, multiplicity);
     let changes = fold.render(rows.inner.inner, shared.clone(), label.clone());
     let operator_name = format!("view:{name}");
     let stream = changes.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(

@@ -14,7 +14,9 @@ use std::path::Path;
 
 use common::{produce, rows_of, view_rows};
 use millpond_dataflow::state::{RocksStore, StateStore, WriteBatch};
-use millpond_dataflow::{Job, OrderKey, RunStats, Runtime, RuntimeConfig, SetChanges, SetSummary, StateBackend, json};
+use millpond_dataflow::{
+    Job, Multiplicity, OrderKey, RunStats, Runtime, RuntimeConfig, SetChanges, SetSummary, StateBackend, json,
+};
 use serde::Deserialize;
 
 /// One input row: key `k`, value `v`.
@@ -597,6 +599,13 @@ fn a_top_k_in_the_layout_before_is_moved_and_goes_on() {
     assert_eq!(view_rows(dir.path(), "top3"), top_k_of(&counts, 3, true));
 }
 
+/// `n` rows of distinct values, then rows of `n / 2` new values and of the
+/// first `n / 2` values again.
+fn new_then_half_again(n: i64) -> (Rows, Rows) {
+    let row = |v: i64| ((v % 200) as u8, v);
+    ((0..n).map(row).collect(), (n..n + n / 2).chain(0..n / 2).map(row).collect())
+}
+
 /// The job `build` over topic `pass`, to its end.
 fn run_over_pass(dir: &Path, workers: usize, build: fn(&mut Job<'_>)) -> RunStats {
     let config = RuntimeConfig::new(dir)
@@ -624,13 +633,12 @@ fn a_view_reads_no_state_for_rows_it_never_held() {
     const ROWS: i64 = 20_000;
     for workers in [1, 2] {
         let dir = tempfile::tempdir().unwrap();
-        let first: Rows = (0..ROWS).map(|v| ((v % 200) as u8, v)).collect();
+        let (first, second) = new_then_half_again(ROWS);
         produce(dir.path(), "pass", 2, &records(&first));
         let reads = run_pass_through(dir.path(), workers).state_reads;
         assert!(reads.gets <= ROWS as u64 / 50, "{workers} worker(s): {} point reads for {ROWS} new rows", reads.gets);
 
         // Half new rows, half the first run's again (held once: now twice).
-        let second: Rows = (ROWS..ROWS + ROWS / 2).chain(0..ROWS / 2).map(|v| ((v % 200) as u8, v)).collect();
         produce(dir.path(), "pass", 2, &records(&second));
         let reads = run_pass_through(dir.path(), workers).state_reads;
         let repeated = (ROWS / 2) as u64;
@@ -647,10 +655,75 @@ fn a_view_reads_no_state_for_rows_it_never_held() {
 
 /// A count per value of `pass` (each value its own key).
 fn run_count_per_value(dir: &Path, workers: usize) -> RunStats {
-    run_over_pass(dir, workers, |job| {
-        let keyed = job.source("pass", json::<Row>()).map(|r: Row| (r.v, ()));
-        job.materialize("counts", keyed.aggregate("op_counts", millpond_dataflow::Count));
-    })
+    run_over_pass(dir, workers, |job| count_per_value(job, Multiplicity::Any))
+}
+
+/// [`run_count_per_value`] with the view's promise that it holds each row
+/// at most once (an aggregate's rows with their keys).
+fn run_count_per_value_at_most_once(dir: &Path, workers: usize) -> RunStats {
+    run_over_pass(dir, workers, |job| count_per_value(job, Multiplicity::AtMostOnce))
+}
+
+fn count_per_value(job: &mut Job<'_>, multiplicity: Multiplicity) {
+    let keyed = job.source("pass", json::<Row>()).map(|r: Row| (r.v, ()));
+    let counts = keyed.aggregate("op_counts", millpond_dataflow::Count);
+    job.materialize_view("counts", "", multiplicity, counts);
+}
+
+/// A view that holds each row at most once reads nothing to retract a
+/// row (it was held once): resumed over keys held before, only the
+/// aggregate reads them, where a view of any multiplicity reads each
+/// retracted count again (`an_operator_reads_no_state_for_keys_it_never_held`).
+#[test]
+fn a_view_that_holds_rows_at_most_once_reads_nothing_to_retract_them() {
+    const KEYS: i64 = 20_000;
+    for workers in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = new_then_half_again(KEYS);
+        produce(dir.path(), "pass", 2, &records(&first));
+        run_count_per_value_at_most_once(dir.path(), workers);
+
+        // The second rows: half new keys, half the first run's again (count 1, now 2).
+        produce(dir.path(), "pass", 2, &records(&second));
+        let reads = run_count_per_value_at_most_once(dir.path(), 3 - workers).state_reads;
+        let repeated = (KEYS / 2) as u64;
+        assert!(
+            reads.gets >= repeated && reads.gets <= repeated + KEYS as u64 / 25,
+            "{workers} then {} worker(s): {} point reads for {repeated} keys held before (the aggregate's \
+             reads only) and {repeated} new ones",
+            3 - workers,
+            reads.gets
+        );
+        let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
+        first.iter().chain(&second).for_each(|&(_, v)| *counts.entry(v).or_default() += 1);
+        assert_eq!(view_rows(dir.path(), "counts"), rows_of(counts.into_iter().map(|row| (row, 1))));
+    }
+}
+
+/// A pass-through view that promises to hold each row at most once, and
+/// breaks the promise: a row twice in one epoch, or inserted again in a
+/// later run, fails the job with an error naming the view and the row.
+#[test]
+fn a_view_that_breaks_its_at_most_once_promise_fails_the_job() {
+    let build = |job: &mut Job<'_>| {
+        let rows = job.source("pass", json::<Row>()).map(|r: Row| (r.k, r.v));
+        job.materialize_view("pass", "", Multiplicity::AtMostOnce, rows);
+    };
+    let config = |dir: &Path| {
+        RuntimeConfig::new(dir).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true)
+    };
+    let twice = tempfile::tempdir().unwrap();
+    produce(twice.path(), "pass", 1, &records(&[(1, 10), (1, 10)]));
+    let error = Runtime::run(config(twice.path()), build).unwrap_err().to_string();
+    assert!(error.contains("view 'pass' holds each row at most once") && error.contains(r#"[1,10]"#), "{error}");
+
+    let again = tempfile::tempdir().unwrap();
+    produce(again.path(), "pass", 1, &records(&[(1, 10), (2, 20)]));
+    Runtime::run(config(again.path()), build).unwrap();
+    assert_eq!(view_rows(again.path(), "pass"), rows_of([((1, 10), 1), ((2, 20), 1)]));
+    produce(again.path(), "pass", 1, &records(&[(2, 20)]));
+    let error = Runtime::run(config(again.path()), build).unwrap_err().to_string();
+    assert!(error.contains("would go from 1 to 2 copies") && error.contains(r#"[2,20]"#), "{error}");
 }
 
 /// An aggregate over keys it never held reads no state for them: its
@@ -664,7 +737,7 @@ fn an_operator_reads_no_state_for_keys_it_never_held() {
     const KEYS: i64 = 20_000;
     for workers in [1, 2] {
         let dir = tempfile::tempdir().unwrap();
-        let first: Rows = (0..KEYS).map(|v| ((v % 200) as u8, v)).collect();
+        let (first, second) = new_then_half_again(KEYS);
         produce(dir.path(), "pass", 2, &records(&first));
         let reads = run_count_per_value(dir.path(), workers).state_reads;
         assert!(reads.gets <= KEYS as u64 / 25, "{workers} worker(s): {} point reads for {KEYS} new keys", reads.gets);
@@ -672,7 +745,6 @@ fn an_operator_reads_no_state_for_keys_it_never_held() {
         // Half new keys, half the first run's again (count 1, now 2), with
         // the other worker count: each worker's filter must cover the keys
         // every worker of the first run committed.
-        let second: Rows = (KEYS..KEYS + KEYS / 2).chain(0..KEYS / 2).map(|v| ((v % 200) as u8, v)).collect();
         produce(dir.path(), "pass", 2, &records(&second));
         let reads = run_count_per_value(dir.path(), 3 - workers).state_reads;
         let repeated = (KEYS / 2) as u64;

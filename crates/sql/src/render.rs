@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use millpond_dataflow::{Aggregate, Collection, Diff, Job, RecordView, SetAggregate, SetChanges, SetSummary, raw};
+use millpond_dataflow::{
+    Aggregate, Collection, Diff, Job, Multiplicity, RecordView, SetAggregate, SetChanges, SetSummary, raw,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{decode_row, decode_row_into};
@@ -207,7 +209,45 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[Compil
         let rows = renderer.render(&view.rel);
         let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
         let definition = renderer.prefix.clone();
-        renderer.job.materialize_definition(&view.name, &definition, rows);
+        renderer.job.materialize_view(&view.name, &definition, multiplicity(view), rows);
+    }
+}
+
+/// Whether a view holds each row at most once: some columns of it are a
+/// key of its relation ([`unique_key`]), and their JSON tells their
+/// values apart (a DOUBLE's NaN and infinities are all `null`, a NUMERIC
+/// drops trailing zeros, an INTERVAL has many spellings).
+fn multiplicity(view: &CompiledView) -> Multiplicity {
+    let distinct_json = |column: &usize| {
+        matches!(
+            view.columns[*column].1,
+            Type::Bool | Type::Int | Type::Text | Type::Timestamp | Type::Date | Type::Null
+        )
+    };
+    match unique_key(&view.rel) {
+        Some(key) if key.iter().all(distinct_json) => Multiplicity::AtMostOnce,
+        _ => Multiplicity::Any,
+    }
+}
+
+/// Columns whose values no two rows of `rel` share after any epoch (so each
+/// row is held at most once), where the plan shows one: a GROUP BY's group
+/// columns, a DISTINCT's columns, kept through filters, top-k's and
+/// projections that keep them as they are. Not a global aggregate's: its
+/// default row comes from the unit source, whose epoch is not the
+/// aggregate's, so the default row may be retracted (covered) an epoch
+/// before it is inserted.
+fn unique_key(rel: &Rel) -> Option<Vec<usize>> {
+    match rel {
+        Rel::Aggregate { group, .. } if !group.is_empty() => Some((0..group.len()).collect()),
+        Rel::Distinct { input } => Some((0..width(input)).collect()),
+        // A top-k's rows are some of its input's (its rank, appended, aside).
+        Rel::Filter { input, .. } | Rel::TopK { input, .. } => unique_key(input),
+        Rel::Project { input, exprs } => {
+            unique_key(input)?.into_iter().map(|column| exprs.iter().position(|e| *e == Expr::Column(column))).collect()
+        }
+        Rel::Aggregate { .. } | Rel::Get { .. } | Rel::Join { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => None,
+        Rel::Unit => None,
     }
 }
 
@@ -1280,6 +1320,38 @@ mod tests {
         assert!(!append_only(&aggregate(source())), "an aggregate retracts its old row");
         assert!(!append_only(&Rel::Distinct { input: Box::new(source()) }));
         assert!(!append_only(&Rel::UnionAll { inputs: vec![source(), table()] }));
+    }
+
+    #[test]
+    fn a_view_holds_rows_at_most_once_where_key_columns_tell_its_rows_apart() {
+        use Multiplicity::{Any, AtMostOnce};
+        let dir = tempfile::tempdir().unwrap();
+        let mut session = crate::Session::open(dir.path()).unwrap();
+        let source = "CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT, ratio DOUBLE) \
+                      FROM TOPIC 'bid' FORMAT JSON;";
+        session.execute(source, None, false).unwrap();
+        let cases = [
+            ("SELECT bidder, auction, COUNT(*), SUM(price) FROM bid GROUP BY bidder, auction", AtMostOnce),
+            ("SELECT COUNT(*) AS n, auction FROM bid GROUP BY auction", AtMostOnce),
+            ("SELECT auction, MAX(price) FROM bid GROUP BY auction HAVING COUNT(*) > 1", AtMostOnce),
+            ("SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction ORDER BY n DESC LIMIT 10", AtMostOnce),
+            // Its default row may be retracted an epoch before it comes.
+            ("SELECT COUNT(*), SUM(price) FROM bid", Any),
+            ("SELECT DISTINCT channel, auction FROM bid", AtMostOnce),
+            // The key column dropped: two auctions may have one count.
+            ("SELECT COUNT(*) FROM bid GROUP BY auction", Any),
+            ("SELECT auction, price FROM bid", Any),
+            ("SELECT auction, price FROM bid ORDER BY price DESC LIMIT 3", Any),
+            // NaN and the infinities are all JSON null: two groups, one row.
+            ("SELECT ratio, COUNT(*) FROM bid GROUP BY ratio", Any),
+            ("SELECT DISTINCT ratio FROM bid", Any),
+        ];
+        for (n, (select, expected)) in cases.into_iter().enumerate() {
+            session.execute(&format!("CREATE MATERIALIZED VIEW v{n} AS {select};"), None, false).unwrap();
+            let compiled = session.compile().unwrap();
+            let view = compiled.views.iter().find(|v| v.name == format!("v{n}")).unwrap();
+            assert_eq!(multiplicity(view), expected, "{select}");
+        }
     }
 
     #[test]
