@@ -54,7 +54,10 @@ pub(crate) enum Batching {
 }
 
 /// A keyed operator's logic: one epoch's updates (sorted by key) and the
-/// operator's state in, output updates out.
+/// operator's state in, output updates out, consolidated (each output at
+/// most once, none with a zero diff: as each key's output carries its key
+/// and each key is folded once an epoch, consolidating each key's output
+/// is enough; nothing sorts the epoch's output again).
 pub(crate) trait EpochLogic<K, V, O>:
     FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
 {
@@ -125,7 +128,8 @@ where
                         shared.fail(Error::at(format!("operator '{operator_name}'"), e));
                         return;
                     }
-                    consolidate(&mut out);
+                    stash.recycle(updates);
+                    debug_assert!(consolidated(&out), "operator '{operator_name}' emits consolidated changes");
                     output.session(&capability).give_iterator(out.drain(..).map(|(o, d)| (o, epoch, d)));
                 }
             }
@@ -145,6 +149,13 @@ where
     L: EpochLogic<K, V, O>,
 {
     keyed_unary(input, name, &format!("op.{name}"), None, |state, _| Ok(state), order, logic)
+}
+
+/// Whether `updates` are consolidated: no update twice, no zero diff.
+fn consolidated<D: Ord + Clone>(updates: &[(D, Diff)]) -> bool {
+    let mut copy = updates.to_vec();
+    consolidate(&mut copy);
+    copy.len() == updates.len()
 }
 
 /// Calls `f(key, values)` for each run of equal keys in sorted updates.

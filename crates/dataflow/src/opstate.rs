@@ -31,8 +31,9 @@
 //!   operator, committed or not; the overlay only holds entries of
 //!   uncommitted epochs (after [`OperatorState::finish_epoch`] prunes).
 //! - `scan_group` visits keys in increasing byte order, each once.
-//! - a key the filter says is absent is neither in the overlay nor in the
-//!   store (asserted against the store in debug builds): every key written
+//! - a key the filter says is absent is not in the store and at most a
+//!   pending delete in the overlay (asserted in debug builds), so `get`
+//!   asks the filter first: every key written
 //!   with a value since the state opened is in the filter, and every key
 //!   committed before it opened is in it once the scan is over. Keys other
 //!   workers commit to the same keyspace meanwhile are not: an operator
@@ -288,7 +289,13 @@ impl OperatorState {
     /// The latest value of `key`, counted as a point read unless the key
     /// filter answers it.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if self.overlay.get(key).is_none() && self.surely_absent(key) {
+        // The filter holds every key written with a value, so a key it says
+        // is absent is at most pending as a delete: one probe for a new key.
+        if self.surely_absent(key) {
+            debug_assert!(
+                self.overlay.get(key).is_none_or(|(_, value)| value.is_none()),
+                "a key the filter says is absent is not pending with a value"
+            );
             return Ok(None);
         }
         let value = self.get_uncounted(key)?;
@@ -304,7 +311,13 @@ impl OperatorState {
     /// that check what an operator did not read.
     pub(crate) fn get_uncounted(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.overlay.get(key) {
-            Some((_, value)) => Ok(value.clone()),
+            Some((_, value)) => {
+                debug_assert!(
+                    value.is_none() || !self.surely_absent(key),
+                    "a key written with a value is in the filter"
+                );
+                Ok(value.clone())
+            }
             None if self.surely_absent(key) => {
                 if cfg!(debug_assertions) {
                     let stored = self.checkpoints.store().get(self.keyspace, key)?;

@@ -21,17 +21,32 @@ pub(crate) type Stashed<D> = (Capability<Epoch>, Vec<(D, Diff)>);
 /// Updates per epoch, each epoch with a capability to emit at it.
 pub(crate) struct EpochStash<D> {
     epochs: BTreeMap<Epoch, Stashed<D>>,
+    /// An epoch's vector handed back ([`EpochStash::recycle`]), empty, for
+    /// the next new epoch: an epoch's updates grow into the capacity of an
+    /// earlier one instead of a fresh allocation (and fresh pages) each time.
+    spare: Vec<(D, Diff)>,
 }
 
 impl<D> EpochStash<D> {
     pub(crate) fn new() -> Self {
-        EpochStash { epochs: BTreeMap::new() }
+        EpochStash { epochs: BTreeMap::new(), spare: Vec::new() }
+    }
+
+    /// Hands back a taken epoch's vector for reuse.
+    pub(crate) fn recycle(&mut self, mut updates: Vec<(D, Diff)>) {
+        if updates.capacity() > self.spare.capacity() {
+            updates.clear();
+            self.spare = updates;
+        }
     }
 
     /// Moves a container of updates in, each under its own epoch.
     pub(crate) fn absorb(&mut self, capability: &InputCapability<Epoch>, data: &mut Vec<(D, Epoch, Diff)>) {
         for (d, epoch, diff) in data.drain(..) {
-            self.epochs.entry(epoch).or_insert_with(|| (capability.delayed(&epoch, 0), Vec::new())).1.push((d, diff));
+            let spare = &mut self.spare;
+            let stashed =
+                self.epochs.entry(epoch).or_insert_with(|| (capability.delayed(&epoch, 0), std::mem::take(spare)));
+            stashed.1.push((d, diff));
         }
     }
 
