@@ -242,4 +242,9 @@ pub(crate) fn report(stats: &RunStats) {
         "read {} records ({} dead letters, {} offsets skipped); {epochs}",
         stats.records, stats.dead_letters, stats.skipped_offsets
     );
+    let reads = stats.state_reads;
+    eprintln!(
+        "state reads: {} point reads, {} range entries, {} bytes of values, {} keys scanned into filters",
+        reads.gets, reads.entries, reads.value_bytes, reads.filter_keys
+    );
 }
