@@ -319,9 +319,9 @@ impl<'s> Job<'s> {
     /// the view promises about its rows' multiplicities: with
     /// [`Multiplicity::AtMostOnce`] (every row of `collection` held at most
     /// once after each epoch, as a keyed aggregate's rows with their keys or
-    /// a DISTINCT's), a retracted row's count is not read from the view's
-    /// index. A change that breaks the promise fails the job where it is
-    /// seen (see [`Multiplicity`]).
+    /// a DISTINCT's, whose JSON tells keys apart), a retracted row's count
+    /// is not read from the view's index. A change that breaks the promise
+    /// fails the job where it is seen (see [`Multiplicity`]).
     pub fn materialize_view<D: Data>(
         &mut self,
         name: &str,

@@ -15,6 +15,12 @@ use timely::progress::frontier::MutableAntichain;
 
 use crate::{Diff, Epoch};
 
+/// A recycled vector is kept only if its capacity is at most this many
+/// times the updates its epoch held (or [`SPARE_UPDATES_MIN`]).
+pub(crate) const SPARE_SLACK: usize = 4;
+/// Below this many updates' capacity a vector is never too large to keep.
+pub(crate) const SPARE_UPDATES_MIN: usize = 1024;
+
 /// One epoch's capability and updates.
 pub(crate) type Stashed<D> = (Capability<Epoch>, Vec<(D, Diff)>);
 
@@ -32,9 +38,12 @@ impl<D> EpochStash<D> {
         EpochStash { epochs: BTreeMap::new(), spare: Vec::new() }
     }
 
-    /// Hands back a taken epoch's vector for reuse.
+    /// Hands back a taken epoch's vector for reuse, unless its capacity is
+    /// more than [`SPARE_SLACK`] times what its epoch used: one large epoch
+    /// (a catch-up) does not pin its memory for the rest of the run.
     pub(crate) fn recycle(&mut self, mut updates: Vec<(D, Diff)>) {
-        if updates.capacity() > self.spare.capacity() {
+        let oversized = updates.capacity() > SPARE_SLACK * updates.len().max(SPARE_UPDATES_MIN);
+        if !oversized && updates.capacity() > self.spare.capacity() {
             updates.clear();
             self.spare = updates;
         }
@@ -64,5 +73,31 @@ impl<D> EpochStash<D> {
     /// Takes an epoch out: its capability and updates.
     pub(crate) fn take(&mut self, epoch: Epoch) -> Option<Stashed<D>> {
         self.epochs.remove(&epoch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EpochStash, SPARE_SLACK, SPARE_UPDATES_MIN};
+
+    #[test]
+    fn a_recycled_vector_is_kept_unless_far_larger_than_its_epoch_used() {
+        let mut stash = EpochStash::<u8>::new();
+        let used = |len: usize, capacity: usize| {
+            let mut updates = Vec::with_capacity(capacity);
+            updates.extend((0..len).map(|_| (0u8, 1)));
+            updates
+        };
+        // A catch-up epoch's capacity, then epochs of a tenth of it.
+        stash.recycle(used(SPARE_UPDATES_MIN * 8, SPARE_UPDATES_MIN * 8));
+        assert!(stash.spare.capacity() >= SPARE_UPDATES_MIN * 8 && stash.spare.is_empty());
+        let big = std::mem::take(&mut stash.spare);
+        let mut small = big;
+        small.extend((0..SPARE_UPDATES_MIN).map(|_| (0u8, 1)));
+        stash.recycle(small);
+        const { assert!(8 > SPARE_SLACK) };
+        assert_eq!(stash.spare.capacity(), 0, "a vector 8 times larger than its epoch used is let go");
+        stash.recycle(used(10, 100));
+        assert!(stash.spare.capacity() >= 100, "a small vector is always worth keeping");
     }
 }
