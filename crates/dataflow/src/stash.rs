@@ -21,6 +21,12 @@ pub(crate) const SPARE_SLACK: usize = 4;
 /// Below this many updates' capacity a vector is never too large to keep.
 pub(crate) const SPARE_UPDATES_MIN: usize = 1024;
 
+/// Whether a buffer of `capacity` that held `used` items at its fullest
+/// is worth keeping for the next epoch (not [`SPARE_SLACK`] times larger).
+pub(crate) fn worth_keeping(capacity: usize, used: usize) -> bool {
+    capacity <= SPARE_SLACK * used.max(SPARE_UPDATES_MIN)
+}
+
 /// One epoch's capability and updates.
 pub(crate) type Stashed<D> = (Capability<Epoch>, Vec<(D, Diff)>);
 
@@ -42,8 +48,7 @@ impl<D> EpochStash<D> {
     /// more than [`SPARE_SLACK`] times what its epoch used: one large epoch
     /// (a catch-up) does not pin its memory for the rest of the run.
     pub(crate) fn recycle(&mut self, mut updates: Vec<(D, Diff)>) {
-        let oversized = updates.capacity() > SPARE_SLACK * updates.len().max(SPARE_UPDATES_MIN);
-        if !oversized && updates.capacity() > self.spare.capacity() {
+        if worth_keeping(updates.capacity(), updates.len()) && updates.capacity() > self.spare.capacity() {
             updates.clear();
             self.spare = updates;
         }

@@ -64,7 +64,7 @@ use crate::context::Shared;
 use crate::error::Result;
 use crate::held_filter::{HeldFilter, fill_step};
 use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
-use crate::stash::{SPARE_SLACK, SPARE_UPDATES_MIN};
+use crate::stash::worth_keeping;
 use crate::view_index::{FIRST_ROW_KEY, IndexEntry, RowHash, RowHasher};
 use crate::{Diff, Epoch};
 
@@ -382,8 +382,7 @@ impl ViewFold {
         let mut deltas: Vec<(RowHash, Row)> = rows.drain(..).filter(|(_, row)| row.delta.diff != 0).collect();
         // The next epoch's map grows into this one's capacity, unless that
         // is far more than this epoch used (a catch-up's map is let go).
-        let oversized = rows.capacity() > SPARE_SLACK * used.max(SPARE_UPDATES_MIN);
-        if !oversized && rows.capacity() > self.spare_rows.capacity() {
+        if worth_keeping(rows.capacity(), used) && rows.capacity() > self.spare_rows.capacity() {
             self.spare_rows = rows;
         }
         deltas.sort_unstable_by_key(|(hash, _)| *hash);
