@@ -9,8 +9,12 @@
 //! under `DATA_DIR/state` once it stops) are its own. Per query and worker
 //! count it prints events/s per core at each size (input events / seconds /
 //! workers), the per-event cost ratio of the largest size to the smallest,
-//! and the peak memory and state size of the largest. Nothing is asserted;
-//! the table goes to docs/performance.md.
+//! and the peak memory and state size of the largest. Where the machine has
+//! Flink (`--flink`, `bench_flink`), the same query at the same
+//! parallelism runs in Flink over the same input, and the table adds Flink's
+//! events/s per core (its job time, start-up excluded) at each size and
+//! Millpond's rate over Flink's at the largest. Nothing is asserted; the
+//! table goes to docs/performance.md.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -19,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+
+use crate::bench_flink::{Flink, FlinkMode};
 
 /// How often a run's peak memory is sampled.
 const MEMORY_POLL_MS: u64 = 50;
@@ -59,6 +65,13 @@ pub(crate) struct NexmarkBenchArgs {
     /// Where to keep the generated inputs and the runs (default: DATA_DIR/bench-nexmark).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Run each query in Flink too (benches/flink): auto = where the
+    /// machine has java (and mvn, until the runner is built).
+    #[arg(long, value_enum, default_value_t = FlinkMode::Auto)]
+    flink: FlinkMode,
+    /// Where the Flink runner and its query translations are.
+    #[arg(long, default_value = "benches/flink")]
+    flink_dir: PathBuf,
 }
 
 /// What one child run measured.
@@ -80,12 +93,20 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
     }
     let files = query_files(args)?;
     let (small, large) = (sizes[0], sizes[sizes.len() - 1]);
+    let flink = Flink::detect(args.flink, &args.flink_dir, args.timeout_s)?;
     println!(
-        "Nexmark over {sizes:?} events, RocksDB state, {} ms checkpoints; events/s/core = input events / seconds / workers",
-        args.epoch_ms
+        "Nexmark over {sizes:?} events, RocksDB state, {} ms checkpoints; events/s/core = input events / seconds / workers{}",
+        args.epoch_ms,
+        if flink.is_some() { "; Flink: the same query and input, parallelism = workers, its job time" } else { "" }
     );
-    let header = sizes.iter().map(|s| format!(" {:>16}", format!("{} ev/s/core", millions(*s)))).collect::<String>();
-    println!("{:<20} {:>7}{header} {:>18} {:>12} {:>12}", "query", "workers", "cost large/small", "peak RSS", "state");
+    let mut header =
+        sizes.iter().map(|s| format!(" {:>16}", format!("{} ev/s/core", millions(*s)))).collect::<String>();
+    header += &format!(" {:>18} {:>12} {:>12}", "cost large/small", "peak RSS", "state");
+    if flink.is_some() {
+        header += &sizes.iter().map(|s| format!(" {:>16}", format!("Flink {}", millions(*s)))).collect::<String>();
+        header += &format!(" {:>10}", "x Flink");
+    }
+    println!("{:<20} {:>7}{header}", "query", "workers");
     for file in &files {
         let name = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         for workers in &args.workers {
@@ -97,13 +118,6 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
                 rates.push(measured.as_ref().map(|m| *events as f64 / m.seconds / *workers as f64));
                 last = measured;
             }
-            let cells = rates
-                .iter()
-                .map(|r| match r {
-                    Some(rate) => format!(" {rate:>16.0}"),
-                    None => format!(" {:>16}", "timeout"),
-                })
-                .collect::<String>();
             // Per-event cost is the inverse of the rate.
             let ratio = match (rates[0], rates[rates.len() - 1]) {
                 (Some(a), Some(b)) if small != large => format!("{:.2}", a / b),
@@ -111,11 +125,53 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
             };
             let (rss, state) =
                 last.map_or(("-".to_owned(), "-".to_owned()), |m| (mib(m.peak_rss_bytes), mib(m.state_bytes)));
-            println!("{name:<20} {workers:>7}{cells} {ratio:>18} {rss:>12} {state:>12}");
+            let mut row = format!("{name:<20} {workers:>7}{} {ratio:>18} {rss:>12} {state:>12}", rate_cells(&rates));
+            if let Some(flink) = &flink {
+                row += &flink_cells(flink, &dir, &sizes, &name, *workers, rates[rates.len() - 1])?;
+            }
+            println!("{row}");
         }
     }
     fs::remove_dir_all(dir.join("run")).ok();
     Ok(())
+}
+
+/// A cell per size: events/s per core, or "timeout".
+fn rate_cells(rates: &[Option<f64>]) -> String {
+    rates
+        .iter()
+        .map(|r| match r {
+            Some(rate) => format!(" {rate:>16.0}"),
+            None => format!(" {:>16}", "timeout"),
+        })
+        .collect()
+}
+
+/// Flink's cells for one query and parallelism: its events/s per core at
+/// each size, then Millpond's rate at the largest size over Flink's.
+fn flink_cells(
+    flink: &Flink,
+    dir: &Path,
+    sizes: &[u64],
+    name: &str,
+    workers: usize,
+    millpond_largest: Option<f64>,
+) -> Result<String> {
+    if !flink.has_query(name) {
+        return Ok(
+            sizes.iter().map(|_| format!(" {:>16}", "no translation")).collect::<String>() + &format!(" {:>10}", "-")
+        );
+    }
+    let mut rates = Vec::new();
+    for events in sizes {
+        let run = flink.run(&dir.join(format!("input-{events}")), name, workers)?;
+        rates.push(run.map(|r| *events as f64 / r.job_seconds / workers as f64));
+    }
+    let times = match (millpond_largest, rates[rates.len() - 1]) {
+        (Some(ours), Some(theirs)) => format!("{:.2}", ours / theirs),
+        _ => "-".to_owned(),
+    };
+    Ok(format!("{} {times:>10}", rate_cells(&rates)))
 }
 
 /// The Nexmark query files asked for, in query order, then the extra files.

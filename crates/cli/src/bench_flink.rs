@@ -1,0 +1,177 @@
+//! Flink beside `millpond bench nexmark`: the same query, over the same
+//! input, in Apache Flink's SQL engine (RocksDB state, exactly-once
+//! checkpoints every second), by `benches/flink/run.sh`.
+//!
+//! The script dumps the input's topics to JSON lines once per input, builds
+//! its runner with Maven if needed, and runs one query at one parallelism in
+//! a fresh JVM; this module starts it as a child process group (so that a
+//! timeout stops the JVM too) and reads the figures of its result line.
+//!
+//! Invariant: a Flink figure is only ever reported for a run that printed
+//! its result line for the query and parallelism asked; a failed or timed
+//! out run is reported as such, never as a number.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// How often a running Flink child is checked for its end.
+const POLL_MS: u64 = 100;
+
+/// Whether Flink runs beside Millpond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FlinkMode {
+    /// Where the machine has it: `java` and, unless the runner is built, `mvn`.
+    Auto,
+    /// Always; an error where the machine lacks it.
+    On,
+    /// Never.
+    Off,
+}
+
+/// What one Flink run measured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FlinkRun {
+    /// Flink's net job run time (deployment to the end, final checkpoint
+    /// included), seconds.
+    pub(crate) job_seconds: f64,
+}
+
+/// The Flink side of the bench: the script's directory and the millpond
+/// binary that dumps the topics.
+pub(crate) struct Flink {
+    dir: PathBuf,
+    millpond: PathBuf,
+    timeout: Duration,
+}
+
+impl Flink {
+    /// `None` when `mode` says not to run Flink, or when it is `Auto` and
+    /// the machine lacks what the script needs (said on stderr).
+    pub(crate) fn detect(mode: FlinkMode, dir: &Path, timeout_s: u64) -> Result<Option<Self>> {
+        if mode == FlinkMode::Off {
+            return Ok(None);
+        }
+        let missing = missing_tools(dir);
+        match (missing, mode) {
+            (None, _) => {
+                let millpond = std::env::current_exe().context("locating the millpond binary")?;
+                Ok(Some(Self { dir: dir.to_owned(), millpond, timeout: Duration::from_secs(timeout_s) }))
+            }
+            (Some(why), FlinkMode::On) => bail!("--flink on: {why}"),
+            (Some(why), _) => {
+                eprintln!("Flink is not run beside Millpond: {why}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Whether the script has a translation of the query `name`.
+    pub(crate) fn has_query(&self, name: &str) -> bool {
+        self.dir.join("queries").join(format!("{name}.sql")).is_file()
+    }
+
+    /// Runs query `name` over the Millpond data directory `input` with
+    /// `parallelism` slots; `None` when it ran out of time.
+    pub(crate) fn run(&self, input: &Path, name: &str, parallelism: usize) -> Result<Option<FlinkRun>> {
+        let started = Instant::now();
+        let mut child = Command::new("bash")
+            .arg(self.dir.join("run.sh"))
+            .arg(&self.millpond)
+            .arg(input)
+            .arg(parallelism.to_string())
+            .arg(name)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .context("starting benches/flink/run.sh")?;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if started.elapsed() > self.timeout {
+                // The group holds bash and its java child.
+                Command::new("kill").args(["-KILL", "--", &format!("-{}", child.id())]).status().ok();
+                child.wait().ok();
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(POLL_MS));
+        };
+        let output = child.wait_with_output()?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !status.success() {
+            bail!(
+                "Flink {name} with parallelism {parallelism} failed: {stdout}{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        parse_result(&stdout, name, parallelism).map(Some)
+    }
+}
+
+/// What the machine lacks for the script, if anything.
+fn missing_tools(dir: &Path) -> Option<String> {
+    if !dir.join("run.sh").is_file() {
+        return Some(format!("no {}", dir.join("run.sh").display()));
+    }
+    if !runs(Command::new(std::env::var_os("JAVA").unwrap_or_else(|| "java".into())).arg("-version")) {
+        return Some("no java on PATH (or $JAVA)".to_owned());
+    }
+    let built = dir.join("target/nexmark-flink.jar").is_file();
+    if !built && !runs(Command::new("mvn").arg("-v")) {
+        return Some(format!(
+            "{} is not built and there is no mvn on PATH",
+            dir.join("target/nexmark-flink.jar").display()
+        ));
+    }
+    None
+}
+
+fn runs(command: &mut Command) -> bool {
+    command.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// The job time of the script's line for `name` at `parallelism`: its
+/// columns are query, parallelism, seconds, events/s/core, and more.
+fn parse_result(stdout: &str, name: &str, parallelism: usize) -> Result<FlinkRun> {
+    let line = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() >= 4 && f[0] == name && f[1] == parallelism.to_string())
+        .with_context(|| format!("no result line for Flink {name} with parallelism {parallelism} in: {stdout}"))?;
+    let number = |i: usize| -> Result<f64> {
+        let value: f64 = line[i].parse().with_context(|| format!("Flink {name}: column {i} is {:?}", line[i]))?;
+        if !(value.is_finite() && value > 0.0) {
+            bail!("Flink {name}: column {i} is {value}, not a positive time");
+        }
+        Ok(value)
+    };
+    Ok(FlinkRun { job_seconds: number(2)? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUTPUT: &str = "Flink 2.3.0 over 1000000 events (/tmp/x), RocksDB state\n\
+        query parallelism seconds events/s/core startup_s process_s process_ev/s/core checkpoints cpu_used events/cpu_s others steal\n\
+        q4 1 15.31 65325 4.1 21.30 46941 14 1.75 26000 0.00 0.00\n";
+
+    #[test]
+    fn a_result_line_gives_the_job_seconds() {
+        let run = parse_result(OUTPUT, "q4", 1).unwrap();
+        assert_eq!(run.job_seconds, 15.31);
+    }
+
+    #[test]
+    fn another_query_or_parallelism_is_no_result() {
+        assert!(parse_result(OUTPUT, "q4", 2).unwrap_err().to_string().contains("no result line"));
+        assert!(parse_result(OUTPUT, "q5", 1).is_err());
+        let bad = OUTPUT.replace("15.31", "nan");
+        assert!(parse_result(&bad, "q4", 1).unwrap_err().to_string().contains("column 2"));
+    }
+}
