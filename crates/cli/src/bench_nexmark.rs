@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::bench_flink::{Flink, FlinkMode};
+use crate::bench_flink::{Flink, FlinkMode, FlinkRun};
 
 /// How often a run's peak memory is sampled.
 const MEMORY_POLL_MS: u64 = 50;
@@ -162,16 +162,26 @@ fn flink_cells(
             sizes.iter().map(|_| format!(" {:>16}", "no translation")).collect::<String>() + &format!(" {:>10}", "-")
         );
     }
-    let mut rates = Vec::new();
+    let mut runs = Vec::new();
     for events in sizes {
-        let run = flink.run(&dir.join(format!("input-{events}")), name, workers)?;
-        rates.push(run.map(|r| *events as f64 / r.job_seconds / workers as f64));
+        runs.push(match flink.run(&dir.join(format!("input-{events}")), name, workers)? {
+            FlinkRun::Done { job_seconds } => Ok(*events as f64 / job_seconds / workers as f64),
+            FlinkRun::Timeout => Err("timeout"),
+            FlinkRun::Failed => Err("failed"),
+        });
     }
-    let times = match (millpond_largest, rates[rates.len() - 1]) {
-        (Some(ours), Some(theirs)) => format!("{:.2}", ours / theirs),
+    let times = match (millpond_largest, runs[runs.len() - 1]) {
+        (Some(ours), Ok(theirs)) => format!("{:.2}", ours / theirs),
         _ => "-".to_owned(),
     };
-    Ok(format!("{} {times:>10}", rate_cells(&rates)))
+    let cells = runs
+        .iter()
+        .map(|r| match r {
+            Ok(rate) => format!(" {rate:>16.0}"),
+            Err(why) => format!(" {why:>16}"),
+        })
+        .collect::<String>();
+    Ok(format!("{cells} {times:>10}"))
 }
 
 /// The Nexmark query files asked for, in query order, then the extra files.

@@ -5,9 +5,13 @@ import java.io.InputStream;
 import java.io.PrintWriter;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.time.temporal.TemporalAccessor;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -264,24 +268,42 @@ public final class NexmarkFlink {
         return lines;
     }
 
-    /** The highest completed checkpoint id (ids count up from 1) and the bytes under the checkpoint directory. */
+    /**
+     * The highest completed checkpoint id (ids count up from 1) and the bytes under the checkpoint directory.
+     * Flink may still be deleting subsumed checkpoints' files while this walks: a file gone is skipped.
+     */
     static long[] checkpoints(Path dir) throws IOException {
         if (!Files.isDirectory(dir)) {
             return new long[] {0, 0};
         }
-        long last = 0;
-        long bytes = 0;
-        try (Stream<Path> walk = Files.walk(dir)) {
-            for (Path p : (Iterable<Path>) walk::iterator) {
+        long[] found = {0, 0};
+        Files.walkFileTree(dir, new SimpleFileVisitor<Path>() {
+            @Override
+            public FileVisitResult preVisitDirectory(Path p, BasicFileAttributes attrs) {
                 String name = p.getFileName().toString();
-                if (Files.isDirectory(p) && name.startsWith("chk-") && Files.exists(p.resolve("_metadata"))) {
-                    last = Math.max(last, Long.parseLong(name.substring(4)));
-                } else if (Files.isRegularFile(p)) {
-                    bytes += Files.size(p);
+                if (name.startsWith("chk-") && Files.exists(p.resolve("_metadata"))) {
+                    found[0] = Math.max(found[0], Long.parseLong(name.substring(4)));
                 }
+                return FileVisitResult.CONTINUE;
             }
-        }
-        return new long[] {last, bytes};
+
+            @Override
+            public FileVisitResult visitFile(Path p, BasicFileAttributes attrs) {
+                if (attrs.isRegularFile()) {
+                    found[1] += attrs.size();
+                }
+                return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFileFailed(Path p, IOException e) throws IOException {
+                if (e instanceof NoSuchFileException) {
+                    return FileVisitResult.CONTINUE;
+                }
+                throw e;
+            }
+        });
+        return found;
     }
 
     /** Collects each view's changelog and writes its final rows, sorted, as JSON lines ({"view": .., "row": {..}}). */
