@@ -259,6 +259,31 @@ impl Reached {
     }
 }
 
+/// Over rows that only ever gain copies: drops the `changes` (sorted by
+/// suffix, counts positive) that would sit past the first `limit` rows of
+/// the set once applied, the set's first rows being `old` (all of them, or
+/// rows whose counts reach `limit`). They are the changes
+/// [`OrderedSet::trim`] would remove right after applying them, so the
+/// trimmed set is the same and they are never written.
+pub(crate) fn keep_first(old: &[Entry], changes: &mut Vec<Entry>, limit: usize) {
+    let mut reached = Reached::new(limit);
+    let mut old = old.iter().peekable();
+    let mut keep = 0;
+    for change in changes.iter() {
+        assert!(change.count > 0, "keep_first: a change removes copies");
+        while let Some(row) = old.next_if(|row| row.suffix < change.suffix) {
+            reached.add(row.count);
+        }
+        // The same row stored already: one position, both counts.
+        let stored = old.next_if(|row| row.suffix == change.suffix).map_or(0, |row| row.count);
+        if reached.past(change.count + stored) {
+            break;
+        }
+        keep += 1;
+    }
+    changes.truncate(keep);
+}
+
 /// Whether rows with positive counts reach `limit`.
 pub(crate) fn counts_reach(rows: &[Entry], limit: usize) -> bool {
     rows.iter().map(|r| r.count.max(0) as u128).sum::<u128>() >= limit as u128
@@ -314,6 +339,27 @@ mod tests {
         let mut changes = vec![entry(b"c", 1), entry(b"a", 2), entry(b"c", -1), entry(b"b", 1), entry(b"a", 1)];
         consolidate(&mut changes);
         assert_eq!(changes, vec![entry(b"a", 3), entry(b"b", 1)]);
+    }
+
+    #[test]
+    fn only_changes_among_the_first_rows_once_applied_are_kept() {
+        // Rows as (suffix, count); the kept changes' suffixes.
+        let keep = |old: &[(&[u8], i64)], changes: &[(&[u8], i64)], limit| {
+            let old: Vec<Entry> = old.iter().map(|(s, c)| entry(s, *c)).collect();
+            let mut changes: Vec<Entry> = changes.iter().map(|(s, c)| entry(s, *c)).collect();
+            keep_first(&old, &mut changes, limit);
+            changes.into_iter().map(|e| e.suffix).collect::<Vec<_>>()
+        };
+        // Positions a 0, b 1, c 2, d 3, e 4.
+        assert_eq!(keep(&[(b"b", 1), (b"d", 1)], &[(b"a", 1), (b"c", 1), (b"e", 1)], 3), [b"a", b"c"]);
+        // A row with two copies takes two places.
+        assert_eq!(keep(&[(b"b", 2)], &[(b"a", 1), (b"c", 1)], 3), [b"a"]);
+        // A stored row that gains a copy is one place, kept if it starts before the limit.
+        assert_eq!(keep(&[(b"a", 2)], &[(b"a", 1), (b"b", 1)], 2), [b"a"]);
+        // Over an empty set: the first `limit` changes by count.
+        assert_eq!(keep(&[], &[(b"a", 2), (b"c", 1)], 2), [b"a"]);
+        assert_eq!(keep(&[(b"m", 1)], &[(b"a", 1), (b"c", 1), (b"e", 1)], 1), [b"a"]);
+        assert!(keep(&[], &[(b"c", 1)], 0).is_empty());
     }
 
     #[test]

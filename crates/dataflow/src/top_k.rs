@@ -106,6 +106,10 @@ where
                 if let Some(last) = boundary {
                     changes.retain(|c| c.suffix < last.suffix); // ties on the order key
                 }
+                if bounded {
+                    // Nor the rows this epoch pushes past the first ones at once.
+                    ordered_set::keep_first(&old, &mut changes, limit);
+                }
                 if changes.is_empty() {
                     return Ok(());
                 }

@@ -542,6 +542,34 @@ fn a_top_k_over_inserts_only_keeps_only_its_first_rows() {
     assert_eq!(rows, 25, "a spilled key keeps its first 25 rows");
 }
 
+/// A top-k over an input that only inserts writes no row that an epoch
+/// pushes past the first ones at once: 20 000 rows of one key in random
+/// order, many per epoch, for a top-1 leave the key's one row inline in
+/// its head (no row entries, none ever scanned), and the view matches a
+/// recomputation.
+#[test]
+fn a_top_k_over_inserts_only_writes_no_row_its_epoch_pushes_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |job: &mut Job<'_>| {
+        let rows = job.source("left", json::<Row>()).map(|r: Row| (r.k, r.v));
+        let greatest = |v: &i64, out: &mut Vec<u8>| std::cmp::Reverse(*v).order_key(out);
+        let top = rows.top_k_by("op_top", 1, true, greatest, |_k, first: &[(i64, millpond_dataflow::Diff)], out| {
+            out.extend(first.iter().cloned().take(1))
+        });
+        job.materialize("top1", top);
+    };
+    // A permutation of 0..20 000 (7 919 is prime to it).
+    let rows: Vec<(u8, i64)> = (0..20_000i64).map(|i| (0, i * 7_919 % 20_000)).collect();
+    produce(dir.path(), "left", 2, &records(&rows));
+    let config =
+        RuntimeConfig::new(dir.path()).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    let stats = Runtime::run(config, build).unwrap();
+    let counts: Counts = rows.iter().map(|(k, v)| ((*k, *v), 1)).collect();
+    assert_eq!(view_rows(dir.path(), "top1"), top_k_of(&counts, 1, true));
+    assert_eq!(tags_and_keys(dir.path(), "topk.op_top"), vec![[0, 0]], "only the key's head is stored");
+    assert_eq!(stats.state_reads.entries, 0, "no row entry was ever scanned: {:?}", stats.state_reads);
+}
+
 /// A top-k as it was before top-k layout 1: a `reduce` of each key's whole
 /// multiset, in keyspace `op.NAME`, with the same name.
 fn build_top_k_as_reduce(job: &mut Job<'_>) {
