@@ -241,13 +241,34 @@ fn unique_key(rel: &Rel) -> Option<Vec<usize>> {
     match rel {
         Rel::Aggregate { group, .. } if !group.is_empty() => Some((0..group.len()).collect()),
         Rel::Distinct { input } => Some((0..width(input)).collect()),
-        // A top-k's rows are some of its input's (its rank, appended, aside).
-        Rel::Filter { input, .. } | Rel::TopK { input, .. } => unique_key(input),
+        Rel::TopK { input, partition, limit, row_number, input_width, .. } => {
+            top_k_key(partition, *limit, *row_number, *input_width).or_else(|| unique_key(input))
+        }
+        Rel::Filter { input, .. } => unique_key(input),
         Rel::Project { input, exprs } => {
             unique_key(input)?.into_iter().map(|column| exprs.iter().position(|e| *e == Expr::Column(column))).collect()
         }
         Rel::Aggregate { .. } | Rel::Get { .. } | Rel::Join { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => None,
         Rel::Unit => None,
+    }
+}
+
+/// The columns that tell a top-k's rows apart by themselves, where its
+/// partition is plain columns: with a limit of one row, the partition
+/// alone (one copy of one row each); with a rank, the partition and the
+/// rank (a partition's rows are ranked 1, 2, ... once each). Otherwise its rows
+/// are some of its input's, told apart as those are (the caller's
+/// fallback).
+fn top_k_key(partition: &[Expr], limit: Option<usize>, row_number: bool, input_width: usize) -> Option<Vec<usize>> {
+    let mut key: Vec<usize> =
+        partition.iter().map(|e| if let Expr::Column(c) = e { Some(*c) } else { None }).collect::<Option<_>>()?;
+    match (limit, row_number) {
+        (Some(1), _) => Some(key),
+        (Some(_), true) => {
+            key.push(input_width);
+            Some(key)
+        }
+        _ => None,
     }
 }
 
@@ -1342,6 +1363,31 @@ mod tests {
             ("SELECT COUNT(*) FROM bid GROUP BY auction", Any),
             ("SELECT auction, price FROM bid", Any),
             ("SELECT auction, price FROM bid ORDER BY price DESC LIMIT 3", Any),
+            // At most one row of one copy.
+            ("SELECT auction, price FROM bid ORDER BY price DESC LIMIT 1", AtMostOnce),
+            // Nexmark q18's shape: one row per partition.
+            (
+                "SELECT auction, bidder, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction \
+                 ORDER BY price DESC) AS r FROM bid) AS t WHERE r <= 1",
+                AtMostOnce,
+            ),
+            // Nexmark q19's shape: a partition's rows have distinct ranks.
+            (
+                "SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) \
+                 AS r FROM bid) AS t WHERE r <= 10",
+                AtMostOnce,
+            ),
+            // The rank dropped, or the partition not a column: two rows may be equal.
+            (
+                "SELECT auction, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) \
+                 AS r FROM bid) AS t WHERE r <= 10",
+                Any,
+            ),
+            (
+                "SELECT * FROM (SELECT price, ROW_NUMBER() OVER (PARTITION BY auction + 1 ORDER BY price DESC) \
+                 AS r FROM bid) AS t WHERE r <= 1",
+                Any,
+            ),
             // NaN and the infinities are all JSON null: two groups, one row.
             ("SELECT ratio, COUNT(*) FROM bid GROUP BY ratio", Any),
             ("SELECT DISTINCT ratio FROM bid", Any),
