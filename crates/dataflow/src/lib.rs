@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+mod append_thread;
 mod applier;
 mod checkpoint;
 mod codec;

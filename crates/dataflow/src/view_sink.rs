@@ -2,9 +2,10 @@
 //! ([`crate::view_fold`]) runs on every worker over the rows that hash to
 //! it and emits each finished epoch's changes with their multiplicities
 //! after the epoch; here worker 0 gathers them and, when the frontier
-//! passes the epoch (every worker folded it), writes the epoch's records
-//! to `view.NAME` (the record format is [`crate::sink`]'s) in one append
-//! and records the topic's end for the epoch's checkpoint.
+//! passes the epoch (every worker folded it), has the epoch's records
+//! appended to `view.NAME` (the record format is [`crate::sink`]'s) by the
+//! view's append thread ([`crate::append_thread`]) and, once it answers,
+//! records the topic's end for the epoch's checkpoint.
 //!
 //! Invariants:
 //! - an epoch is written once, in increasing order, after every earlier
@@ -16,7 +17,7 @@
 //! - the rows held, counted from each change's multiplicities before and
 //!   after, are recorded with the epoch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use millpond_log::{CleanupPolicy, EncodeRecord, Header};
 use rustc_hash::FxHashMap;
@@ -25,6 +26,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Probe};
 
+use crate::append_thread::AppendThread;
 use crate::collection::Data;
 use crate::context::Shared;
 use crate::error::Result;
@@ -47,6 +49,10 @@ struct Appender {
     topic: String,
     rows_held: u64,
     pending: BTreeMap<Epoch, Pending>,
+    /// Epochs handed to the append thread, each with its capability (held
+    /// until the thread has appended it: the commit waits for it) and the
+    /// rows held after it.
+    appending: VecDeque<(Capability<Epoch>, u64)>,
 }
 
 /// Materializes `collection` as view `name` holding `definition` (see
@@ -67,7 +73,13 @@ pub(crate) fn materialize<D: Data>(
     let worker = (scope.index(), scope.peers());
     let first_epoch = shared.first_epoch();
     let replaced = shared.checkpoints.view_replaced(name, &topic, definition).then_some(first_epoch);
-    let mut appender = Appender { name: name.to_owned(), topic: topic.clone(), rows_held: 0, pending: BTreeMap::new() };
+    let mut appender = Appender {
+        name: name.to_owned(),
+        topic: topic.clone(),
+        rows_held: 0,
+        pending: BTreeMap::new(),
+        appending: VecDeque::new(),
+    };
     if worker.0 == 0 {
         ctx.declare_view(name, &topic);
         // Reported first: whatever else fails about the view follows from it.
@@ -122,9 +134,14 @@ pub(crate) fn materialize<D: Data>(
     let stream = changes.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
         Exchange::new(|_: &Change| 0),
         &operator_name,
-        move |capability, _info| {
+        move |capability, info| {
             // The replacing epoch is written even if it has no change.
             let mut forced = replaced.filter(|_| worker.0 == 0).map(|epoch| capability.delayed(&epoch));
+            let activator = scope.worker().sync_activator_for(info.address.to_vec());
+            let mut thread = match worker.0 {
+                0 => AppendThread::start(shared.clone(), &topic, activator).map_err(|e| shared.fail(e)).ok(),
+                _ => None,
+            };
             move |(input, frontier), _output| {
                 input.for_each(|capability, data| {
                     let capability = capability.retain_least(0).expect("a fold sends its changes at their epoch");
@@ -133,15 +150,16 @@ pub(crate) fn materialize<D: Data>(
                 if let Some(capability) = forced.take() {
                     appender.pending_at(capability);
                 }
+                let Some(thread) = thread.as_mut() else { return };
+                if let Err(e) = appender.written(&shared, thread) {
+                    return shared.fail(crate::Error::at(label.clone(), e));
+                }
                 while let Some(epoch) = appender.ready(frontier.frontier().first().copied()) {
                     if shared.failed() {
                         return;
                     }
                     shared.checkpoints.timings.close_to_write.record(shared.since_epoch_end(epoch));
-                    let writing = std::time::Instant::now();
-                    let written = appender.write(&shared, epoch);
-                    shared.checkpoints.timings.sink_write.record(writing.elapsed());
-                    if let Err(e) = written {
+                    if let Err(e) = appender.write(thread, epoch) {
                         return shared.fail(crate::Error::at(label.clone(), e));
                     }
                 }
@@ -163,10 +181,10 @@ impl Appender {
         frontier.is_none_or(|f| f > epoch).then_some(epoch)
     }
 
-    /// Writes epoch `epoch`'s changes and records its sink position and rows.
-    fn write(&mut self, shared: &Shared, epoch: Epoch) -> Result<()> {
-        let Pending { capability: _capability, mut changes } =
-            self.pending.remove(&epoch).expect("a ready epoch is pending");
+    /// Hands epoch `epoch`'s changes to the append thread; its sink
+    /// position and rows are recorded once appended ([`Appender::written`]).
+    fn write(&mut self, thread: &mut AppendThread, epoch: Epoch) -> Result<()> {
+        let Pending { capability, mut changes } = self.pending.remove(&epoch).expect("a ready epoch is pending");
         // Each worker's changes come sorted by row hash: a stable sort merges the runs.
         changes.sort_by_key(|change| change.0);
         for pair in changes.windows(2) {
@@ -180,9 +198,20 @@ impl Appender {
                 _ => {}
             }
         }
-        let end = append_changes(shared, &self.topic, epoch, &changes)?;
-        shared.checkpoints.sink_position(epoch, &self.topic, end);
-        shared.checkpoints.view_rows(epoch, &self.name, self.rows_held);
+        thread.append(epoch, changes)?;
+        self.appending.push_back((capability, self.rows_held));
+        Ok(())
+    }
+
+    /// Records the sink position and rows of each epoch the append thread
+    /// has appended, and lets its capability go.
+    fn written(&mut self, shared: &Shared, thread: &mut AppendThread) -> Result<()> {
+        for (epoch, end) in thread.written()? {
+            let (capability, rows_held) = self.appending.pop_front().expect("an appended epoch was handed over");
+            assert_eq!(*capability.time(), epoch, "the append thread answers in order");
+            shared.checkpoints.sink_position(epoch, &self.topic, end);
+            shared.checkpoints.view_rows(epoch, &self.name, rows_held);
+        }
         Ok(())
     }
 }
@@ -191,7 +220,7 @@ impl Appender {
 /// the row, its multiplicity after the epoch (or a tombstone), and the
 /// epoch and change as headers. Records borrow the rows; the header pairs
 /// are built once per distinct change (almost always +1 or -1).
-fn append_changes(shared: &Shared, topic: &str, epoch: Epoch, changes: &[Change]) -> Result<u64> {
+pub(crate) fn append_changes(shared: &Shared, topic: &str, epoch: Epoch, changes: &[Change]) -> Result<u64> {
     let epoch_value = (epoch as i64).to_be_bytes().to_vec();
     let mut headers: FxHashMap<i64, [Header; 2]> = FxHashMap::default();
     for &(_, _, diff, _) in changes {

@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use common::{dead_letters, produce, rows_of, view_rows};
 use millpond_dataflow::{Count, Max, Min, Runtime, RuntimeConfig, StateBackend, Sum, json};
@@ -342,4 +343,42 @@ fn a_snapshot_of_a_changelog_that_lost_rows_is_refused() {
         }
         other => panic!("expected the snapshot to be refused, got {other:?}"),
     }
+}
+
+/// A changelog append that fails (the disk is full from some write on)
+/// fails the run with the append's error, from the view's append thread,
+/// instead of hanging with the epoch's capability held; the next run, with
+/// space again, resumes and the view matches a recomputation (nothing
+/// lost, nothing twice). The first failing write is moved on until it is
+/// the append's (the writes before it are the build's).
+#[test]
+fn a_failed_changelog_append_fails_the_run_and_the_next_run_resumes() {
+    use millpond_dataflow::Topics;
+    use millpond_log::storage::{FaultPlan, FaultStorage, RealStorage};
+    let build = |job: &mut millpond_dataflow::Job<'_>| {
+        let stats = (Count, Sum(|p: &i64| *p), Min(|p: &i64| *p), Max(|p: &i64| *p));
+        let bids = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("bid_stats", bids.aggregate("stats", stats));
+    };
+    let input = bids(0..3000);
+    let append_failed = (1..=20u64).any(|nth_write| {
+        let dir = tempfile::tempdir().unwrap();
+        produce(dir.path(), "bid", 2, &input);
+        let config = || RuntimeConfig::new(dir.path()).epoch_interval_ms(5).stop_when_caught_up(true);
+        let plan = FaultPlan { enospc_on_write: Some(nth_write), ..FaultPlan::default() };
+        let storage = Arc::new(FaultStorage::new(Arc::new(RealStorage), plan));
+        let options = LogOptions { storage, ..LogOptions::default() };
+        let error = match Topics::open_with(dir.path(), options).map(|t| Runtime::run_on(&t, config(), build)) {
+            Ok(Err(e)) => e.to_string(),
+            _ => return false, // the log did not open, or the run wrote fewer times
+        };
+        if !error.starts_with("sink 'view:bid_stats': I/O error appending to") {
+            return false; // a write of the build failed
+        }
+        assert!(error.contains("No space left"), "{error}");
+        Runtime::run(config(), build).unwrap();
+        assert_eq!(view_rows(dir.path(), "bid_stats"), expected(&input));
+        true
+    });
+    assert!(append_failed, "no failed write of the first 20 was the changelog's append");
 }
