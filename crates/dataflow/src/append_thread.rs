@@ -11,12 +11,14 @@
 //! - epochs are appended in the order they are handed over, one at a time,
 //!   each whole before the next (one thread per view, a FIFO queue);
 //! - each handed-over epoch is answered once, in that order, with the
-//!   topic's end after it or the error that stopped it; nothing is
-//!   appended after an error;
+//!   topic's end after it or the error that stopped it (a panic of the
+//!   append included); nothing is appended after an error, nor once the
+//!   job has failed elsewhere (those epochs go unanswered: the job ends);
 //! - at most [`APPEND_QUEUE_EPOCHS_MAX`] epochs wait: handing over another
 //!   blocks the worker until the thread takes one (backpressure, bounded
 //!   memory);
-//! - dropping it lets the thread finish the epochs queued and joins it, so
+//! - dropping it lets the thread finish the epoch in hand (and the ones
+//!   queued, unless the job failed) and joins it, so
 //!   no append outlives the operator (the runtime closes the log after);
 //!   what it appends past the last commit is cut at the next start, as any
 //!   uncommitted epoch's records are ([`crate::sink::prepare_topic`]).
@@ -61,8 +63,17 @@ impl AppendThread {
                 // runs once more and finds it gone rather than waiting.
                 let wake = Wake(activator);
                 for (epoch, changes) in queue {
+                    // The job failed elsewhere: nothing more to append.
+                    if shared.failed() {
+                        return;
+                    }
                     let writing = Instant::now();
-                    let end = append_changes(&shared, &thread_topic, epoch, &changes);
+                    let appended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        append_changes(&shared, &thread_topic, epoch, &changes)
+                    }));
+                    let end = appended.unwrap_or_else(|_| {
+                        Err(Error::Worker(format!("appending epoch {epoch} to {thread_topic} panicked")))
+                    });
                     shared.checkpoints.timings.sink_write.record(writing.elapsed());
                     let failed = end.is_err();
                     // The operator may be gone (a failed job): nobody to tell.
@@ -85,7 +96,9 @@ impl AppendThread {
     pub(crate) fn append(&mut self, epoch: Epoch, changes: Vec<Change>) -> Result<()> {
         assert!(self.in_flight.back().is_none_or(|&last| last < epoch), "epochs are appended in order");
         let epochs = self.epochs.as_ref().expect("the queue is open until drop");
-        epochs.send((epoch, changes)).map_err(|_| self.stopped())?;
+        if epochs.send((epoch, changes)).is_err() {
+            return Err(self.failure());
+        }
         self.in_flight.push_back(epoch);
         Ok(())
     }
@@ -106,6 +119,17 @@ impl AppendThread {
                 Err(TryRecvError::Disconnected) => return Err(self.stopped()),
             }
         }
+    }
+
+    /// Why the thread stopped taking epochs: the error it answered last
+    /// (sent before it stopped), else that it stopped.
+    fn failure(&mut self) -> Error {
+        while let Ok((_, answer)) = self.written.try_recv() {
+            if let Err(e) = answer {
+                return e;
+            }
+        }
+        self.stopped()
     }
 
     fn stopped(&self) -> Error {

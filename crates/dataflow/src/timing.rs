@@ -106,11 +106,12 @@ impl HistogramSnapshot {
 /// through [`crate::RuntimeConfig::timings`]).
 #[derive(Debug, Default)]
 pub struct CommitTimings {
-    /// An epoch's end on the runtime's clock to a view's sink starting to
-    /// write it: the input read and folded after the close, and the
-    /// frontier's way through the dataflow.
+    /// An epoch's end on the runtime's clock to a view's sink handing it to
+    /// its append thread: the input read and folded after the close, and
+    /// the frontier's way through the dataflow.
     pub close_to_write: Histogram,
-    /// A view's sink writing one epoch: its records sorted, built and appended.
+    /// A view's append thread appending one epoch: its records built and
+    /// appended (not its wait in the thread's queue).
     pub sink_write: Histogram,
     /// A commit from its start to its publish (the three steps below and
     /// the bookkeeping between them).

@@ -5,7 +5,7 @@
 //! multiplicity before the epoch from the view's index, and when
 //! the frontier passes an epoch emits one [`Change`] per changed row
 //! (its change and its multiplicity after the epoch) to the append half
-//! ([`crate::view_sink`]), which writes the epoch's records on worker 0.
+//! ([`crate::view_sink`]), which has the epoch's records appended from worker 0.
 //!
 //! Work follows the data, not the barrier: an update is consolidated into
 //! its epoch's map (row → change) when it arrives, and while the input

@@ -168,7 +168,7 @@ fn commit_durations(out: &mut String, timings: &millpond_dataflow::CommitTimings
     let _ = writeln!(
         out,
         "# HELP {NAME} Steps of the commit path since the server started: an epoch's end to a view's sink \
-         starting to write it (close_to_write), the sink writing it (sink_write), the commit to its publish \
+         handing it to its append thread (close_to_write), the thread appending it (sink_write), the commit to its publish \
          (commit) and its parts, the views' state applied (view_apply), and an epoch's end to its publish \
          (close_to_publish).\n# TYPE {NAME} summary"
     );
