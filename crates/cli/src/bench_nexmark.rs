@@ -115,19 +115,19 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
             for events in &sizes {
                 let input = dir.join(format!("input-{events}"));
                 let measured = run_one(&input, &dir.join("run"), file, *workers, args)?;
-                rates.push(measured.as_ref().map(|m| *events as f64 / m.seconds / *workers as f64));
+                rates.push(measured.as_ref().map(|m| *events as f64 / m.seconds / *workers as f64).ok_or("timeout"));
                 last = measured;
             }
             // Per-event cost is the inverse of the rate.
             let ratio = match (rates[0], rates[rates.len() - 1]) {
-                (Some(a), Some(b)) if small != large => format!("{:.2}", a / b),
+                (Ok(a), Ok(b)) if small != large => format!("{:.2}", a / b),
                 _ => "-".to_owned(),
             };
             let (rss, state) =
                 last.map_or(("-".to_owned(), "-".to_owned()), |m| (mib(m.peak_rss_bytes), mib(m.state_bytes)));
             let mut row = format!("{name:<20} {workers:>7}{} {ratio:>18} {rss:>12} {state:>12}", rate_cells(&rates));
             if let Some(flink) = &flink {
-                row += &flink_cells(flink, &dir, &sizes, &name, *workers, rates[rates.len() - 1])?;
+                row += &flink_cells(flink, &dir, &sizes, &name, *workers, rates[rates.len() - 1].ok())?;
             }
             println!("{row}");
         }
@@ -136,13 +136,13 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// A cell per size: events/s per core, or "timeout".
-fn rate_cells(rates: &[Option<f64>]) -> String {
+/// A cell per size: events/s per core, or why there is none.
+fn rate_cells(rates: &[Result<f64, &str>]) -> String {
     rates
         .iter()
         .map(|r| match r {
-            Some(rate) => format!(" {rate:>16.0}"),
-            None => format!(" {:>16}", "timeout"),
+            Ok(rate) => format!(" {rate:>16.0}"),
+            Err(why) => format!(" {why:>16}"),
         })
         .collect()
 }
@@ -174,14 +174,7 @@ fn flink_cells(
         (Some(ours), Ok(theirs)) => format!("{:.2}", ours / theirs),
         _ => "-".to_owned(),
     };
-    let cells = runs
-        .iter()
-        .map(|r| match r {
-            Ok(rate) => format!(" {rate:>16.0}"),
-            Err(why) => format!(" {why:>16}"),
-        })
-        .collect::<String>();
-    Ok(format!("{cells} {times:>10}"))
+    Ok(format!("{} {times:>10}", rate_cells(&runs)))
 }
 
 /// The Nexmark query files asked for, in query order, then the extra files.
