@@ -145,6 +145,16 @@ pub struct DeadLetterMarks {
     pub next: BTreeMap<u32, u64>,
 }
 
+/// What a view wants of its index ([`Checkpoints::register_view_index`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IndexWanted {
+    /// A new index holds an entry per row (else only its head: the view's
+    /// rows are unique by construction, [`crate::Multiplicity::Unique`]).
+    pub(crate) rows_if_new: bool,
+    /// The view replaces its definition: its index must hold its rows.
+    pub(crate) replaced: bool,
+}
+
 /// What a view's changelog holds (see "Replacing and dropping a view" in
 /// `docs/checkpoints.md`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -384,7 +394,7 @@ pub(crate) struct Checkpoints {
     drops: Mutex<Option<Drops>>,
     /// The hasher of each view index opened in this run (every worker's
     /// fold of a view gets the one the first drew or read).
-    view_hashers: Mutex<BTreeMap<String, crate::view_index::RowHasher>>,
+    view_hashers: Mutex<BTreeMap<String, crate::view_index::Head>>,
     /// Crash tests only: a pause between syncing sinks and committing.
     pub(crate) commit_delay: std::time::Duration,
     /// How long a committed epoch stays safe from compaction.
@@ -613,16 +623,16 @@ impl Checkpoints {
         &self,
         (keyspace, before): (&str, &str),
         lineage: &BTreeSet<String>,
-        first_epoch: Epoch,
+        (first_epoch, index): (Epoch, IndexWanted),
         what: &str,
-    ) -> Result<crate::view_index::RowHasher> {
+    ) -> Result<crate::view_index::Head> {
         if self.resumed.states.contains(keyspace) || !self.resumed.states.contains(before) {
             self.register_state(keyspace, lineage)?;
             let new = !self.resumed.states.contains(keyspace);
-            return self.view_hasher((keyspace, before), new, what);
+            return self.view_hasher((keyspace, before), new, index, what);
         }
         self.migrate_view_state(keyspace, before, first_epoch)?;
-        self.view_hasher((keyspace, before), false, what)
+        self.view_hasher((keyspace, before), false, index, what)
     }
 
     /// [`Checkpoints::register_view_index`] of a view resumed in the layout
@@ -641,20 +651,24 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// The hasher of the view index in `keyspace` (its changelog `topic`),
+    /// The head of the view index in `keyspace` (its changelog `topic`),
     /// read or drawn (and committed) by the first worker that asks, so
     /// that every worker gets the same one. The index of a `new` view
     /// starts empty: whatever an earlier incarnation left in it (and its
-    /// marker) is deleted first.
+    /// marker) is deleted first; it holds rows unless `index` says it need
+    /// not. An index without rows whose view is `replaced` is made to hold
+    /// them first (the replacement retracts them), by the worker that asks
+    /// first while the others wait.
     fn view_hasher(
         &self,
         (keyspace, topic): (&str, &str),
         new: bool,
+        index: IndexWanted,
         what: &str,
-    ) -> Result<crate::view_index::RowHasher> {
+    ) -> Result<crate::view_index::Head> {
         let mut hashers = self.view_hashers.lock().expect("view hashers lock");
-        if let Some(&hasher) = hashers.get(keyspace) {
-            return Ok(hasher);
+        if let Some(&head) = hashers.get(keyspace) {
+            return Ok(head);
         }
         let space = self.store.keyspace(keyspace)?;
         if new {
@@ -663,9 +677,14 @@ impl Checkpoints {
             batch.delete(self.applied_keyspace, topic.as_bytes());
             self.store.commit(batch, true)?;
         }
-        let hasher = crate::view_index::hasher_or_create(self.store.as_ref(), space, what)?;
-        hashers.insert(keyspace.to_owned(), hasher);
-        Ok(hasher)
+        let mut head = crate::view_index::head_or_create(self.store.as_ref(), space, what, index.rows_if_new)?;
+        if index.replaced && !head.holds_rows {
+            let end = self.resumed.sinks.get(topic).copied().unwrap_or(0);
+            crate::view_state::index_rows(self.store.as_ref(), &self.log, (space, topic), end, what)?;
+            head.holds_rows = true;
+        }
+        hashers.insert(keyspace.to_owned(), head);
+        Ok(head)
     }
 
     /// The readers of `lineage` that resume from committed offsets (not

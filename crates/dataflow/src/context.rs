@@ -16,11 +16,11 @@ use millpond_log::Log;
 use timely::dataflow::ProbeHandle;
 
 use crate::Epoch;
-use crate::checkpoint::{Checkpoints, Declarations};
+use crate::checkpoint::{Checkpoints, Declarations, IndexWanted};
 use crate::config::{RetentionGap, RetentionGapPolicy, RuntimeConfig};
 use crate::error::{Error, Result};
 use crate::opstate::OperatorState;
-use crate::view_index::{RowHasher, index_keyspace};
+use crate::view_index::{Head, index_keyspace};
 
 /// The longest first epoch of a run.
 const FIRST_EPOCH_MS_MAX: u64 = 100;
@@ -195,16 +195,22 @@ impl WorkerContext {
     /// index of its changelog, [`OperatorState::new_index`]), fed by
     /// `lineage`, with its hasher. A resumed view whose state is of the
     /// layout before (`view.NAME`) is not new: its index was replayed from
-    /// its changelog ([`Checkpoints::register_view_index`]).
-    pub(crate) fn view_index(&self, name: &str, lineage: &BTreeSet<String>) -> Result<(OperatorState, RowHasher)> {
+    /// its changelog ([`Checkpoints::register_view_index`]). `index` says
+    /// whether a new index holds rows, and whether the view is replaced.
+    pub(crate) fn view_index(
+        &self,
+        name: &str,
+        lineage: &BTreeSet<String>,
+        index: IndexWanted,
+    ) -> Result<(OperatorState, Head)> {
         let keyspace = index_keyspace(name);
         self.declared.borrow_mut().states.insert(keyspace.clone());
         let checkpoints = &self.shared.checkpoints;
         let before = crate::naming::changelog_topic(name);
         let what = format!("the index of view '{name}'");
-        let hasher =
-            checkpoints.register_view_index((&keyspace, &before), lineage, self.shared.first_epoch(), &what)?;
-        Ok((OperatorState::new_index(checkpoints.clone(), &keyspace)?, hasher))
+        let first = (self.shared.first_epoch(), index);
+        let head = checkpoints.register_view_index((&keyspace, &before), lineage, first, &what)?;
+        Ok((OperatorState::new_index(checkpoints.clone(), &keyspace)?, head))
     }
 
     /// [`Context::operator_state`] for a new layout of state `from`:

@@ -65,7 +65,7 @@ use crate::error::Result;
 use crate::held_filter::{HeldFilter, fill_step};
 use crate::opstate::{FILTER_SCAN_STEP_KEYS, OperatorState};
 use crate::stash::worth_keeping;
-use crate::view_index::{FIRST_ROW_KEY, IndexEntry, RowHash, RowHasher};
+use crate::view_index::{FIRST_ROW_KEY, Head, IndexEntry, RowHash, RowHasher};
 use crate::{Diff, Epoch};
 
 /// What a view promises about its rows' multiplicities after each epoch.
@@ -84,6 +84,16 @@ pub enum Multiplicity {
     /// index; a retraction of a row held more than once only in debug
     /// builds, which read the index).
     AtMostOnce,
+    /// Each row is held at most once by construction (SQL: a GROUP BY's,
+    /// DISTINCT's or top-k partition's keys among the view's columns, whose
+    /// JSON tells keys apart): as [`Multiplicity::AtMostOnce`], and a new
+    /// view's index then keeps no entry per row (view index layout 2,
+    /// [`crate::view_index`]), so the fold reads nothing and the applier
+    /// writes nothing. What is checked: each epoch changes a row by -1, 0
+    /// or +1 (else the job fails naming the row); a row inserted again in
+    /// a later epoch without its retraction is not seen, so use this only
+    /// where what produces the rows guarantees it.
+    Unique,
 }
 
 /// A row's change in one epoch as the fold emits it: the row's hash, the
@@ -159,6 +169,10 @@ pub(crate) struct ViewFold {
     /// The view holds each row at most once ([`Multiplicity::AtMostOnce`]):
     /// a retracted row was held once, and is not read from the index.
     at_most_once: bool,
+    /// The index holds an entry per row ([`crate::view_index::Head`]);
+    /// if not (a [`Multiplicity::Unique`] view), nothing is read: a row
+    /// retracted was held once, a row inserted was not held.
+    holds_rows: bool,
 }
 
 /// An epoch's rows as folded: each row's hash and its multiplicity after
@@ -182,22 +196,28 @@ impl ViewFold {
     pub(crate) fn new(
         name: &str,
         worker: (usize, usize),
-        (state, hasher): (Option<OperatorState>, RowHasher),
+        (state, head): (Option<OperatorState>, Head),
         changelog: (std::sync::Arc<Log>, String),
         replaced: Option<Epoch>,
         multiplicity: Multiplicity,
     ) -> ViewFold {
         assert!(worker.0 < worker.1, "a worker index is below the worker count");
-        // A view whose index holds no row yet needs no scan to be complete.
-        let empty = state
-            .as_ref()
-            .is_some_and(|state| state.scan_committed_keys_from(FIRST_ROW_KEY, 1, &mut |_| ()).ok() == Some(0));
+        assert!(
+            head.holds_rows || (multiplicity == Multiplicity::Unique && replaced.is_none()),
+            "only a view unique by construction, not replaced, has an index without rows"
+        );
+        // A view whose index holds no row yet (or none at all) needs no
+        // scan to be complete.
+        let empty = !head.holds_rows
+            || state
+                .as_ref()
+                .is_some_and(|state| state.scan_committed_keys_from(FIRST_ROW_KEY, 1, &mut |_| ()).ok() == Some(0));
         ViewFold {
             filter: HeldFilter::new(empty),
             filter_scan: (!empty && state.is_some()).then(|| FIRST_ROW_KEY.to_vec()),
             what: format!("view '{name}'"),
             state,
-            hasher,
+            hasher: head.hasher,
             changelog,
             open: BTreeMap::new(),
             replaced,
@@ -206,7 +226,8 @@ impl ViewFold {
             unapplied: Unapplied::default(),
             index_next: false,
             spare_rows: Rows::default(),
-            at_most_once: multiplicity == Multiplicity::AtMostOnce,
+            at_most_once: multiplicity != Multiplicity::Any,
+            holds_rows: head.holds_rows,
         }
     }
 
@@ -312,8 +333,8 @@ impl ViewFold {
     /// the last call, if the frontier sits at it (nothing earlier can come,
     /// every earlier epoch is folded).
     fn read_ahead(&mut self, frontier: Option<Epoch>) -> Result<()> {
-        if self.folded.is_some() {
-            return Ok(()); // after the folded epoch is indexed, at the next activation
+        if self.folded.is_some() || !self.holds_rows {
+            return Ok(()); // after the folded epoch is indexed, at the next activation; or nothing to read
         }
         let Some(state) = self.state.as_ref() else { return Ok(()) };
         let Some((&epoch, open)) = self.open.iter_mut().next() else { return Ok(()) };
@@ -387,10 +408,11 @@ impl ViewFold {
         }
         deltas.sort_unstable_by_key(|(hash, _)| *hash);
         let mut changes = Vec::with_capacity(deltas.len());
-        let mut folded = Vec::with_capacity(deltas.len());
+        let mut folded = Vec::with_capacity(if self.holds_rows { deltas.len() } else { 0 });
         for (hash, Row { json, delta }) in deltas {
             let index = (&*state, &self.unapplied);
             let old = match delta.before {
+                None if !self.holds_rows => i64::from(delta.diff < 0),
                 None if at_most_once && delta.diff == -1 => retracted_once(index, &self.filter, hash, &self.what)?,
                 None => held(index, &self.filter, hash, &self.what)?,
                 Some(before) => {
@@ -409,15 +431,18 @@ impl ViewFold {
                     String::from_utf8_lossy(&json)
                 )));
             }
-            if new != 0 {
-                self.filter.insert(hash.filter());
+            if self.holds_rows {
+                if new != 0 {
+                    self.filter.insert(hash.filter());
+                }
+                folded.push((hash, new));
             }
-            folded.push((hash, new));
             changes.push((hash, json, delta.diff, new));
         }
         // The epoch's commit may come before the next `index_folded`.
         state.report_reads();
-        self.folded = Some(Folded { epoch, rows: folded });
+        // An index without rows is never read: nothing to remember.
+        self.folded = self.holds_rows.then_some(Folded { epoch, rows: folded });
         Ok((open.capability, changes))
     }
 }

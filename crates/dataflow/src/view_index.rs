@@ -18,12 +18,27 @@
 //! collide with probability about n² / 2¹²⁹ for n rows (below 10⁻²⁰ for
 //! 10⁹ rows); the index treats equal hashes as equal rows.
 //!
+//! A view whose rows are unique by construction ([`crate::Multiplicity::Unique`])
+//! keeps no row entries (view index layout 2): its hasher entry says so
+//! ([`Head::holds_rows`] false), the applier only moves its marker, and
+//! its fold reads nothing (a retracted row was held once, an inserted one
+//! was not). The changelog alone records its rows; a replacement of its
+//! definition, which must retract them, first replays the changelog into
+//! row entries ([`crate::view_state::index_rows`]) and the index holds rows
+//! from then on. Why: such a view's index is never read but at a
+//! replacement, and writing it was a fifth of a 9 M-key aggregation's run
+//! (docs/performance.md, stop 41).
+//!
 //! Invariants:
 //! - every key of the keyspace is either the hasher entry (empty) or a
 //!   row's hash ([`ROW_KEY_BYTES`]); every row entry's value is
 //!   [`ENTRY_BYTES`] long with a non-zero multiplicity;
-//! - the hasher entry is written (synced) before any row entry, and never
-//!   changes while the keyspace exists: every row entry was keyed with it;
+//! - the hasher entry is written (synced) before any row entry; its hash
+//!   key never changes while the keyspace exists (every row entry was keyed
+//!   with it), and its [`Head::holds_rows`] changes once at most, from false
+//!   to true, in the synced batch after the replay that wrote every row;
+//! - an index that does not hold rows is read by no fold (row entries a
+//!   replay left before a crash are overwritten by the next replay);
 //! - a row's hash routes it to a worker by its high half and places it in
 //!   a fold's filter by its low half, so both are independent of the
 //!   worker count and of each other.
@@ -134,17 +149,57 @@ impl RowHasher {
     }
 }
 
-/// The hasher of the index in `keyspace`, if it has one yet.
-pub(crate) fn hasher(store: &dyn StateStore, keyspace: Keyspace, what: &str) -> Result<Option<RowHasher>> {
-    store.get(keyspace, HASHER_ENTRY)?.map(|bytes| RowHasher::decode(&bytes, what)).transpose()
+/// What an index's hasher entry holds: the hash key, and whether the
+/// index holds an entry per row (layout 1: 16 bytes, the key) or none
+/// (layout 2: the key, then one byte [`NO_ROWS`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Head {
+    pub(crate) hasher: RowHasher,
+    pub(crate) holds_rows: bool,
+}
+
+/// The last byte of a hasher entry whose index holds no row entries.
+const NO_ROWS: u8 = 0;
+
+impl Head {
+    pub(crate) fn encode(self) -> Vec<u8> {
+        let mut bytes = self.hasher.encode();
+        if !self.holds_rows {
+            bytes.push(NO_ROWS);
+        }
+        bytes
+    }
+
+    fn decode(bytes: &[u8], what: &str) -> Result<Head> {
+        match bytes.split_at_checked(16) {
+            Some((key, [])) => Ok(Head { hasher: RowHasher::decode(key, what)?, holds_rows: true }),
+            Some((key, [NO_ROWS])) => Ok(Head { hasher: RowHasher::decode(key, what)?, holds_rows: false }),
+            _ => Err(Error::CorruptState {
+                what: what.to_owned(),
+                reason: format!("its hasher entry is {} bytes, not 16 or 16 and a 0", bytes.len()),
+            }),
+        }
+    }
+}
+
+/// The head of the index in `keyspace`, if it has one yet.
+pub(crate) fn head(store: &dyn StateStore, keyspace: Keyspace, what: &str) -> Result<Option<Head>> {
+    store.get(keyspace, HASHER_ENTRY)?.map(|bytes| Head::decode(&bytes, what)).transpose()
 }
 
 /// The hasher of the index in `keyspace`, drawn and committed (synced)
-/// first if the index has none. Callers that may race (workers building
-/// one view) hold one lock around it ([`crate::checkpoint::Checkpoints::view_hasher`]).
+/// first if the index has none, as one that holds rows.
 pub(crate) fn hasher_or_create(store: &dyn StateStore, keyspace: Keyspace, what: &str) -> Result<RowHasher> {
-    if let Some(hasher) = hasher(store, keyspace, what)? {
-        return Ok(hasher);
+    head_or_create(store, keyspace, what, true).map(|head| head.hasher)
+}
+
+/// The head of the index in `keyspace`, drawn and committed (synced)
+/// first if the index has none, holding rows or not as `holds_rows` says.
+/// Callers that may race (workers building one view) hold one lock around
+/// it ([`crate::checkpoint::Checkpoints::view_hasher`]).
+pub(crate) fn head_or_create(store: &dyn StateStore, keyspace: Keyspace, what: &str, holds_rows: bool) -> Result<Head> {
+    if let Some(head) = head(store, keyspace, what)? {
+        return Ok(head);
     }
     let mut rows = 0;
     store.scan_keys_from(keyspace, &[], 1, &mut |_| rows += 1)?;
@@ -152,11 +207,11 @@ pub(crate) fn hasher_or_create(store: &dyn StateStore, keyspace: Keyspace, what:
         let reason = "it holds rows but no hash key (a damaged state directory)".to_owned();
         return Err(Error::CorruptState { what: what.to_owned(), reason });
     }
-    let hasher = RowHasher::random();
+    let head = Head { hasher: RowHasher::random(), holds_rows };
     let mut batch = WriteBatch::new();
-    batch.put_owned(keyspace, HASHER_ENTRY.to_vec(), hasher.encode());
+    batch.put_owned(keyspace, HASHER_ENTRY.to_vec(), head.encode());
     store.commit(batch, true)?;
-    Ok(hasher)
+    Ok(head)
 }
 
 /// A row entry's value: the row's multiplicity (never 0: a row at 0 has
@@ -263,6 +318,30 @@ mod tests {
         let short = IndexEntry::decode(&[0; 8], "view index 'v'").unwrap_err().to_string();
         assert!(short.contains("view index 'v'") && short.contains("8 bytes"), "{short}");
         assert!(IndexEntry::decode(&[0; 16], "v").is_err(), "a multiplicity of 0 is corrupt");
+    }
+
+    /// A head round-trips with its mark (16 bytes: rows; 17, the last 0:
+    /// none), is created as asked and then read back as it is; any other
+    /// length or last byte is corrupt, named.
+    #[test]
+    fn a_head_says_whether_its_index_holds_rows() {
+        let hasher = RowHasher::with_keys(7, 9);
+        for holds_rows in [true, false] {
+            let bytes = Head { hasher, holds_rows }.encode();
+            assert_eq!(bytes.len(), if holds_rows { 16 } else { 17 });
+            let head = Head::decode(&bytes, "v").unwrap();
+            assert_eq!((head.holds_rows, head.hasher.keys), (holds_rows, (7, 9)));
+        }
+        for bad in [&[0u8; 15][..], &[0; 18], &[[0; 16].as_slice(), &[1]].concat()] {
+            let refused = Head::decode(bad, "the index of view 'v'").unwrap_err().to_string();
+            assert!(refused.contains("the index of view 'v'") && refused.contains("hasher entry"), "{refused}");
+        }
+        let store = MemoryStore::new();
+        let space = store.keyspace("vidx.u").unwrap();
+        let created = head_or_create(&store, space, "u", false).unwrap();
+        assert!(!created.holds_rows);
+        let again = head_or_create(&store, space, "u", true).unwrap();
+        assert_eq!((again.holds_rows, again.hasher.keys), (false, created.hasher.keys), "an index keeps its head");
     }
 
     /// The key is drawn once and then read back; two indexes get two keys,

@@ -27,13 +27,14 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Probe};
 
 use crate::append_thread::AppendThread;
+use crate::checkpoint::IndexWanted;
 use crate::collection::Data;
 use crate::context::Shared;
 use crate::error::Result;
 use crate::naming::changelog_topic;
 use crate::sink::{DIFF_HEADER, EPOCH_HEADER, append_encoded, prepare_topic};
 use crate::view_fold::{Change, Multiplicity, ViewFold};
-use crate::view_index::RowHasher;
+use crate::view_index::{Head, RowHasher};
 use crate::{Collection, Epoch};
 
 /// One epoch waiting for every worker's fold: its capability and the
@@ -99,31 +100,30 @@ pub(crate) fn materialize<D: Data>(
         }
     }
     let prepared = if worker.0 == 0 { prepare_topic(&shared, &topic, CleanupPolicy::Compact) } else { Ok(()) };
-    let state = match prepared.and_then(|()| ctx.view_index(name, &lineage)) {
-        Ok((opstate, hasher)) => {
+    let index = IndexWanted { rows_if_new: multiplicity != Multiplicity::Unique, replaced: replaced.is_some() };
+    let state = match prepared.and_then(|()| ctx.view_index(name, &lineage, index)) {
+        Ok((opstate, head)) => {
             if worker.0 == 0 {
                 let (replace, rows) = shared.checkpoints.register_view(name, &topic, definition, first_epoch);
                 assert_eq!(replace, replaced.is_some(), "a view's replacement is decided by the resumed checkpoint");
-                match rows
-                    .map_or_else(|| crate::view_index::count_rows(&opstate, &format!("the index of view '{name}'")), Ok)
-                {
+                match rows.map_or_else(|| count_rows(&opstate, head.holds_rows, name), Ok) {
                     Ok(rows) => appender.rows_held = rows,
                     Err(e) => ctx.build_error(format!("view '{name}': {e}")),
                 }
             }
-            (Some(opstate), hasher)
+            (Some(opstate), head)
         }
         // The operators are still built: every worker must build the same
         // dataflow. The build error stops the job before any data flows.
         Err(e) => {
             ctx.build_error(format!("view '{name}': {e}"));
-            (None, RowHasher::with_keys(0, 0))
+            (None, Head { hasher: RowHasher::with_keys(0, 0), holds_rows: true })
         }
     };
     // A row becomes JSON and is hashed once, where it is produced. One that
     // cannot be JSON (a map with non-string keys) fails the job with an
     // error at its epoch, never a panic.
-    let hasher = state.1;
+    let hasher = state.1.hasher;
     let rows = collection
         .map(move |row| serde_json::to_vec(&row).map(|json| (hasher.hash(&json), json)).map_err(|e| e.to_string()));
     let label = format!("sink 'view:{name}'");
@@ -214,6 +214,18 @@ impl Appender {
         }
         Ok(())
     }
+}
+
+/// The rows a view's committed index holds (a view resumed from a
+/// checkpoint that did not count them). An index without row entries
+/// cannot say: such a view was created since rows were counted.
+fn count_rows(index: &crate::opstate::OperatorState, holds_rows: bool, name: &str) -> Result<u64> {
+    let what = format!("the index of view '{name}'");
+    if !holds_rows {
+        let reason = "its checkpoint has no row count and its index holds no rows to count".to_owned();
+        return Err(crate::Error::CorruptState { what, reason });
+    }
+    crate::view_index::count_rows(index, &what)
 }
 
 /// Appends an epoch's changelog records, one per changed row (sorted):

@@ -40,7 +40,9 @@ use crate::checkpoint::CheckpointMeta;
 use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
-use crate::view_index::{IndexEntry, ROW_KEY_BYTES, RowHasher, hasher, hasher_or_create, index_keyspace};
+use crate::view_index::{
+    HASHER_ENTRY, Head, IndexEntry, ROW_KEY_BYTES, RowHasher, hasher_or_create, head, index_keyspace,
+};
 
 /// The keyspace of the markers: changelog topic → offset applied through.
 pub(crate) const APPLIED_KEYSPACE: &str = "checkpoint.indexed";
@@ -90,8 +92,11 @@ pub(crate) fn catch_up_all(
         }
         if from < end {
             let keyspace = store.keyspace(&index_keyspace(view))?;
-            let caught_up = hasher_or_create(store, keyspace, &format!("the index of view '{view}'"))
-                .and_then(|hasher| catch_up(store, log, (keyspace, markers, hasher), topic, from, end));
+            let what = format!("the index of view '{view}'");
+            let caught_up = hasher_or_create(store, keyspace, &what)
+                .and_then(|_| head(store, keyspace, &what))
+                .map(|head| head.expect("an index has a head once created"))
+                .and_then(|head| catch_up(store, log, (keyspace, markers, head), topic, from, end));
             if let Err(error) = caught_up {
                 failures.insert(view.clone(), error);
             }
@@ -122,25 +127,62 @@ pub(crate) fn apply_step(
     let to = end.min(from.saturating_add(records_max.max(1)));
     let keyspace = store.keyspace(&index_keyspace(view))?;
     let what = format!("the index of view '{view}'");
-    let hasher = hasher(store, keyspace, &what)?.ok_or_else(|| Error::CorruptState {
+    let head = head(store, keyspace, &what)?.ok_or_else(|| Error::CorruptState {
         what,
         reason: "it has no hash key, but its view has records to apply".into(),
     })?;
-    catch_up(store, log, (keyspace, markers, hasher), topic, from, to)?;
+    catch_up(store, log, (keyspace, markers, head), topic, from, to)?;
     Ok(to == end)
+}
+
+/// Makes the index in `keyspace`, which holds no row entries, hold them:
+/// replays its changelog `topic` from offset 0 to the committed end `end`
+/// into row entries, then marks the index as holding rows (synced). For a
+/// replacement of the view's definition, which retracts every row held.
+/// A crash before the last batch leaves an index that holds no rows (the
+/// next replacement replays again, over the entries this one wrote).
+pub(crate) fn index_rows(
+    store: &dyn StateStore,
+    log: &Log,
+    (keyspace, topic): (Keyspace, &str),
+    end: u64,
+    what: &str,
+) -> Result<()> {
+    let markers = store.keyspace(APPLIED_KEYSPACE)?;
+    let head = head(store, keyspace, what)?.ok_or_else(|| Error::CorruptState {
+        what: what.to_owned(),
+        reason: "it has no hash key, but its rows are to be indexed".into(),
+    })?;
+    if head.holds_rows {
+        return Ok(());
+    }
+    let rows = Head { holds_rows: true, ..head };
+    catch_up(store, log, (keyspace, markers, rows), topic, 0, end)?;
+    let mut batch = WriteBatch::new();
+    batch.put_owned(keyspace, HASHER_ENTRY.to_vec(), rows.encode());
+    mark(&mut batch, markers, topic, end);
+    store.commit(batch, true)
 }
 
 /// Applies the records of `topic` in `[from, end)` to `keyspace`, in
 /// batches each with its marker; returns the records applied. Every record
-/// of the range must still be there (compaction stays below it).
+/// of the range must still be there (compaction stays below it). An index
+/// that holds no rows ([`Head::holds_rows`]) only has its marker moved.
 fn catch_up(
     store: &dyn StateStore,
     log: &Log,
-    (keyspace, markers, hasher): (Keyspace, Keyspace, RowHasher),
+    (keyspace, markers, head): (Keyspace, Keyspace, Head),
     topic: &str,
     from: u64,
     end: u64,
 ) -> Result<u64> {
+    if !head.holds_rows {
+        let mut batch = WriteBatch::new();
+        mark(&mut batch, markers, topic, end);
+        store.commit(batch, false)?;
+        return Ok(0);
+    }
+    let hasher = head.hasher;
     let low = log.low_watermark(topic, 0)?;
     if low > from {
         return Err(Error::CorruptChangelog {

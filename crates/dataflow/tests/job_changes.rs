@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{dead_letters, produce, rows_of, view_rows};
+use common::{dead_letters, produce, rows_of, state_entries, view_rows};
 use millpond_dataflow::state::{RocksStore, StateStore};
 use millpond_dataflow::{
-    CheckpointMeta, Count, Error, Job, Max, RunStats, Runtime, RuntimeConfig, StateBackend, Subscription, Sum, json,
-    list_views, read_view,
+    CheckpointMeta, Count, Error, Job, Max, Multiplicity, RunStats, Runtime, RuntimeConfig, StateBackend, Subscription,
+    Sum, json, list_views, read_view,
 };
 use millpond_log::{CleanupPolicy, Log, LogOptions, Record, TopicConfig};
 use serde::Deserialize;
@@ -104,20 +104,6 @@ fn topics(dir: &Path) -> Vec<String> {
     let topics = log.topics();
     log.close().unwrap();
     topics
-}
-
-/// The number of entries in a keyspace of the RocksDB state store.
-fn state_entries(dir: &Path, keyspace: &str) -> usize {
-    let store = RocksStore::open(dir.join("state")).unwrap();
-    let space = store.keyspace(keyspace).unwrap();
-    let mut count = 0;
-    store
-        .scan_prefix(space, b"", &mut |_, _| {
-            count += 1;
-            true
-        })
-        .unwrap();
-    count
 }
 
 fn published(dir: &Path) -> CheckpointMeta {
@@ -641,6 +627,13 @@ fn build_versioned(job: &mut Job<'_>, definition: Option<&str>) {
             let bids = bids(job, "v_max");
             job.materialize_definition("v", "max", bids.aggregate("v_max", Max(|p: &i64| *p)));
         }
+        Some(definition @ ("unique_stats" | "unique_stats_again")) => {
+            // The rows of "stats", one per auction: unique by construction.
+            let bids = bids(job, "v_unique");
+            let rows =
+                bids.aggregate("v_unique", (Count, Sum(|p: &i64| *p))).map(|(a, (c, s))| (a, Some(c * 1000 + s)));
+            job.materialize_view("v", definition, Multiplicity::Unique, rows);
+        }
         _ => {
             // Something else keeps the job non-empty.
             let bids = bids(job, "other");
@@ -662,7 +655,7 @@ fn expected_versioned(input: &Input, definition: &str) -> BTreeMap<String, i64> 
     if definition == "max" {
         return expected_max(input);
     }
-    assert!(matches!(definition, "stats" | "stats_again"), "{definition}");
+    assert!(matches!(definition, "stats" | "stats_again" | "unique_stats" | "unique_stats_again"), "{definition}");
     let mut per_auction: BTreeMap<u64, i64> = BTreeMap::new();
     for bid in valid_bids(input) {
         *per_auction.entry(bid.auction).or_default() += 1000 + bid.price;
@@ -758,6 +751,53 @@ fn replaced_view_retracts_the_old_definition(first_workers: usize, workers: usiz
     let refused = Subscription::open(dir, "v", Some(after.epoch), false).unwrap_err();
     assert!(matches!(refused, Error::EpochUnavailable { .. }), "{refused}");
     assert!(refused.to_string().contains("fresh snapshot"), "{refused}");
+}
+
+/// A view unique by construction keeps only its index's head (no entry
+/// per row) while its marker follows the commits; a replacement of its
+/// definition first replays the changelog into row entries, so the old
+/// rows are retracted exactly (for a live subscriber too), and the index
+/// holds rows from then on, whatever the next definition.
+#[test]
+fn a_unique_views_index_holds_no_rows_until_a_replacement_replays_them_from_the_changelog() {
+    for (first_workers, workers) in [(1, 1), (1, 2), (2, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let first = bids(0..1200);
+        produce(dir, "bid", 2, &first);
+        run_versioned_on(dir, Some("unique_stats"), first_workers);
+        assert_eq!(view_rows(dir, "v"), expected_versioned(&first, "unique_stats"));
+        assert_eq!(state_entries(dir, "vidx.v"), 1, "only the head");
+        assert_eq!(applied_marker(dir, "view.v"), Some(published(dir).sinks["view.v"]));
+        let mut live = Subscription::open(dir, "v", None, true).unwrap();
+        let mut live_rows = BTreeMap::new();
+        fold_available(&mut live, &mut live_rows);
+
+        // Resumed over more bids that change old keys: still no row entries.
+        let second = bids(1200..1800);
+        produce(dir, "bid", 2, &second);
+        run_versioned_on(dir, Some("unique_stats"), workers);
+        let two: Input = first.iter().chain(&second).cloned().collect();
+        assert_eq!(view_rows(dir, "v"), expected_versioned(&two, "unique_stats"));
+        assert_eq!(state_entries(dir, "vidx.v"), 1, "only the head");
+
+        // Replaced by a definition of any multiplicity: exact retractions.
+        let third = bids(1800..2100);
+        produce(dir, "bid", 2, &third);
+        run_versioned_on(dir, Some("max"), first_workers);
+        let all: Input = two.iter().chain(&third).cloned().collect();
+        assert_eq!(view_rows(dir, "v"), expected_versioned(&all, "max"));
+        assert!(fold_available(&mut live, &mut live_rows) > 0);
+        assert_eq!(live_rows, expected_versioned(&all, "max"), "a live subscriber holds exactly the new rows");
+        assert_eq!(state_rows(dir, "v"), expected_versioned(&all, "max"), "the index holds every row now");
+
+        // Unique again: the index keeps its rows, and they stay right.
+        run_versioned_on(dir, Some("unique_stats_again"), workers);
+        assert_eq!(view_rows(dir, "v"), expected_versioned(&all, "unique_stats"));
+        assert_eq!(state_rows(dir, "v"), expected_versioned(&all, "unique_stats"));
+        fold_available(&mut live, &mut live_rows);
+        assert_eq!(live_rows, expected_versioned(&all, "unique_stats"));
+    }
 }
 
 #[test]

@@ -216,7 +216,9 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[Compil
 /// Whether a view holds each row at most once: some columns of it are a
 /// key of its relation ([`unique_key`]), and their JSON tells their
 /// values apart (a DOUBLE's NaN and infinities are all `null`, a NUMERIC
-/// drops trailing zeros, an INTERVAL has many spellings).
+/// drops trailing zeros, an INTERVAL has many spellings). Such a view is
+/// [`Multiplicity::Unique`]: the plan guarantees it, so its index keeps
+/// no entry per row.
 fn multiplicity(view: &CompiledView) -> Multiplicity {
     let distinct_json = |column: &usize| {
         matches!(
@@ -225,7 +227,7 @@ fn multiplicity(view: &CompiledView) -> Multiplicity {
         )
     };
     match unique_key(&view.rel) {
-        Some(key) if key.iter().all(distinct_json) => Multiplicity::AtMostOnce,
+        Some(key) if key.iter().all(distinct_json) => Multiplicity::Unique,
         _ => Multiplicity::Any,
     }
 }
@@ -1345,37 +1347,37 @@ mod tests {
 
     #[test]
     fn a_view_holds_rows_at_most_once_where_key_columns_tell_its_rows_apart() {
-        use Multiplicity::{Any, AtMostOnce};
+        use Multiplicity::{Any, Unique};
         let dir = tempfile::tempdir().unwrap();
         let mut session = crate::Session::open(dir.path()).unwrap();
         let source = "CREATE SOURCE bid (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT, ratio DOUBLE) \
                       FROM TOPIC 'bid' FORMAT JSON;";
         session.execute(source, None, false).unwrap();
         let cases = [
-            ("SELECT bidder, auction, COUNT(*), SUM(price) FROM bid GROUP BY bidder, auction", AtMostOnce),
-            ("SELECT COUNT(*) AS n, auction FROM bid GROUP BY auction", AtMostOnce),
-            ("SELECT auction, MAX(price) FROM bid GROUP BY auction HAVING COUNT(*) > 1", AtMostOnce),
-            ("SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction ORDER BY n DESC LIMIT 10", AtMostOnce),
+            ("SELECT bidder, auction, COUNT(*), SUM(price) FROM bid GROUP BY bidder, auction", Unique),
+            ("SELECT COUNT(*) AS n, auction FROM bid GROUP BY auction", Unique),
+            ("SELECT auction, MAX(price) FROM bid GROUP BY auction HAVING COUNT(*) > 1", Unique),
+            ("SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction ORDER BY n DESC LIMIT 10", Unique),
             // Its default row may be retracted an epoch before it comes.
             ("SELECT COUNT(*), SUM(price) FROM bid", Any),
-            ("SELECT DISTINCT channel, auction FROM bid", AtMostOnce),
+            ("SELECT DISTINCT channel, auction FROM bid", Unique),
             // The key column dropped: two auctions may have one count.
             ("SELECT COUNT(*) FROM bid GROUP BY auction", Any),
             ("SELECT auction, price FROM bid", Any),
             ("SELECT auction, price FROM bid ORDER BY price DESC LIMIT 3", Any),
             // At most one row of one copy.
-            ("SELECT auction, price FROM bid ORDER BY price DESC LIMIT 1", AtMostOnce),
+            ("SELECT auction, price FROM bid ORDER BY price DESC LIMIT 1", Unique),
             // Nexmark q18's shape: one row per partition.
             (
                 "SELECT auction, bidder, price FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY bidder, auction \
                  ORDER BY price DESC) AS r FROM bid) AS t WHERE r <= 1",
-                AtMostOnce,
+                Unique,
             ),
             // Nexmark q19's shape: a partition's rows have distinct ranks.
             (
                 "SELECT * FROM (SELECT auction, price, ROW_NUMBER() OVER (PARTITION BY auction ORDER BY price DESC) \
                  AS r FROM bid) AS t WHERE r <= 10",
-                AtMostOnce,
+                Unique,
             ),
             // The rank dropped, or the partition not a column: two rows may be equal.
             (

@@ -116,3 +116,18 @@ pub fn produce_batches(dir: &Path, topic: &str, partitions: u32, batches: &[Vec<
     }
     log.close().unwrap();
 }
+
+/// The number of entries in a keyspace of the RocksDB state store.
+pub fn state_entries(dir: &Path, keyspace: &str) -> usize {
+    use millpond_dataflow::state::{RocksStore, StateStore};
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let space = store.keyspace(keyspace).unwrap();
+    let mut count = 0;
+    store
+        .scan_prefix(space, b"", &mut |_, _| {
+            count += 1;
+            true
+        })
+        .unwrap();
+    count
+}
