@@ -400,16 +400,12 @@ impl ViewFold {
             at_most_once = false;
         }
         let used = rows.len();
-        let mut deltas: Vec<(RowHash, Row)> = rows.drain(..).filter(|(_, row)| row.delta.diff != 0).collect();
-        // The next epoch's map grows into this one's capacity, unless that
-        // is far more than this epoch used (a catch-up's map is let go).
-        if worth_keeping(rows.capacity(), used) && rows.capacity() > self.spare_rows.capacity() {
-            self.spare_rows = rows;
-        }
-        deltas.sort_unstable_by_key(|(hash, _)| *hash);
-        let mut changes = Vec::with_capacity(deltas.len());
-        let mut folded = Vec::with_capacity(if self.holds_rows { deltas.len() } else { 0 });
-        for (hash, Row { json, delta }) in deltas {
+        // Sorted in place (no copy of the epoch's rows into a new vector).
+        rows.retain(|_, row| row.delta.diff != 0);
+        rows.sort_unstable_keys();
+        let mut changes = Vec::with_capacity(rows.len());
+        let mut folded = Vec::with_capacity(if self.holds_rows { rows.len() } else { 0 });
+        for (hash, Row { json, delta }) in rows.drain(..) {
             let index = (&*state, &self.unapplied);
             let old = match delta.before {
                 None if !self.holds_rows => i64::from(delta.diff < 0),
@@ -438,6 +434,11 @@ impl ViewFold {
                 folded.push((hash, new));
             }
             changes.push((hash, json, delta.diff, new));
+        }
+        // The next epoch's map grows into this one's capacity, unless that
+        // is far more than this epoch used (a catch-up's map is let go).
+        if worth_keeping(rows.capacity(), used) && rows.capacity() > self.spare_rows.capacity() {
+            self.spare_rows = rows;
         }
         // The epoch's commit may come before the next `index_folded`.
         state.report_reads();
