@@ -148,9 +148,10 @@ pub struct DeadLetterMarks {
 /// What a view wants of its index ([`Checkpoints::register_view_index`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct IndexWanted {
-    /// A new index holds an entry per row (else only its head: the view's
-    /// rows are unique by construction, [`crate::Multiplicity::Unique`]).
-    pub(crate) rows_if_new: bool,
+    /// The view reads its index, which must hold an entry per row (any
+    /// multiplicity but [`crate::Multiplicity::Unique`], whose new index
+    /// holds only its head).
+    pub(crate) rows: bool,
     /// The view replaces its definition: its index must hold its rows.
     pub(crate) replaced: bool,
 }
@@ -656,8 +657,9 @@ impl Checkpoints {
     /// that every worker gets the same one. The index of a `new` view
     /// starts empty: whatever an earlier incarnation left in it (and its
     /// marker) is deleted first; it holds rows unless `index` says it need
-    /// not. An index without rows whose view is `replaced` is made to hold
-    /// them first (the replacement retracts them), by the worker that asks
+    /// not. An index without rows whose view is `replaced` (the replacement
+    /// retracts them) or now reads them (a view no longer `Unique` under the
+    /// same definition) is made to hold them first, by the worker that asks
     /// first while the others wait.
     fn view_hasher(
         &self,
@@ -677,8 +679,8 @@ impl Checkpoints {
             batch.delete(self.applied_keyspace, topic.as_bytes());
             self.store.commit(batch, true)?;
         }
-        let mut head = crate::view_index::head_or_create(self.store.as_ref(), space, what, index.rows_if_new)?;
-        if index.replaced && !head.holds_rows {
+        let mut head = crate::view_index::head_or_create(self.store.as_ref(), space, what, index.rows)?;
+        if (index.rows || index.replaced) && !head.holds_rows {
             let end = self.resumed.sinks.get(topic).copied().unwrap_or(0);
             crate::view_state::index_rows(self.store.as_ref(), &self.log, (space, topic), end, what)?;
             head.holds_rows = true;

@@ -100,7 +100,7 @@ pub(crate) fn materialize<D: Data>(
         }
     }
     let prepared = if worker.0 == 0 { prepare_topic(&shared, &topic, CleanupPolicy::Compact) } else { Ok(()) };
-    let index = IndexWanted { rows_if_new: multiplicity != Multiplicity::Unique, replaced: replaced.is_some() };
+    let index = IndexWanted { rows: multiplicity != Multiplicity::Unique, replaced: replaced.is_some() };
     let state = match prepared.and_then(|()| ctx.view_index(name, &lineage, index)) {
         Ok((opstate, head)) => {
             if worker.0 == 0 {

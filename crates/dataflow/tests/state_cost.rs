@@ -767,6 +767,26 @@ fn a_view_unique_by_construction_reads_nothing_and_indexes_no_row() {
     }
 }
 
+/// A view that was `Unique` and is declared with another multiplicity under
+/// the same definition (a job's change, not a replacement) reads its index
+/// again: the index is first replayed from the changelog, and the counts
+/// stay right.
+#[test]
+fn a_view_no_longer_unique_under_its_definition_indexes_its_rows_first() {
+    const KEYS: i64 = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = new_then_half_again(KEYS);
+    produce(dir.path(), "pass", 2, &records(&first));
+    run_count_per_value_unique(dir.path(), 1);
+    assert_eq!(state_entries(dir.path(), "vidx.counts"), 1, "only the index's head");
+    produce(dir.path(), "pass", 2, &records(&second));
+    run_count_per_value(dir.path(), 2);
+    assert_eq!(state_entries(dir.path(), "vidx.counts"), 1 + KEYS as usize + KEYS as usize / 2, "a row entry each");
+    let mut counts: BTreeMap<i64, i64> = BTreeMap::new();
+    first.iter().chain(&second).for_each(|&(_, v)| *counts.entry(v).or_default() += 1);
+    assert_eq!(view_rows(dir.path(), "counts"), rows_of(counts.into_iter().map(|row| (row, 1))));
+}
+
 /// A view unique by construction whose rows break it within one epoch (a
 /// row twice) fails the job naming the row; across epochs it is not seen
 /// (nothing is read), which is why only what guarantees it may say so.
