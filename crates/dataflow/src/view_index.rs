@@ -1,4 +1,4 @@
-//! The layout of a view's index (keyspace `vidx.NAME`, view index layout 1):
+//! The layout of a view's index (keyspace `vidx.NAME`, view index layouts 1 and 2):
 //! one entry per row the view holds, keyed by the row's 128-bit keyed hash
 //! ([`RowHash`]), valued by its multiplicity and the offset of the
 //! changelog record that last wrote it ([`IndexEntry`]). The row itself
@@ -38,7 +38,7 @@
 //!   with it), and its [`Head::holds_rows`] changes once at most, from false
 //!   to true, in the synced batch after the replay that wrote every row;
 //! - an index that does not hold rows is read by no fold (row entries a
-//!   replay left before a crash are overwritten by the next replay);
+//!   replay left before a crash are deleted when the next replay starts);
 //! - a row's hash routes it to a worker by its high half and places it in
 //!   a fold's filter by its low half, so both are independent of the
 //!   worker count and of each other.

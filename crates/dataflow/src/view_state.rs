@@ -138,9 +138,18 @@ pub(crate) fn apply_step(
 /// Makes the index in `keyspace`, which holds no row entries, hold them:
 /// replays its changelog `topic` from offset 0 to the committed end `end`
 /// into row entries, then marks the index as holding rows (synced). For a
-/// replacement of the view's definition, which retracts every row held.
-/// A crash before the last batch leaves an index that holds no rows (the
-/// next replacement replays again, over the entries this one wrote).
+/// replacement of the view's definition, which retracts every row held,
+/// or a view that reads its index again.
+///
+/// The replay starts from an emptied keyspace (a synced batch that deletes
+/// whatever an earlier replay cut short by a crash wrote, and puts the head
+/// back): an entry it left for a row whose records compaction has since
+/// removed would otherwise outlive the replay. Compaction of the changelog
+/// is held off while it runs (the bound set to 0, then put back), so it
+/// sees every tombstone: a tombstone expired mid-replay could otherwise be
+/// dropped after the replay read the row's earlier record. The caller holds
+/// the lock that makes every worker wait for it (a long changelog stalls
+/// the other views' builds meanwhile).
 pub(crate) fn index_rows(
     store: &dyn StateStore,
     log: &Log,
@@ -156,8 +165,16 @@ pub(crate) fn index_rows(
     if head.holds_rows {
         return Ok(());
     }
+    let mut emptied = WriteBatch::new();
+    emptied.delete_keyspace(keyspace);
+    emptied.put_owned(keyspace, HASHER_ENTRY.to_vec(), head.encode());
+    store.commit(emptied, true)?;
+    let bound = log.cleanable_below(topic, 0)?;
+    log.set_cleanable_below(topic, 0, 0)?;
     let rows = Head { holds_rows: true, ..head };
-    catch_up(store, log, (keyspace, markers, rows), topic, 0, end)?;
+    let replayed = catch_up(store, log, (keyspace, markers, rows), topic, 0, end);
+    log.set_cleanable_below(topic, 0, bound)?;
+    replayed?;
     let mut batch = WriteBatch::new();
     batch.put_owned(keyspace, HASHER_ENTRY.to_vec(), rows.encode());
     mark(&mut batch, markers, topic, end);
