@@ -188,7 +188,8 @@ pub(crate) fn head(store: &dyn StateStore, keyspace: Keyspace, what: &str) -> Re
 }
 
 /// The hasher of the index in `keyspace`, drawn and committed (synced)
-/// first if the index has none, as one that holds rows.
+/// first if the index has none, as one that holds rows (tests).
+#[cfg(test)]
 pub(crate) fn hasher_or_create(store: &dyn StateStore, keyspace: Keyspace, what: &str) -> Result<RowHasher> {
     head_or_create(store, keyspace, what, true).map(|head| head.hasher)
 }

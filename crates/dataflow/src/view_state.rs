@@ -41,7 +41,7 @@ use crate::codec::{decode, encode};
 use crate::error::{Error, Result};
 use crate::state::{Keyspace, StateStore, WriteBatch};
 use crate::view_index::{
-    HASHER_ENTRY, Head, IndexEntry, ROW_KEY_BYTES, RowHasher, hasher_or_create, head, index_keyspace,
+    HASHER_ENTRY, Head, IndexEntry, ROW_KEY_BYTES, RowHasher, head, head_or_create, index_keyspace,
 };
 
 /// The keyspace of the markers: changelog topic → offset applied through.
@@ -93,9 +93,8 @@ pub(crate) fn catch_up_all(
         if from < end {
             let keyspace = store.keyspace(&index_keyspace(view))?;
             let what = format!("the index of view '{view}'");
-            let caught_up = hasher_or_create(store, keyspace, &what)
-                .and_then(|_| head(store, keyspace, &what))
-                .map(|head| head.expect("an index has a head once created"))
+            // A lost index is rebuilt holding rows (replayed from offset 0).
+            let caught_up = head_or_create(store, keyspace, &what, true)
                 .and_then(|head| catch_up(store, log, (keyspace, markers, head), topic, from, end));
             if let Err(error) = caught_up {
                 failures.insert(view.clone(), error);
@@ -292,7 +291,7 @@ mod tests {
         let keyspace = store.keyspace("vidx.v").unwrap();
         let refused = apply_step(&store, &log, ("v", "view.v"), 1, 128).unwrap_err().to_string();
         assert!(refused.contains("the index of view 'v'") && refused.contains("no hash key"), "{refused}");
-        let hasher = hasher_or_create(&store, keyspace, "v").unwrap();
+        let hasher = crate::view_index::hasher_or_create(&store, keyspace, "v").unwrap();
         let end = 500;
         let mut steps = 0;
         while !apply_step(&store, &log, ("v", "view.v"), end, 128).unwrap() {
