@@ -652,6 +652,15 @@ impl Checkpoints {
         Ok(())
     }
 
+    /// Runs `f` under the lock of the views' index heads: worker 0 cuts a
+    /// view's changelog back to its committed end under it, so that no
+    /// replay of that changelog into its index ([`Checkpoints::view_hasher`],
+    /// on whichever worker asks first) reads a segment being cut.
+    pub(crate) fn under_view_index_lock<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _heads = self.view_hashers.lock().expect("view hashers lock");
+        f()
+    }
+
     /// The head of the view index in `keyspace` (its changelog `topic`),
     /// read or drawn (and committed) by the first worker that asks, so
     /// that every worker gets the same one. The index of a `new` view

@@ -99,7 +99,8 @@ pub(crate) fn materialize<D: Data>(
             ));
         }
     }
-    let prepared = if worker.0 == 0 { prepare_topic(&shared, &topic, CleanupPolicy::Compact) } else { Ok(()) };
+    let prepare = || prepare_topic(&shared, &topic, CleanupPolicy::Compact);
+    let prepared = if worker.0 == 0 { shared.checkpoints.under_view_index_lock(prepare) } else { Ok(()) };
     let index = IndexWanted { rows: multiplicity != Multiplicity::Unique, replaced: replaced.is_some() };
     let state = match prepared.and_then(|()| ctx.view_index(name, &lineage, index)) {
         Ok((opstate, head)) => {
