@@ -72,9 +72,12 @@ impl Layer {
         self.rows += 1;
     }
 
+    /// Without early exits (`&`, not `&&`): the check of a row that is not
+    /// held (the common case) reads every layer, and with no branch between
+    /// them the layers' cache misses overlap instead of following each other.
     fn may_contain(&self, hash: u64) -> bool {
         let (at, bits) = self.probe(hash);
-        self.words[at..at + BLOCK_WORDS].iter().zip(bits).all(|(word, bit)| word & bit != 0)
+        self.words[at..at + BLOCK_WORDS].iter().zip(bits).fold(true, |all, (word, bit)| all & (word & bit != 0))
     }
 }
 
@@ -135,7 +138,8 @@ impl HeldFilter {
     /// Whether the state certainly holds no such row: only a complete
     /// filter answers so.
     pub(crate) fn surely_absent(&self, hash: u64) -> bool {
-        self.complete && !self.layers.is_empty() && !self.layers.iter().any(|layer| layer.may_contain(hash))
+        let any = self.layers.iter().fold(false, |any, layer| any | layer.may_contain(hash));
+        self.complete && !self.layers.is_empty() && !any
     }
 
     fn bytes(&self) -> u64 {
