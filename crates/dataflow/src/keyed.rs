@@ -47,13 +47,14 @@ pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
 pub(crate) enum Batching {
     /// Consolidated: sorted by (key, value), each (key, value) once with a non-zero diff.
     Consolidated,
-    /// Only grouped by key (sorted by key), values in any order and possibly
-    /// repeated or cancelling: for folds where a retraction exactly undoes
-    /// an insertion (aggregates), which then skip comparing values.
+    /// Only grouped by key (equal keys adjacent, in state key order), values
+    /// in any order and possibly repeated or cancelling: for folds where a
+    /// retraction exactly undoes an insertion (aggregates), which then skip
+    /// comparing values.
     ByKey,
 }
 
-/// A keyed operator's logic: one epoch's updates (sorted by key) and the
+/// A keyed operator's logic: one epoch's updates (grouped by key) and the
 /// operator's state in, output updates out, consolidated (each output at
 /// most once, none with a zero diff: as each key's output carries its key
 /// and each key is folded once an epoch, consolidating each key's output
@@ -69,7 +70,8 @@ impl<K, V, O, F> EpochLogic<K, V, O> for F where
 }
 
 /// The engine of one-input keyed operators; `logic` gets one epoch's
-/// updates, sorted by key (and consolidated, per `order`), and pushes
+/// updates, grouped by key (sorted and consolidated, or only grouped, per
+/// `order`), and pushes
 /// output updates. Its state is keyspace `keyspace`, a new layout of
 /// state `moved_from` if given, prepared by `open` (told whether the old
 /// layout's entries are to be moved in).
@@ -110,6 +112,7 @@ where
         move |_capability, _info| {
             let mut stash = EpochStash::<(K, V)>::new();
             let mut out = Vec::new();
+            let mut key_order = KeyOrder::default();
             move |(input, frontier), output| {
                 input.for_each(|capability, data| stash.absorb(&capability, data));
                 while let Some(epoch) = stash.ready(&[frontier]) {
@@ -119,8 +122,7 @@ where
                     let (capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
                     match order {
                         Batching::Consolidated => consolidate(&mut updates),
-                        // Equal keys adjacent is all a linear fold needs; values need no order.
-                        Batching::ByKey => updates.sort_unstable_by(|a, b| (a.0).0.cmp(&(b.0).0)),
+                        Batching::ByKey => group_by_key(&mut updates, &mut key_order),
                     }
                     out.clear();
                     let folded = logic(epoch, &updates, &mut state, &mut out);
@@ -158,7 +160,40 @@ fn consolidated<D: Ord + Clone>(updates: &[(D, Diff)]) -> bool {
     copy.len() == updates.len()
 }
 
-/// Calls `f(key, values)` for each run of equal keys in sorted updates.
+/// Scratch space for [`group_by_key`], kept across epochs (empty between).
+pub(crate) struct KeyOrder<K, V> {
+    /// Every update's state key (`postcard(key)`), one after another.
+    bytes: Vec<u8>,
+    /// Each update with the range of its key's bytes.
+    ranged: Vec<((usize, usize), ((K, V), Diff))>,
+}
+
+impl<K, V> Default for KeyOrder<K, V> {
+    fn default() -> Self {
+        KeyOrder { bytes: Vec::new(), ranged: Vec::new() }
+    }
+}
+
+/// Puts equal keys next to each other, which is all a linear fold needs
+/// (values need no order), in the order of their state keys: the order the
+/// store keeps them in, so the epoch reads and writes its keys in order,
+/// and sorting compares bytes, not keys (for SQL, tuples of values behind
+/// pointers). Equal keys encode to equal bytes (`codec`), and unequal keys
+/// to unequal ones, so each key is one run.
+fn group_by_key<K: Key, V>(updates: &mut Vec<((K, V), Diff)>, order: &mut KeyOrder<K, V>) {
+    let KeyOrder { bytes, ranged } = order;
+    debug_assert!(bytes.is_empty() && ranged.is_empty(), "the scratch space starts empty");
+    ranged.extend(updates.drain(..).map(|update| {
+        let start = bytes.len();
+        crate::codec::encode_into(&(update.0).0, bytes);
+        ((start, bytes.len()), update)
+    }));
+    ranged.sort_unstable_by(|((a, b), _), ((c, d), _)| bytes[*a..*b].cmp(&bytes[*c..*d]));
+    updates.extend(ranged.drain(..).map(|(_, update)| update));
+    bytes.clear();
+}
+
+/// Calls `f(key, values)` for each run of equal keys in grouped updates.
 pub(crate) fn for_each_key<K: Eq, V>(
     updates: &[((K, V), Diff)],
     mut f: impl FnMut(&K, &[((K, V), Diff)]) -> Result<()>,
@@ -389,4 +424,34 @@ fn latest_by_key<K: Ord, V>(updates: Vec<(K, u64, Option<V>)>) -> std::collectio
         }
     }
     latest.into_iter().map(|(k, (_, v))| (k, v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KeyOrder, group_by_key};
+    use crate::codec::encode;
+
+    #[test]
+    fn grouping_by_key_makes_each_key_one_run_in_state_key_order() {
+        // Keys whose order as values is not their order as state keys
+        // (postcard's varints are little-endian): 128 is [0x80, 0x02] and
+        // 127 is [0xfe, 0x01], so 128 comes first as bytes.
+        let keys: [(i64, String); 5] =
+            [(2, "b".into()), (127, "a".into()), (2, "a".into()), (-1, "z".into()), (128, "a".into())];
+        assert!(encode(&keys[4]) < encode(&keys[1]) && keys[1] < keys[4]);
+        let mut updates: Vec<_> = (0..40).map(|i| ((keys[i * 7 % 5].clone(), i as u32), 1)).collect();
+        let mut order = KeyOrder::default();
+        for _ in 0..2 {
+            let before = updates.clone();
+            group_by_key(&mut updates, &mut order);
+            assert!(order.bytes.is_empty() && order.ranged.is_empty(), "the scratch space ends empty");
+            let runs: Vec<_> = updates.chunk_by(|a, b| (a.0).0 == (b.0).0).map(|run| encode(&(run[0].0).0)).collect();
+            assert_eq!(runs.len(), keys.len(), "each key is one run: {updates:?}");
+            assert!(runs.is_sorted(), "runs in the order of their state keys");
+            let (mut sorted_before, mut sorted_after) = (before, updates.clone());
+            sorted_before.sort();
+            sorted_after.sort();
+            assert_eq!(sorted_before, sorted_after, "the same updates");
+        }
+    }
 }
