@@ -50,10 +50,8 @@ use crate::checkpoint::Checkpoints;
 use crate::error::Result;
 use crate::held_filter::{HeldFilter, fill_step, row_hash};
 use crate::keyed::key_hash;
+use crate::stash::worth_keeping;
 use crate::state::{Keyspace, WriteBatch};
-
-/// A write not yet committed: its epoch and the value (`None`: deleted).
-type Pending = (Epoch, Option<Vec<u8>>);
 
 /// Operations per batch of [`OperatorState::rewrite_committed`] (a batch
 /// may exceed it by one entry's replacements).
@@ -85,59 +83,97 @@ impl KeyFilter {
     }
 }
 
-/// Uncommitted writes, by key; with groups, also the pending keys of each
-/// group (a key prefix an operator reads as a range, e.g. the rows of one
-/// side of one key of a join), so a range read finds them without an
-/// ordered map of every write (measured: a `BTreeMap` overlay spent a fifth
-/// of a join's time comparing keys).
+/// Uncommitted writes, one map per epoch (newest last), by key; with
+/// groups, also each epoch's keys of each group (a key prefix an operator
+/// reads as a range, e.g. the rows of one side of one key of a join), so a
+/// range read finds them without an ordered map of every write (measured:
+/// a `BTreeMap` overlay spent a fifth of a join's time comparing keys).
+/// A committed epoch's map goes whole (no scan of the writes left to keep,
+/// which was a tenth of a join's time), and is emptied and kept for a later
+/// epoch, so an epoch's writes grow into an earlier one's memory.
 ///
-/// Invariant: a group's list holds exactly the map's keys written to that
-/// group, each once.
+/// Invariants: epochs strictly increase from the oldest map to the newest,
+/// and a write goes to the newest (an operator finishes epochs in order);
+/// within one epoch, a group's list holds exactly the map's keys written
+/// to that group, each once.
 #[derive(Debug, Default)]
 struct Overlay {
-    map: FxHashMap<Vec<u8>, Pending>,
-    groups: Option<FxHashMap<Vec<u8>, Vec<Vec<u8>>>>,
+    epochs: std::collections::VecDeque<EpochWrites>,
+    grouped: bool,
+    /// A committed epoch's maps, emptied (`worth_keeping` its capacity).
+    spare: EpochWrites,
+}
+
+/// One epoch's uncommitted writes (`None`: deleted).
+#[derive(Debug, Default)]
+struct EpochWrites {
+    epoch: Epoch,
+    map: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
+    groups: FxHashMap<Vec<u8>, Vec<Vec<u8>>>,
 }
 
 impl Overlay {
-    fn get(&self, key: &[u8]) -> Option<&Pending> {
-        self.map.get(key)
+    /// The latest uncommitted write of `key`: `Some(None)` if a delete.
+    fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.epochs.iter().rev().find_map(|writes| writes.map.get(key)).map(Option::as_deref)
     }
-    fn insert(&mut self, key: Vec<u8>, pending: Pending, group_len: Option<usize>) {
-        let grouped = group_len.map(|len| {
-            let groups = self.groups.as_mut().expect("a grouped write to an operator with groups");
-            (groups, len)
-        });
-        match grouped {
+
+    fn insert(&mut self, epoch: Epoch, key: Vec<u8>, value: Option<Vec<u8>>, group_len: Option<usize>) {
+        if self.epochs.back().is_none_or(|newest| newest.epoch != epoch) {
+            assert!(self.epochs.back().is_none_or(|newest| newest.epoch < epoch), "writes come in epoch order");
+            let mut writes = std::mem::take(&mut self.spare);
+            debug_assert!(writes.map.is_empty() && writes.groups.is_empty(), "a spare epoch's maps are empty");
+            writes.epoch = epoch;
+            self.epochs.push_back(writes);
+        }
+        let writes = self.epochs.back_mut().expect("the epoch's map was just pushed");
+        match group_len {
             None => {
-                self.map.insert(key, pending);
+                writes.map.insert(key, value);
             }
-            Some((groups, len)) => {
+            Some(len) => {
+                assert!(self.grouped, "a grouped write to an operator with groups");
                 assert!(len <= key.len(), "a group is a prefix of its keys");
-                if self.map.insert(key.clone(), pending).is_none() {
-                    groups.entry(key[..len].to_vec()).or_default().push(key);
+                if writes.map.insert(key.clone(), value).is_none() {
+                    match writes.groups.get_mut(&key[..len]) {
+                        Some(keys) => keys.push(key),
+                        None => {
+                            writes.groups.insert(key[..len].to_vec(), vec![key]);
+                        }
+                    }
                 }
             }
         }
     }
+
+    /// Forgets the writes of epochs up to `committed` (the store holds them).
     fn retain_after(&mut self, committed: Epoch) {
-        self.map.retain(|_, (written, _)| *written > committed);
-        if let Some(groups) = &mut self.groups {
-            groups.retain(|_, keys| {
-                keys.retain(|key| self.map.contains_key(key));
-                !keys.is_empty()
-            });
+        while self.epochs.front().is_some_and(|oldest| oldest.epoch <= committed) {
+            let mut writes = self.epochs.pop_front().expect("an oldest epoch");
+            let used = writes.map.len();
+            if worth_keeping(writes.map.capacity(), used) && writes.map.capacity() > self.spare.map.capacity() {
+                writes.map.clear();
+                writes.groups.clear();
+                self.spare = writes;
+            }
         }
     }
+
     fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.epochs.iter().all(|writes| writes.map.is_empty())
     }
-    /// The pending writes of group `prefix`, in key order.
+
+    /// The pending writes of group `prefix`, in key order, each key's latest.
     fn group(&self, prefix: &[u8]) -> Vec<(&[u8], Option<&[u8]>)> {
-        let groups = self.groups.as_ref().expect("a range read of an operator with groups");
-        let mut pending: Vec<(&[u8], Option<&[u8]>)> =
-            groups.get(prefix).into_iter().flatten().map(|key| (key.as_slice(), self.map[key].1.as_deref())).collect();
-        pending.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        assert!(self.grouped, "a range read of an operator with groups");
+        let mut pending: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+        for writes in self.epochs.iter().rev() {
+            let keys = writes.groups.get(prefix).into_iter().flatten();
+            pending.extend(keys.map(|key| (key.as_slice(), writes.map[key].as_deref())));
+        }
+        // Stable: of one key's writes, the newest stays first and is kept.
+        pending.sort_by(|a, b| a.0.cmp(b.0));
+        pending.dedup_by(|later, kept| later.0 == kept.0);
         pending
     }
 }
@@ -276,7 +312,7 @@ impl OperatorState {
     /// keys ([`OperatorState::scan_group`]). Before its first write.
     pub(crate) fn grouped(mut self) -> OperatorState {
         assert!(self.overlay.is_empty(), "an overlay gets groups before the operator's first write");
-        self.overlay.groups = Some(FxHashMap::default());
+        self.overlay.grouped = true;
         self
     }
 
@@ -293,7 +329,7 @@ impl OperatorState {
         // is absent is at most pending as a delete: one probe for a new key.
         if self.surely_absent(key) {
             debug_assert!(
-                self.overlay.get(key).is_none_or(|(_, value)| value.is_none()),
+                self.overlay.get(key).is_none_or(|value| value.is_none()),
                 "a key the filter says is absent is not pending with a value"
             );
             return Ok(None);
@@ -311,12 +347,12 @@ impl OperatorState {
     /// that check what an operator did not read.
     pub(crate) fn get_uncounted(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.overlay.get(key) {
-            Some((_, value)) => {
+            Some(value) => {
                 debug_assert!(
                     value.is_none() || !self.surely_absent(key),
                     "a key written with a value is in the filter"
                 );
-                Ok(value.clone())
+                Ok(value.map(<[u8]>::to_vec))
             }
             None if self.surely_absent(key) => {
                 if cfg!(debug_assertions) {
@@ -523,7 +559,7 @@ impl OperatorState {
             Some(value) => self.batch.put(self.keyspace, &key, value),
             None => self.batch.delete(self.keyspace, &key),
         }
-        self.overlay.insert(key, (epoch, value), group_len);
+        self.overlay.insert(epoch, key, value, group_len);
     }
 
     /// Adds the reads since the last report to the runtime's counters
