@@ -582,3 +582,49 @@ impl OperatorState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Overlay;
+
+    fn grouped() -> Overlay {
+        Overlay { grouped: true, ..Overlay::default() }
+    }
+
+    #[test]
+    fn an_overlay_answers_each_keys_latest_write_across_its_epochs() {
+        let mut overlay = grouped();
+        overlay.insert(1, b"ga".to_vec(), Some(b"1".to_vec()), Some(1));
+        overlay.insert(1, b"gb".to_vec(), Some(b"1".to_vec()), Some(1));
+        overlay.insert(2, b"ga".to_vec(), Some(b"2".to_vec()), Some(1));
+        overlay.insert(3, b"gb".to_vec(), None, Some(1));
+        overlay.insert(3, b"x".to_vec(), Some(b"3".to_vec()), None);
+        assert_eq!(overlay.get(b"ga"), Some(Some(&b"2"[..])));
+        assert_eq!(overlay.get(b"gb"), Some(None), "a later delete shadows an earlier put");
+        assert_eq!(overlay.get(b"gc"), None);
+        let group: Vec<_> = overlay.group(b"g");
+        assert_eq!(
+            group,
+            vec![(&b"ga"[..], Some(&b"2"[..])), (&b"gb"[..], None)],
+            "each key once, its latest, in order"
+        );
+        overlay.retain_after(2);
+        assert_eq!(overlay.get(b"ga"), None, "a committed epoch's writes are the store's");
+        assert_eq!(overlay.get(b"gb"), Some(None));
+        assert_eq!(overlay.group(b"g"), vec![(&b"gb"[..], None)]);
+        overlay.retain_after(3);
+        assert!(overlay.is_empty() && overlay.epochs.is_empty());
+        // The next epoch grows into a committed one's memory.
+        assert!(overlay.spare.map.capacity() > 0 && overlay.spare.map.is_empty() && overlay.spare.groups.is_empty());
+        overlay.insert(4, b"y".to_vec(), Some(b"4".to_vec()), None);
+        assert_eq!(overlay.get(b"y"), Some(Some(&b"4"[..])));
+    }
+
+    #[test]
+    #[should_panic(expected = "writes come in epoch order")]
+    fn an_overlay_refuses_a_write_to_an_epoch_before_its_newest() {
+        let mut overlay = Overlay::default();
+        overlay.insert(2, b"a".to_vec(), None, None);
+        overlay.insert(1, b"a".to_vec(), None, None);
+    }
+}
