@@ -10,15 +10,15 @@
 //! join of the stored inputs (checked against a recomputation in
 //! `tests/operators.rs`).
 
-use differential_dataflow::consolidation::consolidate;
+use differential_dataflow::consolidation::{consolidate, consolidate_slice};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::Probe;
 use timely::dataflow::operators::generic::Operator;
 
-use crate::codec::{decode, encode};
+use crate::codec::decode;
 use crate::collection::{Data, Key};
-use crate::keyed::key_hash;
+use crate::keyed::{KeyOrder, KeyRuns, group_by_key, key_hash};
 use crate::multiset::{self, Tags};
 use crate::opstate::OperatorState;
 use crate::stash::EpochStash;
@@ -77,6 +77,8 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
             move |_capability, _info| {
                 let (mut lefts, mut rights) = (EpochStash::<(K, V)>::new(), EpochStash::<(K, W)>::new());
                 let mut out = Vec::new();
+                let (mut left_order, mut right_order) = (KeyOrder::default(), KeyOrder::default());
+                let (mut left_runs, mut right_runs) = (KeyRuns::default(), KeyRuns::default());
                 move |(input1, frontier1), (input2, frontier2), output| {
                     input1.for_each(|capability, data| lefts.absorb(&capability, data));
                     input2.for_each(|capability, data| rights.absorb(&capability, data));
@@ -92,15 +94,17 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
                         let (right_capability, right) = rights.take(epoch).unzip();
                         let capability = left_capability.or(right_capability).expect("one side holds the epoch");
                         let (mut left, mut right) = (left.unwrap_or_default(), right.unwrap_or_default());
-                        consolidate(&mut left);
-                        consolidate(&mut right);
+                        group_by_key(&mut left, &mut left_order, true, Some(&mut left_runs));
+                        group_by_key(&mut right, &mut right_order, true, Some(&mut right_runs));
                         out.clear();
-                        let joined = join_epoch(epoch, &left, &right, outer, &mut state, &what, &mut out);
+                        let inputs = ((&left[..], &left_runs), (&right[..], &right_runs));
+                        let joined = join_epoch(epoch, inputs, outer, &mut state, &what, &mut out);
                         if let Err(e) = joined.and_then(|()| state.finish_epoch(epoch)) {
                             shared.fail(e);
                             return;
                         }
-                        consolidate(&mut out);
+                        lefts.recycle(left);
+                        rights.recycle(right);
                         output.session(&capability).give_iterator(out.drain(..).map(|(o, d)| (o, epoch, d)));
                     }
                 }
@@ -111,33 +115,44 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
 
 type Output<K, V, W> = Vec<((K, (V, Option<W>)), Diff)>;
 
+/// One side's updates of an epoch, grouped and consolidated by key, with
+/// its runs of keys ([`group_by_key`]).
+type Side<'a, K, V> = (&'a [((K, V), Diff)], &'a KeyRuns);
+
+/// Joins an epoch's changes key by key, in state key order, and
+/// consolidates each key's output (outputs of distinct keys differ, so the
+/// epoch's output is consolidated too).
 fn join_epoch<K: Key, V: Data, W: Data>(
     epoch: Epoch,
-    left: &[((K, V), Diff)],
-    right: &[((K, W), Diff)],
+    (left, right): (Side<'_, K, V>, Side<'_, K, W>),
     outer: bool,
     state: &mut OperatorState,
     what: &str,
     out: &mut Output<K, V, W>,
 ) -> crate::Result<()> {
-    // Both inputs are sorted by key: walk the union of their keys.
-    let (mut i, mut j) = (0, 0);
-    while i < left.len() || j < right.len() {
-        let key = match (left.get(i), right.get(j)) {
-            (Some(((a, _), _)), Some(((b, _), _))) => a.min(b).clone(),
-            (Some(((a, _), _)), None) => a.clone(),
-            (None, Some(((b, _), _))) => b.clone(),
-            (None, None) => unreachable!("loop condition"),
+    let (mut lefts, mut rights) = (left.1.iter().peekable(), right.1.iter().peekable());
+    loop {
+        let (l, r) = (lefts.peek().map(|(k, _)| *k), rights.peek().map(|(k, _)| *k));
+        let key_bytes = match (l, r) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return Ok(()),
         };
-        let left_end = i + left[i..].iter().take_while(|((k, _), _)| *k == key).count();
-        let right_end = j + right[j..].iter().take_while(|((k, _), _)| *k == key).count();
-        let d_left: Vec<(V, Diff)> = left[i..left_end].iter().map(|((_, v), d)| (v.clone(), *d)).collect();
-        let d_right: Vec<(W, Diff)> = right[j..right_end].iter().map(|((_, w), d)| (w.clone(), *d)).collect();
-        (i, j) = (left_end, right_end);
-        let changes = KeyChanges { epoch, key: &key, key_bytes: encode(&key), d_left, d_right };
+        let left_range = lefts.next_if(|(k, _)| *k == key_bytes).map(|(_, range)| range).unwrap_or(0..0);
+        let right_range = rights.next_if(|(k, _)| *k == key_bytes).map(|(_, range)| range).unwrap_or(0..0);
+        let d_left: Vec<(V, Diff)> = left.0[left_range.clone()].iter().map(|((_, v), d)| (v.clone(), *d)).collect();
+        let d_right: Vec<(W, Diff)> = right.0[right_range.clone()].iter().map(|((_, w), d)| (w.clone(), *d)).collect();
+        let key = match left.0.get(left_range.start).filter(|_| !left_range.is_empty()) {
+            Some(((key, _), _)) => key,
+            None => &(right.0[right_range.start].0).0,
+        };
+        let changes = KeyChanges { epoch, key, key_bytes: key_bytes.to_vec(), d_left, d_right };
+        let first = out.len();
         join_key(&changes, outer, state, what, out)?;
+        let consolidated = consolidate_slice(&mut out[first..]);
+        out.truncate(first + consolidated);
     }
-    Ok(())
 }
 
 /// One key's changes in one epoch.

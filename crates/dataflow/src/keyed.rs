@@ -45,7 +45,8 @@ pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
 /// How an epoch's updates reach an operator's logic.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Batching {
-    /// Consolidated: sorted by (key, value), each (key, value) once with a non-zero diff.
+    /// Consolidated: grouped by key (in state key order), each key's values
+    /// sorted, each (key, value) once with a non-zero diff.
     Consolidated,
     /// Only grouped by key (equal keys adjacent, in state key order), values
     /// in any order and possibly repeated or cancelling: for folds where a
@@ -121,8 +122,8 @@ where
                     }
                     let (capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
                     match order {
-                        Batching::Consolidated => consolidate(&mut updates),
-                        Batching::ByKey => group_by_key(&mut updates, &mut key_order),
+                        Batching::Consolidated => group_by_key(&mut updates, &mut key_order, true, None),
+                        Batching::ByKey => group_by_key(&mut updates, &mut key_order, false, None),
                     }
                     out.clear();
                     let folded = logic(epoch, &updates, &mut state, &mut out);
@@ -160,17 +161,38 @@ fn consolidated<D: Ord + Clone>(updates: &[(D, Diff)]) -> bool {
     copy.len() == updates.len()
 }
 
+/// One update of a keyed operator's input.
+type Update<K, V> = ((K, V), Diff);
+
 /// Scratch space for [`group_by_key`], kept across epochs (empty between).
 pub(crate) struct KeyOrder<K, V> {
     /// Every update's state key (`postcard(key)`), one after another.
     bytes: Vec<u8>,
     /// Each update with the range of its key's bytes.
-    ranged: Vec<((usize, usize), ((K, V), Diff))>,
+    ranged: Vec<((usize, usize), Update<K, V>)>,
+    /// Where each run of one key ends in `ranged`.
+    ends: Vec<usize>,
 }
 
 impl<K, V> Default for KeyOrder<K, V> {
     fn default() -> Self {
-        KeyOrder { bytes: Vec::new(), ranged: Vec::new() }
+        KeyOrder { bytes: Vec::new(), ranged: Vec::new(), ends: Vec::new() }
+    }
+}
+
+/// The keys of updates grouped by [`group_by_key`]: each run's state key
+/// and where its updates are.
+#[derive(Debug, Default)]
+pub(crate) struct KeyRuns {
+    bytes: Vec<u8>,
+    /// Per run: its key's bytes and its updates, as ranges.
+    runs: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl KeyRuns {
+    /// Each run's state key and the range of its updates, in key order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], std::ops::Range<usize>)> {
+        self.runs.iter().map(|(key, updates)| (&self.bytes[key.clone()], updates.clone()))
     }
 }
 
@@ -179,17 +201,65 @@ impl<K, V> Default for KeyOrder<K, V> {
 /// store keeps them in, so the epoch reads and writes its keys in order,
 /// and sorting compares bytes, not keys (for SQL, tuples of values behind
 /// pointers). Equal keys encode to equal bytes (`codec`), and unequal keys
-/// to unequal ones, so each key is one run.
-fn group_by_key<K: Key, V>(updates: &mut Vec<((K, V), Diff)>, order: &mut KeyOrder<K, V>) {
-    let KeyOrder { bytes, ranged } = order;
-    debug_assert!(bytes.is_empty() && ranged.is_empty(), "the scratch space starts empty");
+/// to unequal ones, so each key is one run. With `consolidated`, each run's
+/// values are sorted and consolidated too (each value once, no zero diff).
+/// With `runs`, each run's key and range are written there.
+pub(crate) fn group_by_key<K: Key, V: Data>(
+    updates: &mut Vec<((K, V), Diff)>,
+    order: &mut KeyOrder<K, V>,
+    consolidated: bool,
+    mut runs: Option<&mut KeyRuns>,
+) {
+    let KeyOrder { bytes, ranged, ends } = order;
+    debug_assert!(bytes.is_empty() && ranged.is_empty() && ends.is_empty(), "the scratch space starts empty");
+    if let Some(runs) = runs.as_deref_mut() {
+        runs.bytes.clear();
+        runs.runs.clear();
+    }
     ranged.extend(updates.drain(..).map(|update| {
         let start = bytes.len();
         crate::codec::encode_into(&(update.0).0, bytes);
         ((start, bytes.len()), update)
     }));
     ranged.sort_unstable_by(|((a, b), _), ((c, d), _)| bytes[*a..*b].cmp(&bytes[*c..*d]));
-    updates.extend(ranged.drain(..).map(|(_, update)| update));
+    let mut at = 0;
+    while let Some(&((start, end), _)) = ranged.get(at) {
+        let len = ranged[at..].iter().take_while(|((a, b), _)| bytes[*a..*b] == bytes[start..end]).count();
+        if consolidated {
+            ranged[at..at + len].sort_unstable_by(|(_, ((_, a), _)), (_, ((_, b), _))| a.cmp(b));
+        }
+        at += len;
+        ends.push(at);
+    }
+    let mut drained = ranged.drain(..);
+    let mut run_start = 0;
+    for end in ends.drain(..) {
+        let first = updates.len();
+        let mut key = 0..0;
+        for ((start, end), update) in drained.by_ref().take(end - run_start) {
+            key = start..end;
+            if !consolidated {
+                updates.push(update);
+                continue;
+            }
+            match updates[first..].last_mut() {
+                Some(last) if (last.0).1 == (update.0).1 => last.1 += update.1,
+                _ => updates.push(update),
+            }
+            if updates[first..].last().is_some_and(|last| last.1 == 0) {
+                updates.pop();
+            }
+        }
+        run_start = end;
+        if let Some(runs) = runs.as_deref_mut()
+            && updates.len() > first
+        {
+            let at = runs.bytes.len();
+            runs.bytes.extend_from_slice(&bytes[key]);
+            runs.runs.push((at..runs.bytes.len(), first..updates.len()));
+        }
+    }
+    drop(drained);
     bytes.clear();
 }
 
@@ -428,7 +498,7 @@ fn latest_by_key<K: Ord, V>(updates: Vec<(K, u64, Option<V>)>) -> std::collectio
 
 #[cfg(test)]
 mod tests {
-    use super::{KeyOrder, group_by_key};
+    use super::{KeyOrder, KeyRuns, group_by_key};
     use crate::codec::encode;
 
     #[test]
@@ -443,7 +513,7 @@ mod tests {
         let mut order = KeyOrder::default();
         for _ in 0..2 {
             let before = updates.clone();
-            group_by_key(&mut updates, &mut order);
+            group_by_key(&mut updates, &mut order, false, None);
             assert!(order.bytes.is_empty() && order.ranged.is_empty(), "the scratch space ends empty");
             let runs: Vec<_> = updates.chunk_by(|a, b| (a.0).0 == (b.0).0).map(|run| encode(&(run[0].0).0)).collect();
             assert_eq!(runs.len(), keys.len(), "each key is one run: {updates:?}");
@@ -453,5 +523,29 @@ mod tests {
             sorted_after.sort();
             assert_eq!(sorted_before, sorted_after, "the same updates");
         }
+    }
+
+    #[test]
+    fn consolidating_by_key_sums_each_keys_values_and_names_each_run() {
+        let mut updates = vec![
+            ((128i64, 'b'), 1),
+            ((127, 'a'), 1),
+            ((128, 'a'), 2),
+            ((127, 'a'), -1),
+            ((128, 'b'), 1),
+            ((5, 'z'), 1),
+            ((128, 'a'), -1),
+            ((5, 'z'), -1),
+        ];
+        let (mut order, mut runs) = (KeyOrder::default(), KeyRuns::default());
+        let mut expected = updates.clone();
+        differential_dataflow::consolidation::consolidate(&mut expected);
+        group_by_key(&mut updates, &mut order, true, Some(&mut runs));
+        assert_eq!(updates, vec![((128, 'a'), 1), ((128, 'b'), 2)], "127 and 5 cancel; 128 (0x80 0x02) sorts as bytes");
+        let mut sorted = updates.clone();
+        sorted.sort();
+        assert_eq!(sorted, expected, "what consolidation gives, grouped in another key order");
+        let named: Vec<_> = runs.iter().map(|(key, range)| (key.to_vec(), range)).collect();
+        assert_eq!(named, vec![(encode(&128i64), 0..2)], "one run per key left, with its state key");
     }
 }
