@@ -61,13 +61,31 @@ pub(crate) enum Batching {
 /// and each key is folded once an epoch, consolidating each key's output
 /// is enough; nothing sorts the epoch's output again).
 pub(crate) trait EpochLogic<K, V, O>:
-    FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
+    FnMut(Epoch, Grouped<'_, K, V>, &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
 {
 }
 
 impl<K, V, O, F> EpochLogic<K, V, O> for F where
-    F: FnMut(Epoch, &[((K, V), Diff)], &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
+    F: FnMut(Epoch, Grouped<'_, K, V>, &mut OperatorState, &mut Vec<(O, Diff)>) -> Result<()> + 'static
 {
+}
+
+/// An epoch's updates grouped by key ([`group_by_key`]), with each key's
+/// state key (its bytes, encoded once for the grouping).
+pub(crate) struct Grouped<'a, K, V> {
+    pub(crate) updates: &'a [Update<K, V>],
+    runs: &'a KeyRuns,
+}
+
+impl<K, V> Grouped<'_, K, V> {
+    /// Calls `f(key, state_key, values)` for each key, in state key order.
+    pub(crate) fn for_each_key(&self, mut f: impl FnMut(&K, &[u8], &[Update<K, V>]) -> Result<()>) -> Result<()> {
+        for (key_bytes, range) in self.runs.iter() {
+            let values = &self.updates[range];
+            f(&(values[0].0).0, key_bytes, values)?;
+        }
+        Ok(())
+    }
 }
 
 /// The engine of one-input keyed operators; `logic` gets one epoch's
@@ -113,7 +131,7 @@ where
         move |_capability, _info| {
             let mut stash = EpochStash::<(K, V)>::new();
             let mut out = Vec::new();
-            let mut key_order = KeyOrder::default();
+            let (mut key_order, mut runs) = (KeyOrder::default(), KeyRuns::default());
             move |(input, frontier), output| {
                 input.for_each(|capability, data| stash.absorb(&capability, data));
                 while let Some(epoch) = stash.ready(&[frontier]) {
@@ -122,11 +140,12 @@ where
                     }
                     let (capability, mut updates) = stash.take(epoch).expect("a ready epoch is stashed");
                     match order {
-                        Batching::Consolidated => group_by_key(&mut updates, &mut key_order, true, None),
-                        Batching::ByKey => group_by_key(&mut updates, &mut key_order, false, None),
+                        Batching::Consolidated => group_by_key(&mut updates, &mut key_order, true, Some(&mut runs)),
+                        Batching::ByKey => group_by_key(&mut updates, &mut key_order, false, Some(&mut runs)),
                     }
                     out.clear();
-                    let folded = logic(epoch, &updates, &mut state, &mut out);
+                    let grouped = Grouped { updates: &updates, runs: &runs };
+                    let folded = logic(epoch, grouped, &mut state, &mut out);
                     if let Err(e) = folded.and_then(|()| state.finish_epoch(epoch)) {
                         shared.fail(Error::at(format!("operator '{operator_name}'"), e));
                         return;
@@ -263,21 +282,6 @@ pub(crate) fn group_by_key<K: Key, V: Data>(
     bytes.clear();
 }
 
-/// Calls `f(key, values)` for each run of equal keys in grouped updates.
-pub(crate) fn for_each_key<K: Eq, V>(
-    updates: &[((K, V), Diff)],
-    mut f: impl FnMut(&K, &[((K, V), Diff)]) -> Result<()>,
-) -> Result<()> {
-    let mut start = 0;
-    while start < updates.len() {
-        let key = &(updates[start].0).0;
-        let end = start + updates[start..].iter().take_while(|((k, _), _)| k == key).count();
-        f(key, &updates[start..end])?;
-        start = end;
-    }
-    Ok(())
-}
-
 /// Adds `updates` into a consolidated multiset.
 fn merge_into<V: Ord + Clone>(multiset: &mut Vec<(V, Diff)>, updates: impl IntoIterator<Item = (V, Diff)>) {
     multiset.extend(updates);
@@ -292,8 +296,8 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
         keyed_unary_op(self, name, Batching::ByKey, move |epoch, updates, state, out| {
-            for_each_key(updates, |key, values| {
-                let key_bytes = encode(key);
+            updates.for_each_key(|key, key_bytes, values| {
+                let key_bytes = key_bytes.to_vec();
                 let (mut count, mut acc): (i64, A::State) = match state.get(&key_bytes)? {
                     Some(bytes) => decode(&bytes, &what)?,
                     None => (0, A::State::default()),
@@ -342,8 +346,8 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         let what = format!("reduce '{name}'");
         let mut scratch = Vec::new();
         keyed_unary_op(self, name, Batching::Consolidated, move |epoch, updates, state, out| {
-            for_each_key(updates, |key, values| {
-                let key_bytes = encode(key);
+            updates.for_each_key(|key, key_bytes, values| {
+                let key_bytes = key_bytes.to_vec();
                 let mut multiset: Vec<(V, Diff)> = match state.get(&key_bytes)? {
                     Some(bytes) => decode(&bytes, &what)?,
                     None => Vec::new(),
@@ -457,6 +461,7 @@ pub(crate) fn upsert<'s, K: Key, V: Data>(
     keyed_unary_op(changes, name, Batching::Consolidated, move |epoch, updates, state, out| {
         let latest = latest_by_key(
             updates
+                .updates
                 .iter()
                 .filter(|(_, d)| *d > 0)
                 .map(|((k, (offset, v)), _)| (k.clone(), *offset, v.clone()))

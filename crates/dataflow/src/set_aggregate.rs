@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::error::Result;
-use crate::keyed::{Batching, for_each_key, keyed_unary};
+use crate::keyed::{Batching, keyed_unary};
 use crate::multiset::tagged;
 use crate::opstate::OperatorState;
 use crate::ordered_set::{self, Entry, OrderedSet};
@@ -106,8 +106,8 @@ pub(crate) fn aggregate_sets<'s, K: Key, V: Data, A: SetAggregate<V>>(
     assert!(sets <= SETS_MAX, "{what}: {sets} sets, at most {SETS_MAX}");
     let open = |state: OperatorState, _| Ok(state.grouped());
     keyed_unary(input, name, &keyspace(name), None, open, Batching::ByKey, move |epoch, updates, state, out| {
-        for_each_key(updates, |key, values| {
-            let key_bytes = encode(key);
+        updates.for_each_key(|key, key_bytes, values| {
+            let key_bytes = key_bytes.to_vec();
             let head_key = tagged(HEAD, &[&key_bytes]);
             let (mut count, mut acc, mut heads): (i64, A::State, Vec<SetHead>) = match state.get(&head_key)? {
                 Some(bytes) => decode(&bytes, &what)?,

@@ -28,7 +28,7 @@ use differential_dataflow::consolidation::consolidate;
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::error::Result;
-use crate::keyed::{Batching, for_each_key, keyed_unary};
+use crate::keyed::{Batching, keyed_unary};
 use crate::multiset::tagged;
 use crate::opstate::OperatorState;
 use crate::ordered_set::{self, Entry, OrderedSet, counts_reach, decoded};
@@ -83,8 +83,8 @@ where
         open,
         Batching::Consolidated,
         move |epoch, updates, state, out| {
-            for_each_key(updates, |key, values| {
-                let key_bytes = encode(key);
+            updates.for_each_key(|key, key_bytes, values| {
+                let key_bytes = key_bytes.to_vec();
                 let (head_key, rows) = (tagged(HEAD, &[&key_bytes]), tagged(ROW, &[&key_bytes]));
                 let set = read_set(state, &head_key, &what)?;
                 let old = set.first(state, &rows, limit, &what)?;
