@@ -183,20 +183,23 @@ fn consolidated<D: Ord + Clone>(updates: &[(D, Diff)]) -> bool {
 /// One update of a keyed operator's input.
 type Update<K, V> = ((K, V), Diff);
 
-/// Scratch space for [`group_by_key`], kept across epochs (empty between).
-pub(crate) struct KeyOrder<K, V> {
+/// Scratch space for [`group_by_key`], kept across epochs (empty between):
+/// an update's key bytes and three indices, not a copy of the update.
+#[derive(Debug, Default)]
+pub(crate) struct KeyOrder {
     /// Every update's state key (`postcard(key)`), one after another.
     bytes: Vec<u8>,
-    /// Each update with the range of its key's bytes.
-    ranged: Vec<((usize, usize), Update<K, V>)>,
-    /// Where each run of one key ends in `ranged`.
-    ends: Vec<usize>,
+    /// The updates in their new order: where each one's key bytes are,
+    /// and where it was.
+    sorted: Vec<Sorted>,
 }
 
-impl<K, V> Default for KeyOrder<K, V> {
-    fn default() -> Self {
-        KeyOrder { bytes: Vec::new(), ranged: Vec::new(), ends: Vec::new() }
-    }
+#[derive(Clone, Copy, Debug)]
+struct Sorted {
+    start: usize,
+    end: usize,
+    /// Its index before the sort (`usize::MAX` once moved there).
+    from: usize,
 }
 
 /// The keys of updates grouped by [`group_by_key`]: each run's state key
@@ -222,64 +225,95 @@ impl KeyRuns {
 /// pointers). Equal keys encode to equal bytes (`codec`), and unequal keys
 /// to unequal ones, so each key is one run. With `consolidated`, each run's
 /// values are sorted and consolidated too (each value once, no zero diff).
-/// With `runs`, each run's key and range are written there.
+/// With `runs`, each run's key and range are written there. The updates
+/// move in place (an index is sorted, then they follow it).
 pub(crate) fn group_by_key<K: Key, V: Data>(
-    updates: &mut Vec<((K, V), Diff)>,
-    order: &mut KeyOrder<K, V>,
+    updates: &mut Vec<Update<K, V>>,
+    order: &mut KeyOrder,
     consolidated: bool,
     mut runs: Option<&mut KeyRuns>,
 ) {
-    let KeyOrder { bytes, ranged, ends } = order;
-    debug_assert!(bytes.is_empty() && ranged.is_empty() && ends.is_empty(), "the scratch space starts empty");
+    let KeyOrder { bytes, sorted } = order;
+    debug_assert!(bytes.is_empty() && sorted.is_empty(), "the scratch space starts empty");
     if let Some(runs) = runs.as_deref_mut() {
         runs.bytes.clear();
         runs.runs.clear();
     }
-    ranged.extend(updates.drain(..).map(|update| {
+    for (from, ((key, _), _)) in updates.iter().enumerate() {
         let start = bytes.len();
-        crate::codec::encode_into(&(update.0).0, bytes);
-        ((start, bytes.len()), update)
-    }));
-    ranged.sort_unstable_by(|((a, b), _), ((c, d), _)| bytes[*a..*b].cmp(&bytes[*c..*d]));
-    let mut at = 0;
-    while let Some(&((start, end), _)) = ranged.get(at) {
-        let len = ranged[at..].iter().take_while(|((a, b), _)| bytes[*a..*b] == bytes[start..end]).count();
-        if consolidated {
-            ranged[at..at + len].sort_unstable_by(|(_, ((_, a), _)), (_, ((_, b), _))| a.cmp(b));
-        }
-        at += len;
-        ends.push(at);
+        crate::codec::encode_into(key, bytes);
+        sorted.push(Sorted { start, end: bytes.len(), from });
     }
-    let mut drained = ranged.drain(..);
-    let mut run_start = 0;
-    for end in ends.drain(..) {
-        let first = updates.len();
-        let mut key = 0..0;
-        for ((start, end), update) in drained.by_ref().take(end - run_start) {
-            key = start..end;
-            if !consolidated {
-                updates.push(update);
-                continue;
-            }
-            match updates[first..].last_mut() {
-                Some(last) if (last.0).1 == (update.0).1 => last.1 += update.1,
-                _ => updates.push(update),
-            }
-            if updates[first..].last().is_some_and(|last| last.1 == 0) {
-                updates.pop();
-            }
+    sorted.sort_unstable_by(|a, b| bytes[a.start..a.end].cmp(&bytes[b.start..b.end]));
+    permute(updates, sorted);
+    if cfg!(debug_assertions) {
+        let keys = sorted.iter().map(|s| &bytes[s.start..s.end]);
+        assert!(
+            updates.iter().zip(keys).all(|(((k, _), _), key)| crate::codec::encode(k) == key),
+            "updates follow their keys"
+        );
+    }
+    let (mut kept, mut at) = (0, 0);
+    while let Some(&Sorted { start, end, .. }) = sorted.get(at) {
+        let len = sorted[at..].iter().take_while(|s| bytes[s.start..s.end] == bytes[start..end]).count();
+        let run = &mut updates[at..at + len];
+        let left = if consolidated { consolidate_run(run) } else { len };
+        // The run's updates left move down over those consolidated away before.
+        for k in 0..left {
+            updates.swap(kept + k, at + k);
         }
-        run_start = end;
         if let Some(runs) = runs.as_deref_mut()
-            && updates.len() > first
+            && left > 0
         {
-            let at = runs.bytes.len();
-            runs.bytes.extend_from_slice(&bytes[key]);
-            runs.runs.push((at..runs.bytes.len(), first..updates.len()));
+            let from = runs.bytes.len();
+            runs.bytes.extend_from_slice(&bytes[start..end]);
+            runs.runs.push((from..runs.bytes.len(), kept..kept + left));
+        }
+        (kept, at) = (kept + left, at + len);
+    }
+    updates.truncate(kept);
+    bytes.clear();
+    sorted.clear();
+}
+
+/// Consolidates one key's updates in place: its values sorted, each once
+/// with the sum of its diffs, none zero, first; returns how many.
+fn consolidate_run<K, V: Ord>(run: &mut [Update<K, V>]) -> usize {
+    run.sort_unstable_by(|a, b| (a.0).1.cmp(&(b.0).1));
+    let mut kept = 0;
+    for at in 0..run.len() {
+        if kept > 0 && (run[kept - 1].0).1 == (run[at].0).1 {
+            run[kept - 1].1 += run[at].1;
+            continue;
+        }
+        if kept > 0 && run[kept - 1].1 == 0 {
+            kept -= 1; // the value before summed to nothing
+        }
+        run.swap(kept, at);
+        kept += 1;
+    }
+    if kept > 0 && run[kept - 1].1 == 0 {
+        kept -= 1;
+    }
+    kept
+}
+
+/// Moves each item to its sorted place, in place: position `i` gets the
+/// item that was at `sorted[i].from` (swaps along each cycle of the
+/// permutation; `from` is spent as the mark of a place filled).
+fn permute<T>(items: &mut [T], sorted: &mut [Sorted]) {
+    debug_assert_eq!(items.len(), sorted.len());
+    for first in 0..items.len() {
+        let mut at = first;
+        loop {
+            let from = std::mem::replace(&mut sorted[at].from, usize::MAX);
+            if from == usize::MAX || from == first {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
         }
     }
-    drop(drained);
-    bytes.clear();
 }
 
 /// Adds `updates` into a consolidated multiset.
@@ -519,7 +553,7 @@ mod tests {
         for _ in 0..2 {
             let before = updates.clone();
             group_by_key(&mut updates, &mut order, false, None);
-            assert!(order.bytes.is_empty() && order.ranged.is_empty(), "the scratch space ends empty");
+            assert!(order.bytes.is_empty() && order.sorted.is_empty(), "the scratch space ends empty");
             let runs: Vec<_> = updates.chunk_by(|a, b| (a.0).0 == (b.0).0).map(|run| encode(&(run[0].0).0)).collect();
             assert_eq!(runs.len(), keys.len(), "each key is one run: {updates:?}");
             assert!(runs.is_sorted(), "runs in the order of their state keys");
@@ -552,5 +586,33 @@ mod tests {
         assert_eq!(sorted, expected, "what consolidation gives, grouped in another key order");
         let named: Vec<_> = runs.iter().map(|(key, range)| (key.to_vec(), range)).collect();
         assert_eq!(named, vec![(encode(&128i64), 0..2)], "one run per key left, with its state key");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn grouping_by_key_is_consolidation_in_another_key_order(
+            input in proptest::collection::vec(((0i64..300, 0u8..4), -2isize..3), 0..200),
+        ) {
+            for consolidated in [false, true] {
+                let mut updates = input.clone();
+                let (mut order, mut runs) = (KeyOrder::default(), KeyRuns::default());
+                group_by_key(&mut updates, &mut order, consolidated, Some(&mut runs));
+                let named: Vec<_> = runs.iter().collect();
+                proptest::prop_assert!(named.windows(2).all(|w| w[0].0 < w[1].0), "runs in strict key order");
+                proptest::prop_assert_eq!(named.iter().map(|(_, r)| r.len()).sum::<usize>(), updates.len());
+                for (key, range) in &named {
+                    proptest::prop_assert!(updates[range.clone()].iter().all(|((k, _), _)| &encode(k)[..] == *key));
+                }
+                let (mut got, mut expected) = (updates.clone(), input.clone());
+                if consolidated {
+                    differential_dataflow::consolidation::consolidate(&mut expected);
+                    proptest::prop_assert!(updates.iter().all(|(_, d)| *d != 0));
+                } else {
+                    expected.sort();
+                }
+                got.sort();
+                proptest::prop_assert_eq!(got, expected);
+            }
+        }
     }
 }
