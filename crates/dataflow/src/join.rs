@@ -18,7 +18,7 @@ use timely::dataflow::operators::generic::Operator;
 
 use crate::codec::decode;
 use crate::collection::{Data, Key};
-use crate::keyed::{KeyOrder, KeyRuns, group_by_key, key_hash};
+use crate::keyed::{Grouped, KeyOrder, KeyRuns, group_by_key, key_hash};
 use crate::multiset::{self, Tags};
 use crate::opstate::OperatorState;
 use crate::stash::EpochStash;
@@ -97,7 +97,7 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
                         group_by_key(&mut left, &mut left_order, true, Some(&mut left_runs));
                         group_by_key(&mut right, &mut right_order, true, Some(&mut right_runs));
                         out.clear();
-                        let inputs = ((&left[..], &left_runs), (&right[..], &right_runs));
+                        let inputs = (Grouped::new(&left, &left_runs), Grouped::new(&right, &right_runs));
                         let joined = join_epoch(epoch, inputs, outer, &mut state, &what, &mut out);
                         if let Err(e) = joined.and_then(|()| state.finish_epoch(epoch)) {
                             shared.fail(e);
@@ -115,22 +115,18 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
 
 type Output<K, V, W> = Vec<((K, (V, Option<W>)), Diff)>;
 
-/// One side's updates of an epoch, grouped and consolidated by key, with
-/// its runs of keys ([`group_by_key`]).
-type Side<'a, K, V> = (&'a [((K, V), Diff)], &'a KeyRuns);
-
 /// Joins an epoch's changes key by key, in state key order, and
 /// consolidates each key's output (outputs of distinct keys differ, so the
 /// epoch's output is consolidated too).
 fn join_epoch<K: Key, V: Data, W: Data>(
     epoch: Epoch,
-    (left, right): (Side<'_, K, V>, Side<'_, K, W>),
+    (left, right): (Grouped<'_, K, V>, Grouped<'_, K, W>),
     outer: bool,
     state: &mut OperatorState,
     what: &str,
     out: &mut Output<K, V, W>,
 ) -> crate::Result<()> {
-    let (mut lefts, mut rights) = (left.1.iter().peekable(), right.1.iter().peekable());
+    let (mut lefts, mut rights) = (left.runs().peekable(), right.runs().peekable());
     loop {
         let (l, r) = (lefts.peek().map(|(k, _)| *k), rights.peek().map(|(k, _)| *k));
         let key_bytes = match (l, r) {
@@ -141,13 +137,14 @@ fn join_epoch<K: Key, V: Data, W: Data>(
         };
         let left_range = lefts.next_if(|(k, _)| *k == key_bytes).map(|(_, range)| range).unwrap_or(0..0);
         let right_range = rights.next_if(|(k, _)| *k == key_bytes).map(|(_, range)| range).unwrap_or(0..0);
-        let d_left: Vec<(V, Diff)> = left.0[left_range.clone()].iter().map(|((_, v), d)| (v.clone(), *d)).collect();
-        let d_right: Vec<(W, Diff)> = right.0[right_range.clone()].iter().map(|((_, w), d)| (w.clone(), *d)).collect();
-        let key = match left.0.get(left_range.start).filter(|_| !left_range.is_empty()) {
-            Some(((key, _), _)) => key,
-            None => &(right.0[right_range.start].0).0,
+        let (lefts_now, rights_now) = (&left.updates[left_range], &right.updates[right_range]);
+        let d_left: Vec<(V, Diff)> = lefts_now.iter().map(|((_, v), d)| (v.clone(), *d)).collect();
+        let d_right: Vec<(W, Diff)> = rights_now.iter().map(|((_, w), d)| (w.clone(), *d)).collect();
+        let key = match (lefts_now.first(), rights_now.first()) {
+            (Some(((key, _), _)), _) | (None, Some(((key, _), _))) => key,
+            (None, None) => unreachable!("a run holds at least one update"),
         };
-        let changes = KeyChanges { epoch, key, key_bytes: key_bytes.to_vec(), d_left, d_right };
+        let changes = KeyChanges { epoch, key, key_bytes, d_left, d_right };
         let first = out.len();
         join_key(&changes, outer, state, what, out)?;
         let consolidated = consolidate_slice(&mut out[first..]);
@@ -159,7 +156,7 @@ fn join_epoch<K: Key, V: Data, W: Data>(
 struct KeyChanges<'a, K, V, W> {
     epoch: Epoch,
     key: &'a K,
-    key_bytes: Vec<u8>,
+    key_bytes: &'a [u8],
     d_left: Vec<(V, Diff)>,
     d_right: Vec<(W, Diff)>,
 }

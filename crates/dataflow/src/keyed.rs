@@ -77,10 +77,20 @@ pub(crate) struct Grouped<'a, K, V> {
     runs: &'a KeyRuns,
 }
 
-impl<K, V> Grouped<'_, K, V> {
+impl<'a, K, V> Grouped<'a, K, V> {
+    /// `updates` grouped by [`group_by_key`] into `runs`.
+    pub(crate) fn new(updates: &'a [Update<K, V>], runs: &'a KeyRuns) -> Self {
+        Grouped { updates, runs }
+    }
+
+    /// Each key's state key and the range of its updates, in state key order.
+    pub(crate) fn runs(&self) -> impl Iterator<Item = (&'a [u8], std::ops::Range<usize>)> + use<'a, K, V> {
+        self.runs.iter()
+    }
+
     /// Calls `f(key, state_key, values)` for each key, in state key order.
     pub(crate) fn for_each_key(&self, mut f: impl FnMut(&K, &[u8], &[Update<K, V>]) -> Result<()>) -> Result<()> {
-        for (key_bytes, range) in self.runs.iter() {
+        for (key_bytes, range) in self.runs() {
             let values = &self.updates[range];
             f(&(values[0].0).0, key_bytes, values)?;
         }
@@ -144,7 +154,7 @@ where
                         Batching::ByKey => group_by_key(&mut updates, &mut key_order, false, Some(&mut runs)),
                     }
                     out.clear();
-                    let grouped = Grouped { updates: &updates, runs: &runs };
+                    let grouped = Grouped::new(&updates, &runs);
                     let folded = logic(epoch, grouped, &mut state, &mut out);
                     if let Err(e) = folded.and_then(|()| state.finish_epoch(epoch)) {
                         shared.fail(Error::at(format!("operator '{operator_name}'"), e));
