@@ -7,9 +7,9 @@
 //! (its change and its multiplicity after the epoch) to the append half
 //! ([`crate::view_sink`]), which has the epoch's records appended from worker 0.
 //!
-//! Work follows the data, not the barrier: an update is consolidated into
-//! its epoch's map (row → change) when it arrives, and while the input
-//! frontier sits at the oldest open epoch (no earlier update can come) the
+//! Work follows the data, not the barrier: an update is pushed onto its
+//! epoch's rows when it arrives (a row's updates are summed whenever the
+//! vector doubles), and while the input frontier sits at the oldest open epoch (no earlier update can come) the
 //! rows of that epoch read their multiplicity before the epoch from the
 //! state as they come. What is left when the frontier passes the epoch is
 //! the arithmetic and one sorted batch of changes.
@@ -30,7 +30,7 @@
 //!   state holds when the epoch is folded (asserted against it in debug
 //!   builds);
 //! - the index is read (read ahead, or at a fold) only after the last
-//!   folded epoch is in the fold's map of rows not yet applied
+//!   folded epoch is in the fold's rows not yet applied
 //!   ([`Unapplied`]; the index's applier writes an epoch after its
 //!   commit): its inserts are deferred from the fold to the operator's
 //!   second activation after it (the first is in the step that carries the
@@ -50,8 +50,6 @@ use std::collections::BTreeMap;
 
 use std::collections::VecDeque;
 
-use indexmap::IndexMap;
-use rustc_hash::{FxBuildHasher, FxHashMap};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::Stream;
 use timely::dataflow::channels::pact::Exchange;
@@ -113,21 +111,69 @@ struct Delta {
     diff: i64,
 }
 
-/// A row and its change within one epoch.
+/// One change of a row within one epoch (a row has one such entry once
+/// its epoch's rows are consolidated, several before).
 #[derive(Debug)]
 struct Row {
+    hash: RowHash,
     json: Vec<u8>,
     delta: Delta,
 }
 
-/// The rows' changes in one epoch, by hash, in the order rows first came.
-type Rows = IndexMap<RowHash, Row, FxBuildHasher>;
+/// Rows below which an epoch's rows are not consolidated before its fold.
+const CONSOLIDATE_ROWS_MIN: usize = 4096;
+
+/// The rows' changes in one epoch, in the order they came, a row's changes
+/// summed into one entry whenever the vector doubles since the last time
+/// (and at the fold). So an update costs a push, not a map's lookup, and
+/// the vector holds at most twice the epoch's distinct rows (or
+/// [`CONSOLIDATE_ROWS_MIN`]).
+///
+/// Invariant: the first `consolidated` entries are sorted by hash, one per
+/// row, none with a zero change; an entry's `before`, once read, is the
+/// row's multiplicity before the epoch (equal for all entries of a row).
+#[derive(Debug, Default)]
+struct Rows {
+    rows: Vec<Row>,
+    consolidated: usize,
+}
+
+impl Rows {
+    fn push(&mut self, row: Row) {
+        self.rows.push(row);
+        if self.rows.len() >= CONSOLIDATE_ROWS_MIN.max(2 * self.consolidated) {
+            self.consolidate();
+        }
+    }
+
+    /// Sorts the rows by hash and sums each row's changes into one entry,
+    /// dropping rows whose changes cancel.
+    fn consolidate(&mut self) {
+        self.rows.sort_unstable_by_key(|row| row.hash);
+        self.rows.dedup_by(|later, kept| {
+            if later.hash != kept.hash {
+                return false;
+            }
+            debug_assert_eq!(later.json, kept.json, "rows with one hash are one row");
+            debug_assert!(
+                later.delta.before.is_none() || kept.delta.before.is_none_or(|b| Some(b) == later.delta.before),
+                "a row's multiplicity before the epoch is read once"
+            );
+            kept.delta.diff += later.delta.diff;
+            kept.delta.before = kept.delta.before.or(later.delta.before);
+            true
+        });
+        self.rows.retain(|row| row.delta.diff != 0);
+        self.consolidated = self.rows.len();
+    }
+}
 
 /// One open epoch: its capability and its rows' changes so far.
 struct Open {
     capability: Capability<Epoch>,
     rows: Rows,
-    /// Rows from this index on came after the last read ahead.
+    /// Rows from this index on came after the last read ahead (0 after a
+    /// consolidation: rows with `before` read are passed over).
     unread_from: usize,
     /// The first row that could not be JSON (fails the epoch's fold).
     error: Option<String>,
@@ -302,14 +348,10 @@ impl ViewFold {
             }
             Ok((hash, json)) => {
                 debug_assert_eq!(hash, self.hasher.hash(&json), "a row arrives with its index hash");
-                match open.rows.entry(hash) {
-                    indexmap::map::Entry::Occupied(mut row) => {
-                        debug_assert_eq!(row.get().json, json, "rows with one hash are one row");
-                        row.get_mut().delta.diff += diff as i64;
-                    }
-                    indexmap::map::Entry::Vacant(row) => {
-                        row.insert(Row { json, delta: Delta { before: None, diff: diff as i64 } });
-                    }
+                let consolidated = open.rows.consolidated;
+                open.rows.push(Row { hash, json, delta: Delta { before: None, diff: diff as i64 } });
+                if open.rows.consolidated != consolidated {
+                    open.unread_from = 0;
                 }
             }
         }
@@ -341,14 +383,13 @@ impl ViewFold {
         if frontier != Some(epoch) || self.replaced == Some(epoch) {
             return Ok(());
         }
-        for at in open.unread_from..open.rows.len() {
-            let (&hash, row) = open.rows.get_index_mut(at).expect("an index below the length");
-            if self.at_most_once && row.delta.diff < 0 {
-                continue; // held once if still retracted at the fold: nothing to read
+        for row in &mut open.rows.rows[open.unread_from..] {
+            if row.delta.before.is_some() || (self.at_most_once && row.delta.diff < 0) {
+                continue; // read already; or held once if still retracted at the fold: nothing to read
             }
-            row.delta.before = Some(held((state, &self.unapplied), &self.filter, hash, &self.what)?);
+            row.delta.before = Some(held((state, &self.unapplied), &self.filter, row.hash, &self.what)?);
         }
-        open.unread_from = open.rows.len();
+        open.unread_from = open.rows.rows.len();
         Ok(())
     }
 
@@ -399,13 +440,12 @@ impl ViewFold {
             retract_committed(state, changelog, (self.hasher, self.worker), &mut rows, &self.what)?;
             at_most_once = false;
         }
-        let used = rows.len();
         // Sorted in place (no copy of the epoch's rows into a new vector).
-        rows.retain(|_, row| row.delta.diff != 0);
-        rows.sort_unstable_keys();
-        let mut changes = Vec::with_capacity(rows.len());
-        let mut folded = Vec::with_capacity(if self.holds_rows { rows.len() } else { 0 });
-        for (hash, Row { json, delta }) in rows.drain(..) {
+        rows.consolidate();
+        let used = rows.rows.len();
+        let mut changes = Vec::with_capacity(used);
+        let mut folded = Vec::with_capacity(if self.holds_rows { used } else { 0 });
+        for Row { hash, json, delta } in rows.rows.drain(..) {
             let index = (&*state, &self.unapplied);
             let old = match delta.before {
                 None if !self.holds_rows => i64::from(delta.diff < 0),
@@ -437,7 +477,8 @@ impl ViewFold {
         }
         // The next epoch's map grows into this one's capacity, unless that
         // is far more than this epoch used (a catch-up's map is let go).
-        if worth_keeping(rows.capacity(), used) && rows.capacity() > self.spare_rows.capacity() {
+        if worth_keeping(rows.rows.capacity(), used) && rows.rows.capacity() > self.spare_rows.rows.capacity() {
+            rows.consolidated = 0;
             self.spare_rows = rows;
         }
         // The epoch's commit may come before the next `index_folded`.
@@ -451,7 +492,7 @@ impl ViewFold {
 impl Open {
     /// An epoch opened with `spare`'s map (empty, its capacity kept).
     fn new(capability: Capability<Epoch>, spare: &mut Rows) -> Open {
-        debug_assert!(spare.is_empty(), "a spare map of rows is empty");
+        debug_assert!(spare.rows.is_empty() && spare.consolidated == 0, "a spare vector of rows is empty");
         Open { capability, rows: std::mem::take(spare), unread_from: 0, error: None }
     }
 }
@@ -482,8 +523,7 @@ fn retract_committed(
                 String::from_utf8_lossy(row)
             ));
         }
-        let retracted = rows.entry(hash).or_insert_with(|| Row { json: row.to_vec(), delta: Delta::default() });
-        retracted.delta.diff -= count;
+        rows.push(Row { hash, json: row.to_vec(), delta: Delta { before: None, diff: -count } });
         Ok(())
     })
 }
@@ -528,43 +568,40 @@ fn stored((state, unapplied): (&OperatorState, &Unapplied), hash: RowHash, what:
     state.get_uncounted(&hash.key())?.map_or(Ok(0), |bytes| IndexEntry::decode(&bytes, what).map(|entry| entry.count))
 }
 
-/// The rows of folded epochs that the view's index may not hold yet (its
-/// applier writes an epoch after the epoch's commit): each row's
-/// multiplicity after the last such epoch that changed it (0: gone), and
-/// each epoch's rows, to forget them once the index holds the epoch.
+/// The rows of folded epochs that the index may not hold yet (its
+/// applier writes an epoch after the epoch's commit): each such epoch's
+/// changed rows with their multiplicities after it, in hash order. A row's
+/// multiplicity is the one of the newest of them that changed it.
 ///
-/// Invariant: `rows` holds exactly the rows of the epochs in `epochs`,
-/// each with the last of those epochs that changed it; `epochs` increase.
+/// Invariant: epochs increase; each epoch's rows are sorted by hash, one
+/// entry per row (asserted on insert).
 #[derive(Default)]
 struct Unapplied {
-    rows: FxHashMap<RowHash, (Epoch, i64)>,
-    epochs: VecDeque<(Epoch, Vec<RowHash>)>,
+    epochs: VecDeque<(Epoch, Vec<(RowHash, i64)>)>,
 }
 
 impl Unapplied {
+    /// Searches the epochs newest first: usually one or two, each a binary
+    /// search (no map to build for an epoch's rows, none to clean).
     fn get(&self, hash: RowHash) -> Option<i64> {
-        self.rows.get(&hash).map(|&(_, count)| count)
+        self.epochs
+            .iter()
+            .rev()
+            .find_map(|(_, rows)| rows.binary_search_by_key(&hash, |&(hash, _)| hash).ok().map(|at| rows[at].1))
     }
 
-    /// Epoch `epoch`'s rows with their multiplicities after it.
+    /// Epoch `epoch`'s rows with their multiplicities after it, sorted by hash.
     fn insert(&mut self, epoch: Epoch, rows: Vec<(RowHash, i64)>) {
         assert!(self.epochs.back().is_none_or(|&(last, _)| last < epoch), "epochs are folded in order");
-        let hashes = rows.iter().map(|&(hash, _)| hash).collect();
-        self.rows.extend(rows.into_iter().map(|(hash, count)| (hash, (epoch, count))));
-        self.epochs.push_back((epoch, hashes));
+        assert!(rows.windows(2).all(|pair| pair[0].0 < pair[1].0), "an epoch's rows are sorted by hash, once each");
+        self.epochs.push_back((epoch, rows));
     }
 
-    /// Forgets the rows of the epochs up to `applied` (the committed
-    /// epoch: the index holds every epoch up to it), unless a later
-    /// epoch changed them again.
+    /// Forgets the epochs up to `applied` (the committed epoch: the index
+    /// holds every epoch up to it).
     fn forget_through(&mut self, applied: Epoch) {
         while self.epochs.front().is_some_and(|&(epoch, _)| epoch <= applied) {
-            let (epoch, hashes) = self.epochs.pop_front().expect("checked above");
-            for hash in hashes {
-                if self.rows.get(&hash).is_some_and(|&(last, _)| last == epoch) {
-                    self.rows.remove(&hash);
-                }
-            }
+            self.epochs.pop_front();
         }
     }
 }
@@ -576,7 +613,7 @@ mod tests {
     use timely::dataflow::operators::generic::Operator;
     use timely::dataflow::operators::{Input, Probe};
 
-    use super::{JsonRow, Unapplied, route};
+    use super::{CONSOLIDATE_ROWS_MIN, Delta, JsonRow, Row, Rows, Unapplied, route};
     use crate::view_index::{RowHash, RowHasher};
 
     /// An epoch's rows are read from memory until the index holds the
@@ -594,7 +631,32 @@ mod tests {
         assert_eq!((unapplied.get(a), unapplied.get(b)), (Some(0), None));
         unapplied.forget_through(4);
         assert_eq!(unapplied.get(a), None);
-        assert!(unapplied.rows.is_empty() && unapplied.epochs.is_empty());
+        assert!(unapplied.epochs.is_empty());
+    }
+
+    proptest::proptest! {
+        /// However often an epoch's rows are consolidated while they come
+        /// (every push past twice the last consolidated length), the fold
+        /// sees each row once with the sum of its changes, in hash order,
+        /// and no row whose changes cancel: against a map built from scratch.
+        #[test]
+        fn an_epochs_rows_sum_each_rows_changes_however_often_they_are_consolidated(
+            updates in proptest::collection::vec((0u128..3000, -2i64..3), 0..3 * CONSOLIDATE_ROWS_MIN),
+        ) {
+            let mut rows = Rows::default();
+            let mut expected = std::collections::BTreeMap::<u128, i64>::new();
+            for &(hash, diff) in &updates {
+                let json = hash.to_string().into_bytes();
+                rows.push(Row { hash: RowHash(hash), json, delta: Delta { before: None, diff } });
+                *expected.entry(hash).or_default() += diff;
+                proptest::prop_assert!(rows.rows.len() <= CONSOLIDATE_ROWS_MIN.max(2 * rows.consolidated));
+            }
+            rows.consolidate();
+            expected.retain(|_, diff| *diff != 0);
+            let got: Vec<(u128, i64)> = rows.rows.iter().map(|row| (row.hash.0, row.delta.diff)).collect();
+            proptest::prop_assert_eq!(got, expected.into_iter().collect::<Vec<_>>());
+            proptest::prop_assert!(rows.rows.iter().all(|row| row.json == row.hash.0.to_string().into_bytes()));
+        }
     }
 
     /// Every row reaches the one worker that owns its hash, for worker
