@@ -47,6 +47,10 @@ pub(crate) struct JobArgs {
     /// Checkpoint interval (the epoch length).
     #[arg(long, default_value_t = 1000)]
     pub(crate) epoch_ms: u64,
+    /// Records a source reads in one epoch (per worker) before it ends the
+    /// epoch early: a backlog is read in epochs of at most this many.
+    #[arg(long, default_value_t = millpond_dataflow::EPOCH_RECORDS_MAX_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) epoch_records_max: u64,
     /// Stop once everything the topics held at the start is processed.
     #[arg(long)]
     pub(crate) until_caught_up: bool,
@@ -76,6 +80,7 @@ impl JobArgs {
         JobArgs {
             workers,
             epoch_ms,
+            epoch_records_max: millpond_dataflow::EPOCH_RECORDS_MAX_DEFAULT,
             until_caught_up: true,
             state: StateArg::Rocksdb,
             state_cache_mib: STATE_CACHE_MIB_DEFAULT,
@@ -187,6 +192,7 @@ pub(crate) fn config(data_dir: &Path, args: &JobArgs, stop: Arc<AtomicBool>) -> 
     let mut config = RuntimeConfig::new(data_dir)
         .workers(args.workers)
         .epoch_interval_ms(args.epoch_ms)
+        .epoch_records_max(args.epoch_records_max)
         .state(match args.state {
             StateArg::Rocksdb => StateBackend::RocksDb,
             StateArg::Memory => StateBackend::Memory,

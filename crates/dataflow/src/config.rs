@@ -9,6 +9,9 @@ use std::sync::atomic::AtomicBool;
 
 use crate::Epoch;
 
+/// The default [`RuntimeConfig::epoch_records_max`].
+pub const EPOCH_RECORDS_MAX_DEFAULT: u64 = 128 * 1024;
+
 /// Where operator state lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StateBackend {
@@ -86,6 +89,11 @@ pub struct RuntimeConfig {
     pub stop: Arc<AtomicBool>,
     /// Bytes a source fetches from one partition per step.
     pub fetch_bytes_max: usize,
+    /// Records one source reads in one epoch on one worker before it closes
+    /// the epoch early ([`EPOCH_RECORDS_MAX_DEFAULT`]): a backlog is read in
+    /// epochs of this size at most, so what an epoch holds downstream is
+    /// bounded however fast the sources read.
+    pub epoch_records_max: u64,
     /// How long a committed epoch's changelog records are kept from
     /// compaction (Kafka's `min.compaction.lag.ms`): a subscriber can resume
     /// with `--as-of` an epoch this recent.
@@ -145,6 +153,7 @@ impl RuntimeConfig {
             stop_when_caught_up: false,
             stop: Arc::new(AtomicBool::new(false)),
             fetch_bytes_max: 1 << 20,
+            epoch_records_max: EPOCH_RECORDS_MAX_DEFAULT,
             commit_delay_ms: 0,
             sink_segment_bytes: 64 << 20,
             changelog_compaction_lag_ms: 600_000,
@@ -213,6 +222,10 @@ impl RuntimeConfig {
     }
     pub fn fetch_bytes_max(mut self, bytes: usize) -> Self {
         self.fetch_bytes_max = bytes;
+        self
+    }
+    pub fn epoch_records_max(mut self, records: u64) -> Self {
+        self.epoch_records_max = records;
         self
     }
     /// Stops the run at the next epoch boundary once `flag` is set.

@@ -10,7 +10,7 @@ use std::cell::{Ref, RefCell};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use millpond_log::Log;
 use timely::dataflow::ProbeHandle;
@@ -20,18 +20,15 @@ use crate::checkpoint::{Checkpoints, Declarations, IndexWanted};
 use crate::config::{RetentionGap, RetentionGapPolicy, RuntimeConfig};
 use crate::error::{Error, Result};
 use crate::opstate::OperatorState;
+use crate::timeline::Timeline;
 use crate::view_index::{Head, index_keyspace};
-
-/// The longest first epoch of a run.
-const FIRST_EPOCH_MS_MAX: u64 = 100;
 
 /// What all workers of a runtime share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: RuntimeConfig,
     pub(crate) checkpoints: Arc<Checkpoints>,
-    start: Instant,
-    first_epoch: Epoch,
+    pub(crate) timeline: Timeline,
     failure: Mutex<Option<Error>>,
     dropped: Mutex<Vec<String>>,
     retention_gaps: Mutex<Vec<RetentionGap>>,
@@ -42,11 +39,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: RuntimeConfig, checkpoints: Arc<Checkpoints>, first_epoch: Epoch) -> Shared {
+        let timeline = Timeline::new(first_epoch, config.epoch_interval_ms);
         Shared {
             config,
             checkpoints,
-            start: Instant::now(),
-            first_epoch,
+            timeline,
             failure: Mutex::new(None),
             dropped: Mutex::new(Vec::new()),
             retention_gaps: Mutex::new(Vec::new()),
@@ -70,36 +67,20 @@ impl Shared {
     pub(crate) fn take_retention_gaps(&self) -> Vec<RetentionGap> {
         std::mem::take(&mut *self.retention_gaps.lock().expect("gaps lock"))
     }
-    /// The epoch that the clock is in now.
+    /// The epoch the run is in now ([`Timeline`]).
     pub(crate) fn epoch_now(&self) -> Epoch {
-        let elapsed_ms = self.start.elapsed().as_millis() as u64;
-        let first_ms = self.first_epoch_ms();
-        if elapsed_ms < first_ms {
-            self.first_epoch
-        } else {
-            self.first_epoch + 1 + (elapsed_ms - first_ms) / self.config.epoch_interval_ms.max(1)
-        }
-    }
-    /// The first epoch of a run is short, so that output resumes soon after
-    /// a restart (the replayed backlog then flows through regular epochs).
-    fn first_epoch_ms(&self) -> u64 {
-        self.config.epoch_interval_ms.clamp(1, FIRST_EPOCH_MS_MAX)
+        self.timeline.epoch_now()
     }
     pub(crate) fn first_epoch(&self) -> Epoch {
-        self.first_epoch
+        self.timeline.first()
     }
     /// Time left in `epoch`.
     pub(crate) fn until_epoch_end(&self, epoch: Epoch) -> Duration {
-        self.epoch_end(epoch).saturating_sub(self.start.elapsed())
+        self.timeline.until_epoch_end(epoch)
     }
-    /// Time since `epoch` ended on the clock (zero while it runs).
+    /// Time since `epoch` ended (zero while it runs).
     pub(crate) fn since_epoch_end(&self, epoch: Epoch) -> Duration {
-        self.start.elapsed().saturating_sub(self.epoch_end(epoch))
-    }
-    /// When `epoch` ends on the clock, from the run's start.
-    fn epoch_end(&self, epoch: Epoch) -> Duration {
-        let epochs = epoch.saturating_sub(self.first_epoch);
-        Duration::from_millis(self.first_epoch_ms() + epochs * self.config.epoch_interval_ms.max(1))
+        self.timeline.since_epoch_end(epoch)
     }
     pub(crate) fn log(&self) -> &Arc<Log> {
         self.checkpoints.log()

@@ -60,6 +60,7 @@ mod source;
 pub mod source_group;
 mod stash;
 pub mod state;
+mod timeline;
 pub mod timing;
 mod top_k;
 pub mod topics;
@@ -78,7 +79,7 @@ pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
 pub use applier::lower_current_thread;
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};
-pub use config::{ChangelogHold, ChangelogHolds, CommitBell};
+pub use config::{ChangelogHold, ChangelogHolds, CommitBell, EPOCH_RECORDS_MAX_DEFAULT};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
 /// The log's error, for callers that tell its cases apart (an unknown

@@ -1,11 +1,13 @@
 //! Sources: timely operators that tail a topic's partitions.
 //!
 //! Worker w owns the partitions p with `p % workers == w`. A source emits
-//! each record at the epoch the clock is in when it reads it, and when the
-//! clock moves to a later epoch it first records, for the epoch it closes,
+//! each record at the epoch the run is in when it reads it, and when the
+//! run moves to a later epoch it first records, for the epoch it closes,
 //! the next offset of every partition it owns, then downgrades its
 //! capability. So a checkpoint of epoch e holds exactly the offsets after
-//! the records emitted at epochs up to e.
+//! the records emitted at epochs up to e. A source that has read
+//! `epoch_records_max` records at one epoch closes it early
+//! ([`crate::timeline`]): a backlog is read in bounded epochs.
 //!
 //! Offsets are kept per reader (a name; `Job::source` names its reader
 //! after the topic), so one job may read a topic with several readers,
@@ -127,6 +129,8 @@ pub(crate) fn operate<'s, R: Tailer>(
     let stream = source(scope, name, move |capability: Capability<Epoch>, info| {
         let activator = scope.activator_for(info.address);
         let mut cap = Some(capability);
+        // Records read at the current epoch.
+        let mut read_in_epoch = 0u64;
         move |output| {
             let Some(current) = cap.as_mut() else { return };
             let now = shared.epoch_now().max(shared.first_epoch());
@@ -137,6 +141,7 @@ pub(crate) fn operate<'s, R: Tailer>(
                     tailer.record(&shared, *current.time());
                 }
                 current.downgrade(&now);
+                read_in_epoch = 0;
             }
             let epoch = *current.time();
             if shared.checkpoints.progress_due() {
@@ -146,7 +151,11 @@ pub(crate) fn operate<'s, R: Tailer>(
             }
             let read_any = {
                 let mut session = output.session(current);
-                match tailer.read(&shared, |item| session.give((item, epoch, 1 as Diff))) {
+                let give = |item| {
+                    read_in_epoch += 1;
+                    session.give((item, epoch, 1 as Diff));
+                };
+                match tailer.read(&shared, give) {
                     Some(read_any) => read_any,
                     None => return,
                 }
@@ -155,6 +164,10 @@ pub(crate) fn operate<'s, R: Tailer>(
             if shared.stopping() || caught_up {
                 tailer.record(&shared, epoch);
                 cap = None;
+            } else if read_in_epoch >= shared.config.epoch_records_max {
+                // A backlog: the epoch is full, the next one starts now.
+                shared.timeline.close_early(epoch);
+                activator.activate();
             } else if read_any {
                 activator.activate();
             } else {

@@ -106,7 +106,7 @@ impl HistogramSnapshot {
 /// through [`crate::RuntimeConfig::timings`]).
 #[derive(Debug, Default)]
 pub struct CommitTimings {
-    /// An epoch's end on the runtime's clock to a view's sink handing it to
+    /// An epoch's end (on the clock, or early: `timeline.rs`) to a view's sink handing it to
     /// its append thread: the input read and folded after the close, and
     /// the frontier's way through the dataflow.
     pub close_to_write: Histogram,
@@ -124,7 +124,7 @@ pub struct CommitTimings {
     pub publish: Histogram,
     /// The views' state applied from their changelogs, after the publish.
     pub view_apply: Histogram,
-    /// An epoch's end on the runtime's clock to its commit's publish: the
+    /// An epoch's end (on the clock, or early: `timeline.rs`) to its commit's publish: the
     /// dataflow's part of a reader's latency.
     pub close_to_publish: Histogram,
 }

@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{dead_letters, produce, rows_of, view_rows};
+use common::{dead_letters, produce, produce_batches, rows_of, view_rows};
 use millpond_dataflow::{Count, Max, Min, Runtime, RuntimeConfig, StateBackend, Sum, json};
 use millpond_log::{Log, LogOptions};
 use serde::Deserialize;
@@ -106,6 +106,60 @@ fn aggregate_view_equals_recomputation_and_bad_records_go_to_dead_letters() {
         assert_eq!(letter.headers["millpond.source.topic-id"], id);
         let (partition, offset) = letter.source_offset();
         assert!(partition < 3 && offset < 5002, "{letter:?}");
+    }
+}
+
+/// A backlog is read in epochs of at most `epoch_records_max` records (and
+/// one read's worth more), however long the clock's epochs: a view of every
+/// bid changes in many epochs, each with few rows, and holds every bid once.
+/// (With the clock alone, the 6000 bids would take two epochs: the run's
+/// short first one and one of ten minutes.)
+#[test]
+fn a_backlog_is_read_in_epochs_of_at_most_the_records_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = bids(0..6000); // each (auction, price) once
+    let batches: Vec<_> = input.chunks(20).map(<[_]>::to_vec).collect();
+    produce_batches(dir.path(), "bid", 2, &batches);
+    let (records_max, fetch_bytes_max) = (500, 2048);
+    let config = RuntimeConfig::new(dir.path())
+        .epoch_interval_ms(600_000)
+        .epoch_records_max(records_max)
+        .fetch_bytes_max(fetch_bytes_max)
+        .stop_when_caught_up(true);
+    let stats = Runtime::run(config, |job| {
+        let bids = job.source("bid", json::<Bid>()).map(|b| (b.auction, b.price));
+        job.materialize("every_bid", bids);
+    })
+    .unwrap();
+    assert_eq!(stats.records, 6000);
+    let per_epoch = changes_per_epoch(dir.path(), "every_bid");
+    // A read fetches at most `fetch_bytes_max` from each of the 2 partitions
+    // (over 40 bytes a record), or one batch of 20: at most 100 past the limit.
+    let most = *per_epoch.values().max().unwrap();
+    assert!(most <= records_max + 100, "an epoch of {most} changes: {per_epoch:?}");
+    assert!(per_epoch.len() >= 10, "6000 bids in {} epochs", per_epoch.len());
+    assert_eq!(per_epoch.values().sum::<u64>(), 6000, "one change per bid");
+    let every_bid = rows_of(input.iter().map(|(_, value)| {
+        let bid: Bid = serde_json::from_str(value.as_deref().unwrap()).unwrap();
+        ((bid.auction, bid.price), 1)
+    }));
+    assert_eq!(view_rows(dir.path(), "every_bid"), every_bid);
+}
+
+/// How many changelog records each epoch of `view` has, from their `epoch` headers.
+fn changes_per_epoch(dir: &std::path::Path, view: &str) -> BTreeMap<u64, u64> {
+    let topic = millpond_dataflow::changelog_topic(view);
+    let mut reader = millpond_log::PartitionReader::new(dir, &topic, 0, 0).unwrap();
+    let mut per_epoch = BTreeMap::new();
+    loop {
+        let records = reader.read(u64::MAX, 1 << 20).unwrap();
+        if records.is_empty() {
+            return per_epoch;
+        }
+        for r in records {
+            let header = r.record.headers.iter().find(|h| h.key == "epoch").and_then(|h| h.value.clone()).unwrap();
+            *per_epoch.entry(u64::from_be_bytes(header.try_into().unwrap())).or_default() += 1;
+        }
     }
 }
 
