@@ -709,18 +709,7 @@ fn every_view_is_listed_and_the_input_spans_many_epochs() {
 
 /// The epochs in which a view changed, from its changelog's `epoch` headers.
 fn changelog_epochs(dir: &Path, view: &str) -> std::collections::BTreeSet<u64> {
-    let mut reader = millpond_log::PartitionReader::new(dir, &millpond_dataflow::changelog_topic(view), 0, 0).unwrap();
-    let mut epochs = std::collections::BTreeSet::new();
-    loop {
-        let records = reader.read(u64::MAX, 1 << 20).unwrap();
-        if records.is_empty() {
-            return epochs;
-        }
-        for r in records {
-            let header = r.record.headers.iter().find(|h| h.key == "epoch").and_then(|h| h.value.clone()).unwrap();
-            epochs.insert(u64::from_be_bytes(header.try_into().unwrap()));
-        }
-    }
+    common::changes_per_epoch(dir, view).into_keys().collect()
 }
 
 // ---------------------------------------------------------------------------

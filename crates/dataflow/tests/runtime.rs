@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{dead_letters, produce, produce_batches, rows_of, view_rows};
+use common::{changes_per_epoch, dead_letters, produce, produce_batches, rows_of, view_rows};
 use millpond_dataflow::{Count, Max, Min, Runtime, RuntimeConfig, StateBackend, Sum, json};
 use millpond_log::{Log, LogOptions};
 use serde::Deserialize;
@@ -144,23 +144,6 @@ fn a_backlog_is_read_in_epochs_of_at_most_the_records_limit() {
         ((bid.auction, bid.price), 1)
     }));
     assert_eq!(view_rows(dir.path(), "every_bid"), every_bid);
-}
-
-/// How many changelog records each epoch of `view` has, from their `epoch` headers.
-fn changes_per_epoch(dir: &std::path::Path, view: &str) -> BTreeMap<u64, u64> {
-    let topic = millpond_dataflow::changelog_topic(view);
-    let mut reader = millpond_log::PartitionReader::new(dir, &topic, 0, 0).unwrap();
-    let mut per_epoch = BTreeMap::new();
-    loop {
-        let records = reader.read(u64::MAX, 1 << 20).unwrap();
-        if records.is_empty() {
-            return per_epoch;
-        }
-        for r in records {
-            let header = r.record.headers.iter().find(|h| h.key == "epoch").and_then(|h| h.value.clone()).unwrap();
-            *per_epoch.entry(u64::from_be_bytes(header.try_into().unwrap())).or_default() += 1;
-        }
-    }
 }
 
 #[test]

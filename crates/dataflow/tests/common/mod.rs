@@ -131,3 +131,20 @@ pub fn state_entries(dir: &Path, keyspace: &str) -> usize {
         .unwrap();
     count
 }
+
+/// How many changelog records each epoch of `view` has, from their `epoch` headers.
+pub fn changes_per_epoch(dir: &Path, view: &str) -> BTreeMap<u64, u64> {
+    let topic = millpond_dataflow::changelog_topic(view);
+    let mut reader = millpond_log::PartitionReader::new(dir, &topic, 0, 0).unwrap();
+    let mut per_epoch = BTreeMap::new();
+    loop {
+        let records = reader.read(u64::MAX, 1 << 20).unwrap();
+        if records.is_empty() {
+            return per_epoch;
+        }
+        for r in records {
+            let header = r.record.headers.iter().find(|h| h.key == "epoch").and_then(|h| h.value.clone()).unwrap();
+            *per_epoch.entry(u64::from_be_bytes(header.try_into().unwrap())).or_default() += 1;
+        }
+    }
+}
