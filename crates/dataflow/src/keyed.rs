@@ -31,7 +31,7 @@ use crate::aggregate::Aggregate;
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::error::{Error, Result};
-use crate::opstate::OperatorState;
+use crate::opstate::{OperatorState, Values};
 use crate::stash::EpochStash;
 use crate::{Collection, Diff, Epoch};
 
@@ -93,6 +93,34 @@ impl<'a, K, V> Grouped<'a, K, V> {
         for (key_bytes, range) in self.runs() {
             let values = &self.updates[range];
             f(&(values[0].0).0, key_bytes, values)?;
+        }
+        Ok(())
+    }
+}
+
+/// Keys of one batched state read of [`Grouped::for_each_key_stored`].
+const STORED_READ_KEYS: usize = 1024;
+
+impl<K, V> Grouped<'_, K, V> {
+    /// Calls `f(state, key, state_key, values, stored)` for each key, in
+    /// state key order, with the key's stored value: read a batch of
+    /// [`STORED_READ_KEYS`] keys at a time ([`OperatorState::get_many`]:
+    /// one batched store lookup, keys in the store's order). `f` writes
+    /// only its own key (a later key's value was read before it ran).
+    pub(crate) fn for_each_key_stored(
+        &self,
+        state: &mut OperatorState,
+        mut f: impl FnMut(&mut OperatorState, &K, &[u8], &[Update<K, V>], Option<&[u8]>) -> Result<()>,
+    ) -> Result<()> {
+        let (mut keys, mut stored) = (Vec::with_capacity(STORED_READ_KEYS), Values::default());
+        for batch in self.runs.runs.chunks(STORED_READ_KEYS) {
+            keys.clear();
+            keys.extend(batch.iter().map(|(key, _)| &self.runs.bytes[key.clone()]));
+            state.get_many(&keys, &mut stored)?;
+            for (i, (key, updates)) in batch.iter().enumerate() {
+                let values = &self.updates[updates.clone()];
+                f(state, &(values[0].0).0, &self.runs.bytes[key.clone()], values, stored.get(i))?;
+            }
         }
         Ok(())
     }
@@ -340,10 +368,10 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
         keyed_unary_op(self, name, Batching::ByKey, move |epoch, updates, state, out| {
-            updates.for_each_key(|key, key_bytes, values| {
+            updates.for_each_key_stored(state, |state, key, key_bytes, values, stored| {
                 let key_bytes = key_bytes.to_vec();
-                let (mut count, mut acc): (i64, A::State) = match state.get(&key_bytes)? {
-                    Some(bytes) => decode(&bytes, &what)?,
+                let (mut count, mut acc): (i64, A::State) = match stored {
+                    Some(bytes) => decode(bytes, &what)?,
                     None => (0, A::State::default()),
                 };
                 let old = (count > 0).then(|| aggregate.output(count, &acc));
@@ -390,10 +418,10 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         let what = format!("reduce '{name}'");
         let mut scratch = Vec::new();
         keyed_unary_op(self, name, Batching::Consolidated, move |epoch, updates, state, out| {
-            updates.for_each_key(|key, key_bytes, values| {
+            updates.for_each_key_stored(state, |state, key, key_bytes, values, stored| {
                 let key_bytes = key_bytes.to_vec();
-                let mut multiset: Vec<(V, Diff)> = match state.get(&key_bytes)? {
-                    Some(bytes) => decode(&bytes, &what)?,
+                let mut multiset: Vec<(V, Diff)> = match stored {
+                    Some(bytes) => decode(bytes, &what)?,
                     None => Vec::new(),
                 };
                 scratch.clear();

@@ -227,6 +227,34 @@ impl StateReadCounters {
     }
 }
 
+/// The values of a batch of keys ([`OperatorState::get_many`]): one
+/// buffer of their bytes, and each key's range of it (`None`: no value).
+#[derive(Debug, Default)]
+pub(crate) struct Values {
+    bytes: Vec<u8>,
+    ranges: Vec<Option<std::ops::Range<usize>>>,
+}
+
+impl Values {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.ranges.clear();
+    }
+
+    fn set(&mut self, i: usize, value: Option<&[u8]>) {
+        self.ranges[i] = value.map(|value| {
+            let start = self.bytes.len();
+            self.bytes.extend_from_slice(value);
+            start..self.bytes.len()
+        });
+    }
+
+    /// The value of the `i`th key.
+    pub(crate) fn get(&self, i: usize) -> Option<&[u8]> {
+        self.ranges[i].clone().map(|range| &self.bytes[range])
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct OperatorState {
     checkpoints: Arc<Checkpoints>,
@@ -341,6 +369,39 @@ impl OperatorState {
             ..StateReads::default()
         });
         Ok(value)
+    }
+
+    /// The latest values of `keys` (increasing byte order, each once), as
+    /// [`OperatorState::get`] gives them one at a time, into `values`
+    /// (cleared first: one entry a key, a value's bytes in `values.bytes`).
+    /// The keys neither the filter nor the overlay answers are read from
+    /// the store in one batched lookup, in the store's order.
+    pub(crate) fn get_many(&self, keys: &[&[u8]], values: &mut Values) -> Result<()> {
+        values.clear();
+        let mut misses: Vec<(usize, &[u8])> = Vec::new();
+        let mut reads = StateReads::default();
+        for (i, &key) in keys.iter().enumerate() {
+            values.ranges.push(None);
+            if self.surely_absent(key) {
+                debug_assert!(
+                    self.overlay.get(key).is_none_or(|value| value.is_none()),
+                    "a key the filter says is absent is not pending with a value"
+                );
+                continue;
+            }
+            reads.gets += 1;
+            match self.overlay.get(key) {
+                Some(pending) => values.set(i, pending),
+                None => misses.push((i, key)),
+            }
+        }
+        let miss_keys: Vec<&[u8]> = misses.iter().map(|&(_, key)| key).collect();
+        self.checkpoints.store().multi_get(self.keyspace, &miss_keys, &mut |at, stored| {
+            values.set(misses[at].0, stored);
+        })?;
+        reads.value_bytes = values.bytes.len() as u64;
+        self.count(reads);
+        Ok(())
     }
 
     /// [`OperatorState::get`] without counting the read: for assertions
@@ -585,7 +646,48 @@ impl OperatorState {
 
 #[cfg(test)]
 mod tests {
-    use super::Overlay;
+    use super::{OperatorState, Overlay, Values};
+    use crate::checkpoint::Checkpoints;
+    use crate::state::{MemoryStore, RocksStore, StateStore};
+    use std::sync::Arc;
+
+    /// `get_many` answers as `get` does, key by key, over keys committed,
+    /// pending in the overlay (puts and deletes over committed keys), and
+    /// never written, in batches longer than one store lookup takes.
+    #[test]
+    fn a_batched_read_answers_as_point_reads_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let rocks: Arc<dyn StateStore> = Arc::new(RocksStore::open(dir.path().join("state")).unwrap());
+        for (n, store) in [rocks, Arc::new(MemoryStore::new()) as Arc<dyn StateStore>].into_iter().enumerate() {
+            let data_dir = dir.path().join(format!("data{n}"));
+            let log = Arc::new(millpond_log::Log::open(&data_dir, millpond_log::LogOptions::default()).unwrap());
+            let checkpoints = Arc::new(Checkpoints::open(store, log, data_dir, false, 0).unwrap());
+            let mut state = OperatorState::new(checkpoints.clone(), "op.t", &Default::default()).unwrap();
+            let key = |k: u32| k.to_be_bytes().to_vec();
+            for k in (0..6000).step_by(2) {
+                state.put(1, key(k), format!("committed {k}").into_bytes());
+            }
+            state.finish_epoch(1).unwrap();
+            assert_eq!(checkpoints.commit_below(2).unwrap(), Some(1));
+            for k in (0..6000).step_by(3) {
+                match k % 4 {
+                    0 => state.delete(2, key(k)),
+                    _ => state.put(2, key(k), format!("pending {k}").into_bytes()),
+                }
+            }
+            let keys: Vec<Vec<u8>> = (0..6100).filter(|k| k % 5 != 0).map(key).collect();
+            let borrowed: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let mut values = Values::default();
+            state.get_many(&borrowed, &mut values).unwrap();
+            let mut present = 0;
+            for (i, key) in keys.iter().enumerate() {
+                let one = state.get_uncounted(key).unwrap();
+                assert_eq!(values.get(i), one.as_deref(), "key {i} of store {n}");
+                present += usize::from(one.is_some());
+            }
+            assert!(present > 2000 && present < keys.len(), "a mix of present and absent keys: {present}");
+        }
+    }
 
     fn grouped() -> Overlay {
         Overlay { grouped: true, ..Overlay::default() }

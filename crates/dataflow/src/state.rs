@@ -129,6 +129,16 @@ pub trait StateStore: Send + Sync + fmt::Debug {
     fn scan_keys_from(&self, keyspace: Keyspace, start: &[u8], limit: usize, f: &mut dyn FnMut(&[u8])) -> Result<()>;
     /// Applies `batch` atomically; with `sync`, durably before returning.
     fn commit(&self, batch: WriteBatch, sync: bool) -> Result<()>;
+    /// Calls `f(i, value)` with the value of each of `keys` (in increasing
+    /// byte order, each once), as of the last commit, in their order: one
+    /// batched lookup where the backend has one (keys near each other share
+    /// the reads of filter, index and data blocks).
+    fn multi_get(&self, keyspace: Keyspace, keys: &[&[u8]], f: &mut dyn FnMut(usize, Option<&[u8]>)) -> Result<()> {
+        for (i, key) in keys.iter().enumerate() {
+            f(i, self.get(keyspace, key)?.as_deref());
+        }
+        Ok(())
+    }
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -173,6 +183,10 @@ fn registry_keyspace(store: &dyn StateStore, lock: &Mutex<()>, name: &str) -> Re
     store.commit(batch, true)?;
     Ok(Keyspace(next))
 }
+
+/// Keys of one batched lookup in RocksDB ([`StateStore::multi_get`]
+/// splits longer lists): bounds the pinned blocks and the key buffer.
+const MULTI_GET_KEYS_MAX: usize = 1024;
 
 /// The default cap of RocksDB's block cache.
 pub const STATE_CACHE_BYTES_DEFAULT: usize = 256 << 20;
@@ -259,7 +273,11 @@ impl RocksStore {
     pub fn open_with_cache(path: impl AsRef<Path>, cache_bytes: usize) -> Result<RocksStore> {
         let path = path.as_ref().to_path_buf();
         let cache = rocksdb::Cache::new_lru_cache(cache_bytes);
-        let db = rocksdb::DB::open(&rocks_options(&cache), &path).map_err(|e| Self::error(&path, e))?;
+        let options = rocks_options(&cache);
+        // The default column family opened by name, so that it has a handle
+        // (batched lookups take one), with the same options.
+        let families = [(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, options.clone())];
+        let db = rocksdb::DB::open_cf_with_opts(&options, &path, families).map_err(|e| Self::error(&path, e))?;
         Ok(RocksStore { db, path, registry: Mutex::new(()) })
     }
 
@@ -302,6 +320,30 @@ impl StateStore for RocksStore {
         for entry in iter.take(limit) {
             let (key, _) = entry.map_err(|e| Self::error(&self.path, e))?;
             f(&key[4..]);
+        }
+        Ok(())
+    }
+
+    fn multi_get(&self, keyspace: Keyspace, keys: &[&[u8]], f: &mut dyn FnMut(usize, Option<&[u8]>)) -> Result<()> {
+        debug_assert!(keys.windows(2).all(|pair| pair[0] < pair[1]), "a batched lookup's keys increase");
+        let family = self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME).expect("the default family is open");
+        for (chunk_at, chunk) in keys.chunks(MULTI_GET_KEYS_MAX).enumerate() {
+            // One buffer of prefixed keys (their order is the keys' order).
+            let mut buffer = Vec::with_capacity(chunk.iter().map(|key| 4 + key.len()).sum());
+            let mut ends = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                buffer.extend_from_slice(&keyspace.0.to_be_bytes());
+                buffer.extend_from_slice(key);
+                ends.push(buffer.len());
+            }
+            let starts = std::iter::once(0).chain(ends.iter().copied());
+            let prefixed: Vec<&[u8]> = starts.zip(&ends).map(|(start, &end)| &buffer[start..end]).collect();
+            let values = self.db.batched_multi_get_cf_opt(family, prefixed, true, &rocksdb::ReadOptions::default());
+            assert_eq!(values.len(), chunk.len(), "a batched lookup answers each key");
+            for (i, value) in values.into_iter().enumerate() {
+                let value = value.map_err(|e| Self::error(&self.path, e))?;
+                f(chunk_at * MULTI_GET_KEYS_MAX + i, value.as_deref());
+            }
         }
         Ok(())
     }
