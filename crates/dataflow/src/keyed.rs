@@ -367,9 +367,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// values has no output row.
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
+        let mut value_bytes = Vec::new();
         keyed_unary_op(self, name, Batching::ByKey, move |epoch, updates, state, out| {
             updates.for_each_key_stored(state, |state, key, key_bytes, values, stored| {
-                let key_bytes = key_bytes.to_vec();
                 let (mut count, mut acc): (i64, A::State) = match stored {
                     Some(bytes) => decode(bytes, &what)?,
                     None => (0, A::State::default()),
@@ -389,7 +389,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                 if count == 0 && encode(&acc) == encode(&A::State::default()) {
                     state.delete(epoch, key_bytes);
                 } else {
-                    state.put(epoch, key_bytes, encode(&(count, &acc)));
+                    value_bytes.clear();
+                    crate::codec::encode_into(&(count, &acc), &mut value_bytes);
+                    state.put(epoch, key_bytes, &value_bytes);
                 }
                 Ok(())
             })
@@ -419,7 +421,6 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         let mut scratch = Vec::new();
         keyed_unary_op(self, name, Batching::Consolidated, move |epoch, updates, state, out| {
             updates.for_each_key_stored(state, |state, key, key_bytes, values, stored| {
-                let key_bytes = key_bytes.to_vec();
                 let mut multiset: Vec<(V, Diff)> = match stored {
                     Some(bytes) => decode(bytes, &what)?,
                     None => Vec::new(),

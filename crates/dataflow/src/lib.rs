@@ -42,6 +42,7 @@ mod collection;
 mod config;
 mod context;
 pub mod dead_letter;
+mod epoch_writes;
 mod error;
 mod held_filter;
 mod join;

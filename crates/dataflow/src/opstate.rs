@@ -3,9 +3,10 @@
 //!
 //! An operator finishes epoch e and moves on to e+1 before worker 0 commits
 //! e, so it must read its own uncommitted writes: every write goes to an
-//! in-memory overlay tagged with its epoch as well as to the epoch's write
-//! batch. Once an epoch is committed its overlay entries are dropped (the
-//! store then holds them). A view's index is only read through here: its
+//! in-memory overlay, one [`EpochWrites`] per epoch, which is handed whole
+//! to the checkpoint as the epoch's write batch when the operator finishes
+//! the epoch (shared, not copied). Once an epoch is committed its writes
+//! are dropped from the overlay (the store then holds them). A view's index is only read through here: its
 //! fold keeps the rows not yet applied ([`crate::view_fold`]).
 //!
 //! An operator that reads ranges of its keys ([`OperatorState::scan_group`],
@@ -42,11 +43,11 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::Epoch;
 use crate::checkpoint::Checkpoints;
+use crate::epoch_writes::EpochWrites;
 use crate::error::Result;
 use crate::held_filter::{HeldFilter, fill_step, row_hash};
 use crate::keyed::key_hash;
@@ -83,93 +84,103 @@ impl KeyFilter {
     }
 }
 
-/// Uncommitted writes, one map per epoch (newest last), by key; with
-/// groups, also each epoch's keys of each group (a key prefix an operator
-/// reads as a range, e.g. the rows of one side of one key of a join), so a
-/// range read finds them without an ordered map of every write (measured:
-/// a `BTreeMap` overlay spent a fifth of a join's time comparing keys).
-/// A committed epoch's map goes whole (no scan of the writes left to keep,
-/// which was a tenth of a join's time), and is emptied and kept for a later
-/// epoch, so an epoch's writes grow into an earlier one's memory.
+/// Uncommitted writes, one [`EpochWrites`] per epoch (newest last), each
+/// shared with the checkpoint's batch once the epoch is finished; with
+/// groups, each epoch also lists each group's keys (a key prefix an
+/// operator reads as a range, e.g. the rows of one side of one key of a
+/// join), so a range read finds them without an ordered map of every
+/// write (measured: a `BTreeMap` overlay spent a fifth of a join's time
+/// comparing keys). A committed epoch's writes go whole, and once the
+/// checkpoint let go of them they are emptied and kept for a later epoch,
+/// so an epoch's writes grow into an earlier one's memory.
 ///
-/// Invariants: epochs strictly increase from the oldest map to the newest,
-/// and a write goes to the newest (an operator finishes epochs in order);
-/// within one epoch, a group's list holds exactly the map's keys written
-/// to that group, each once.
+/// Invariants: epochs do not decrease from the oldest to the newest, and
+/// a write goes to the newest, which is not handed to the checkpoint yet
+/// (an operator finishes epochs in order; a write to an epoch after its
+/// writes were handed over starts another `EpochWrites` of that epoch).
 #[derive(Debug, Default)]
 struct Overlay {
-    epochs: std::collections::VecDeque<EpochWrites>,
+    epochs: std::collections::VecDeque<Pending>,
     grouped: bool,
-    /// A committed epoch's maps, emptied (`worth_keeping` its capacity).
+    /// A committed epoch's writes, emptied (`worth_keeping` its capacity).
     spare: EpochWrites,
 }
 
-/// One epoch's uncommitted writes (`None`: deleted).
-#[derive(Debug, Default)]
-struct EpochWrites {
-    epoch: Epoch,
-    map: FxHashMap<Vec<u8>, Option<Vec<u8>>>,
-    groups: FxHashMap<Vec<u8>, Vec<Vec<u8>>>,
+/// One epoch's writes, and whether the checkpoint holds them (then they
+/// no longer change).
+#[derive(Debug)]
+struct Pending {
+    writes: Arc<EpochWrites>,
+    handed: bool,
 }
 
 impl Overlay {
     /// The latest uncommitted write of `key`: `Some(None)` if a delete.
     fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.epochs.iter().rev().find_map(|writes| writes.map.get(key)).map(Option::as_deref)
+        self.epochs.iter().rev().find_map(|pending| pending.writes.get(key))
     }
 
-    fn insert(&mut self, epoch: Epoch, key: Vec<u8>, value: Option<Vec<u8>>, group_len: Option<usize>) {
-        if self.epochs.back().is_none_or(|newest| newest.epoch != epoch) {
-            assert!(self.epochs.back().is_none_or(|newest| newest.epoch < epoch), "writes come in epoch order");
+    /// The newest epoch's writes, if they are `epoch`'s and still open.
+    fn open_writes(&mut self, epoch: Epoch) -> &mut EpochWrites {
+        let newest = self.epochs.back().map(|pending| (pending.writes.epoch(), pending.handed));
+        if newest.is_none_or(|(newest, handed)| newest != epoch || handed) {
+            assert!(newest.is_none_or(|(newest, _)| newest <= epoch), "writes come in epoch order");
             let mut writes = std::mem::take(&mut self.spare);
-            debug_assert!(writes.map.is_empty() && writes.groups.is_empty(), "a spare epoch's maps are empty");
-            writes.epoch = epoch;
-            self.epochs.push_back(writes);
+            debug_assert!(writes.is_empty(), "a spare epoch's writes are empty");
+            writes.reset(epoch);
+            self.epochs.push_back(Pending { writes: Arc::new(writes), handed: false });
         }
-        let writes = self.epochs.back_mut().expect("the epoch's map was just pushed");
+        let newest = self.epochs.back_mut().expect("the epoch's writes were just pushed");
+        Arc::get_mut(&mut newest.writes).expect("an epoch's writes are not shared before they are handed over")
+    }
+
+    fn insert(&mut self, epoch: Epoch, key: &[u8], value: Option<&[u8]>, group_len: Option<usize>) {
+        let grouped = self.grouped;
+        let writes = self.open_writes(epoch);
         match group_len {
-            None => {
-                writes.map.insert(key, value);
-            }
+            None => writes.put(key, value),
             Some(len) => {
-                assert!(self.grouped, "a grouped write to an operator with groups");
-                assert!(len <= key.len(), "a group is a prefix of its keys");
-                if writes.map.insert(key.clone(), value).is_none() {
-                    match writes.groups.get_mut(&key[..len]) {
-                        Some(keys) => keys.push(key),
-                        None => {
-                            writes.groups.insert(key[..len].to_vec(), vec![key]);
-                        }
-                    }
-                }
+                assert!(grouped, "a grouped write to an operator with groups");
+                writes.put_grouped(key, value, len);
             }
         }
+    }
+
+    /// `epoch`'s writes, to hand to the checkpoint (then they do not
+    /// change), if it has any not handed over yet.
+    fn hand_over(&mut self, epoch: Epoch) -> Option<Arc<EpochWrites>> {
+        let newest = self.epochs.back_mut()?;
+        if newest.handed || newest.writes.epoch() != epoch || newest.writes.is_empty() {
+            return None;
+        }
+        newest.handed = true;
+        Some(newest.writes.clone())
     }
 
     /// Forgets the writes of epochs up to `committed` (the store holds them).
     fn retain_after(&mut self, committed: Epoch) {
-        while self.epochs.front().is_some_and(|oldest| oldest.epoch <= committed) {
-            let mut writes = self.epochs.pop_front().expect("an oldest epoch");
-            let used = writes.map.len();
-            if worth_keeping(writes.map.capacity(), used) && writes.map.capacity() > self.spare.map.capacity() {
-                writes.map.clear();
-                writes.groups.clear();
+        while self.epochs.front().is_some_and(|oldest| oldest.writes.epoch() <= committed) {
+            let oldest = self.epochs.pop_front().expect("an oldest epoch");
+            // The checkpoint may still hold them (the commit thread drops
+            // its batch after the committed epoch is published).
+            let Ok(mut writes) = Arc::try_unwrap(oldest.writes) else { continue };
+            if worth_keeping(writes.capacity(), writes.len()) && writes.capacity() > self.spare.capacity() {
+                writes.reset(0);
                 self.spare = writes;
             }
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.epochs.iter().all(|writes| writes.map.is_empty())
+        self.epochs.iter().all(|pending| pending.writes.is_empty())
     }
 
     /// The pending writes of group `prefix`, in key order, each key's latest.
     fn group(&self, prefix: &[u8]) -> Vec<(&[u8], Option<&[u8]>)> {
         assert!(self.grouped, "a range read of an operator with groups");
         let mut pending: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
-        for writes in self.epochs.iter().rev() {
-            let keys = writes.groups.get(prefix).into_iter().flatten();
-            pending.extend(keys.map(|key| (key.as_slice(), writes.map[key].as_deref())));
+        for epoch in self.epochs.iter().rev() {
+            pending.extend(epoch.writes.group(prefix));
         }
         // Stable: of one key's writes, the newest stays first and is kept.
         pending.sort_by(|a, b| a.0.cmp(b.0));
@@ -260,7 +271,6 @@ pub(crate) struct OperatorState {
     checkpoints: Arc<Checkpoints>,
     keyspace: Keyspace,
     overlay: Overlay,
-    batch: WriteBatch,
     /// A view's index: only read here (its fold keeps the rows not yet
     /// applied, and the applier writes the store, [`crate::view_state`]).
     read_only: bool,
@@ -305,7 +315,6 @@ impl OperatorState {
             checkpoints,
             keyspace,
             overlay: Overlay::default(),
-            batch: WriteBatch::new(),
             read_only: false,
             filter: None,
             reads: std::cell::Cell::new(StateReads::default()),
@@ -592,34 +601,38 @@ impl OperatorState {
         self.scan_filter_step()
     }
 
-    pub(crate) fn put(&mut self, epoch: Epoch, key: Vec<u8>, value: Vec<u8>) {
-        self.write(epoch, key, Some(value), None);
+    pub(crate) fn put(&mut self, epoch: Epoch, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        self.write(epoch, key.as_ref(), Some(value.as_ref()), None);
     }
 
-    pub(crate) fn delete(&mut self, epoch: Epoch, key: Vec<u8>) {
-        self.write(epoch, key, None, None);
+    pub(crate) fn delete(&mut self, epoch: Epoch, key: impl AsRef<[u8]>) {
+        self.write(epoch, key.as_ref(), None, None);
     }
 
     /// Puts `key`, a member of the group of its first `group_len` bytes
     /// ([`OperatorState::scan_group`]).
-    pub(crate) fn put_grouped(&mut self, epoch: Epoch, key: Vec<u8>, value: Vec<u8>, group_len: usize) {
-        self.write(epoch, key, Some(value), Some(group_len));
+    pub(crate) fn put_grouped(
+        &mut self,
+        epoch: Epoch,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        group_len: usize,
+    ) {
+        self.write(epoch, key.as_ref(), Some(value.as_ref()), Some(group_len));
     }
 
     /// Deletes `key`, a member of the group of its first `group_len` bytes.
-    pub(crate) fn delete_grouped(&mut self, epoch: Epoch, key: Vec<u8>, group_len: usize) {
-        self.write(epoch, key, None, Some(group_len));
+    pub(crate) fn delete_grouped(&mut self, epoch: Epoch, key: impl AsRef<[u8]>, group_len: usize) {
+        self.write(epoch, key.as_ref(), None, Some(group_len));
     }
 
-    fn write(&mut self, epoch: Epoch, key: Vec<u8>, value: Option<Vec<u8>>, group_len: Option<usize>) {
-        if let (Some(filter), Some(_)) = (self.filter.as_mut(), &value) {
-            filter.held.insert(KeyFilter::hash(&key));
+    /// Every write is copied once, into the epoch's writes
+    /// ([`EpochWrites`]), which the checkpoint's batch shares.
+    fn write(&mut self, epoch: Epoch, key: &[u8], value: Option<&[u8]>, group_len: Option<usize>) {
+        if let (Some(filter), Some(_)) = (self.filter.as_mut(), value) {
+            filter.held.insert(KeyFilter::hash(key));
         }
         assert!(!self.read_only, "a view's index is written by its applier only");
-        match &value {
-            Some(value) => self.batch.put(self.keyspace, &key, value),
-            None => self.batch.delete(self.keyspace, &key),
-        }
         self.overlay.insert(epoch, key, value, group_len);
     }
 
@@ -633,8 +646,10 @@ impl OperatorState {
     /// Hands this epoch's writes to the checkpoint and forgets overlay
     /// entries that are committed by now.
     pub(crate) fn finish_epoch(&mut self, epoch: Epoch) -> Result<()> {
-        if !self.batch.is_empty() {
-            self.checkpoints.add_writes(epoch, &mut self.batch);
+        if let Some(writes) = self.overlay.hand_over(epoch) {
+            let mut batch = WriteBatch::new();
+            batch.put_epoch(self.keyspace, writes);
+            self.checkpoints.add_writes(epoch, &mut batch);
         }
         self.scan_filter_step()?;
         self.report_reads();
@@ -696,11 +711,11 @@ mod tests {
     #[test]
     fn an_overlay_answers_each_keys_latest_write_across_its_epochs() {
         let mut overlay = grouped();
-        overlay.insert(1, b"ga".to_vec(), Some(b"1".to_vec()), Some(1));
-        overlay.insert(1, b"gb".to_vec(), Some(b"1".to_vec()), Some(1));
-        overlay.insert(2, b"ga".to_vec(), Some(b"2".to_vec()), Some(1));
-        overlay.insert(3, b"gb".to_vec(), None, Some(1));
-        overlay.insert(3, b"x".to_vec(), Some(b"3".to_vec()), None);
+        overlay.insert(1, b"ga", Some(&b"1"[..]), Some(1));
+        overlay.insert(1, b"gb", Some(&b"1"[..]), Some(1));
+        overlay.insert(2, b"ga", Some(&b"2"[..]), Some(1));
+        overlay.insert(3, b"gb", None, Some(1));
+        overlay.insert(3, b"x", Some(&b"3"[..]), None);
         assert_eq!(overlay.get(b"ga"), Some(Some(&b"2"[..])));
         assert_eq!(overlay.get(b"gb"), Some(None), "a later delete shadows an earlier put");
         assert_eq!(overlay.get(b"gc"), None);
@@ -717,16 +732,41 @@ mod tests {
         overlay.retain_after(3);
         assert!(overlay.is_empty() && overlay.epochs.is_empty());
         // The next epoch grows into a committed one's memory.
-        assert!(overlay.spare.map.capacity() > 0 && overlay.spare.map.is_empty() && overlay.spare.groups.is_empty());
-        overlay.insert(4, b"y".to_vec(), Some(b"4".to_vec()), None);
+        assert!(overlay.spare.capacity() > 0 && overlay.spare.is_empty());
+        overlay.insert(4, b"y", Some(&b"4"[..]), None);
         assert_eq!(overlay.get(b"y"), Some(Some(&b"4"[..])));
+    }
+
+    /// An epoch's writes handed to the checkpoint do not change: a later
+    /// write to that epoch goes to writes of its own, read first; and the
+    /// memory is kept for a later epoch only once the checkpoint let go.
+    #[test]
+    fn writes_handed_over_do_not_change() {
+        let mut overlay = Overlay::default();
+        overlay.insert(1, b"a", Some(&b"1"[..]), None);
+        let handed = overlay.hand_over(1).expect("epoch 1 has writes");
+        assert!(overlay.hand_over(1).is_none(), "handed over once");
+        overlay.insert(1, b"a", Some(&b"2"[..]), None);
+        assert_eq!(handed.iter().collect::<Vec<_>>(), vec![(&b"a"[..], Some(&b"1"[..]))]);
+        assert_eq!(overlay.get(b"a"), Some(Some(&b"2"[..])));
+        assert_eq!(overlay.epochs.len(), 2);
+        let second = overlay.hand_over(1).expect("the later writes of epoch 1");
+        drop(second);
+        overlay.retain_after(1);
+        assert!(overlay.epochs.is_empty() && overlay.spare.capacity() > 0, "the writes let go are kept");
+        overlay.insert(2, b"b", None, None);
+        assert_eq!(overlay.spare.capacity(), 0, "epoch 2 grows into the spare");
+        let held = overlay.hand_over(2).expect("epoch 2 has writes");
+        overlay.retain_after(2);
+        assert!(overlay.epochs.is_empty() && overlay.spare.capacity() == 0, "writes still held are not reused");
+        assert_eq!(held.iter().collect::<Vec<_>>(), vec![(&b"b"[..], None)], "and do not change");
     }
 
     #[test]
     #[should_panic(expected = "writes come in epoch order")]
     fn an_overlay_refuses_a_write_to_an_epoch_before_its_newest() {
         let mut overlay = Overlay::default();
-        overlay.insert(2, b"a".to_vec(), None, None);
-        overlay.insert(1, b"a".to_vec(), None, None);
+        overlay.insert(2, b"a", None, None);
+        overlay.insert(1, b"a", None, None);
     }
 }

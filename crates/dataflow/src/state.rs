@@ -24,8 +24,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
+use crate::epoch_writes::EpochWrites;
 use crate::error::{Error, Result};
 
 /// A keyspace handle, valid for the store that returned it.
@@ -70,6 +71,8 @@ enum Op {
     Delete(Keyspace, Vec<u8>),
     /// Every key of the keyspace (one range delete, whatever its size).
     DeleteKeyspace(Keyspace),
+    /// An operator's writes of one epoch, shared with its overlay.
+    Epoch(Keyspace, Arc<EpochWrites>),
 }
 
 /// A set of puts and deletes applied at once. Later operations on the same
@@ -103,12 +106,18 @@ impl WriteBatch {
         assert_ne!(keyspace, Keyspace::REGISTRY, "the keyspace registry is never deleted");
         self.ops.push(Op::DeleteKeyspace(keyspace));
     }
+    /// Every write of `writes` (shared, not copied: an operator's overlay
+    /// reads the same memory until the epoch is committed).
+    pub(crate) fn put_epoch(&mut self, keyspace: Keyspace, writes: Arc<EpochWrites>) {
+        self.ops.push(Op::Epoch(keyspace, writes));
+    }
     /// Moves every operation of `other` after this batch's own.
     pub fn append(&mut self, other: &mut WriteBatch) {
         self.ops.append(&mut other.ops);
     }
+    /// Operations, an epoch's writes counted one a key.
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.ops.iter().map(|op| if let Op::Epoch(_, writes) = op { writes.len() } else { 1 }).sum()
     }
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
@@ -360,6 +369,14 @@ impl StateStore for RocksStore {
                     let (start, end) = keyspace.range();
                     write.delete_range(start, end);
                 }
+                Op::Epoch(keyspace, writes) => {
+                    for (key, value) in writes.iter() {
+                        match value {
+                            Some(value) => write.put(keyspace.prefixed_into(key, &mut prefixed), value),
+                            None => write.delete(keyspace.prefixed_into(key, &mut prefixed)),
+                        }
+                    }
+                }
             }
         }
         let mut options = rocksdb::WriteOptions::default();
@@ -450,6 +467,14 @@ impl StateStore for MemoryStore {
                     let mut from_start = entries.split_off(&start);
                     let mut after_end = from_start.split_off(&end);
                     entries.append(&mut after_end);
+                }
+                Op::Epoch(keyspace, writes) => {
+                    for (key, value) in writes.iter() {
+                        match value {
+                            Some(value) => entries.insert(keyspace.prefixed(key), value.to_vec()),
+                            None => entries.remove(&keyspace.prefixed(key)),
+                        };
+                    }
                 }
             }
         }
