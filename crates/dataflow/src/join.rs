@@ -97,7 +97,7 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
                         group_by_key(&mut left, &mut left_order, true, Some(&mut left_runs));
                         group_by_key(&mut right, &mut right_order, true, Some(&mut right_runs));
                         out.clear();
-                        let inputs = (Grouped::new(&left, &left_runs), Grouped::new(&right, &right_runs));
+                        let inputs = (Grouped::new(&mut left, &left_runs), Grouped::new(&mut right, &right_runs));
                         let joined = join_epoch(epoch, inputs, outer, &mut state, &what, &mut out);
                         if let Err(e) = joined.and_then(|()| state.finish_epoch(epoch)) {
                             shared.fail(e);

@@ -73,13 +73,15 @@ impl<K, V, O, F> EpochLogic<K, V, O> for F where
 /// An epoch's updates grouped by key ([`group_by_key`]), with each key's
 /// state key (its bytes, encoded once for the grouping).
 pub(crate) struct Grouped<'a, K, V> {
-    pub(crate) updates: &'a [Update<K, V>],
+    /// Mutable so that an operator may consume them
+    /// ([`Grouped::drain_each_key_stored`]).
+    pub(crate) updates: &'a mut Vec<Update<K, V>>,
     runs: &'a KeyRuns,
 }
 
 impl<'a, K, V> Grouped<'a, K, V> {
     /// `updates` grouped by [`group_by_key`] into `runs`.
-    pub(crate) fn new(updates: &'a [Update<K, V>], runs: &'a KeyRuns) -> Self {
+    pub(crate) fn new(updates: &'a mut Vec<Update<K, V>>, runs: &'a KeyRuns) -> Self {
         Grouped { updates, runs }
     }
 
@@ -122,6 +124,41 @@ impl<K, V> Grouped<'_, K, V> {
                 f(state, &(values[0].0).0, &self.runs.bytes[key.clone()], values, stored.get(i))?;
             }
         }
+        Ok(())
+    }
+}
+
+/// One key's updates, moved out of an epoch's ([`Grouped::drain_each_key_stored`]).
+pub(crate) type Drained<'d, V> = &'d mut dyn Iterator<Item = (V, Diff)>;
+
+impl<K, V> Grouped<'_, K, V> {
+    /// [`Grouped::for_each_key_stored`], consuming the updates: each key is
+    /// moved out of its first update (not cloned), and its values come as
+    /// an iterator that moves them out too (the rest of a run is dropped
+    /// after `f`). The updates are empty afterwards.
+    pub(crate) fn drain_each_key_stored(
+        self,
+        state: &mut OperatorState,
+        mut f: impl FnMut(&mut OperatorState, K, &[u8], Drained<'_, V>, Option<&[u8]>) -> Result<()>,
+    ) -> Result<()> {
+        let (mut keys, mut stored) = (Vec::with_capacity(STORED_READ_KEYS), Values::default());
+        let (runs, mut updates) = (self.runs, self.updates.drain(..));
+        let mut consumed = 0;
+        for batch in runs.runs.chunks(STORED_READ_KEYS) {
+            keys.clear();
+            keys.extend(batch.iter().map(|(key, _)| &runs.bytes[key.clone()]));
+            state.get_many(&keys, &mut stored)?;
+            for (i, (key, range)) in batch.iter().enumerate() {
+                assert!(range.start == consumed && range.end > range.start, "runs are consecutive and not empty");
+                consumed = range.end;
+                let ((first_key, first_value), first_diff) = updates.next().expect("a run's first update");
+                let rest = updates.by_ref().take(range.len() - 1).map(|((_, value), diff)| (value, diff));
+                let mut values = std::iter::once((first_value, first_diff)).chain(rest);
+                f(state, first_key, &runs.bytes[key.clone()], &mut values, stored.get(i))?;
+                values.for_each(drop);
+            }
+        }
+        assert!(updates.next().is_none(), "every update is in a run");
         Ok(())
     }
 }
@@ -182,7 +219,7 @@ where
                         Batching::ByKey => group_by_key(&mut updates, &mut key_order, false, Some(&mut runs)),
                     }
                     out.clear();
-                    let grouped = Grouped::new(&updates, &runs);
+                    let grouped = Grouped::new(&mut updates, &runs);
                     let folded = logic(epoch, grouped, &mut state, &mut out);
                     if let Err(e) = folded.and_then(|()| state.finish_epoch(epoch)) {
                         shared.fail(Error::at(format!("operator '{operator_name}'"), e));
@@ -369,20 +406,24 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         let what = format!("aggregate '{name}'");
         let mut value_bytes = Vec::new();
         keyed_unary_op(self, name, Batching::ByKey, move |epoch, updates, state, out| {
-            updates.for_each_key_stored(state, |state, key, key_bytes, values, stored| {
+            updates.drain_each_key_stored(state, |state, key, key_bytes, values, stored| {
                 let (mut count, mut acc): (i64, A::State) = match stored {
                     Some(bytes) => decode(bytes, &what)?,
                     None => (0, A::State::default()),
                 };
                 let old = (count > 0).then(|| aggregate.output(count, &acc));
-                for ((_, value), diff) in values {
-                    aggregate.update(&mut acc, value, *diff);
-                    count += *diff as i64;
+                for (value, diff) in values {
+                    aggregate.update(&mut acc, &value, diff);
+                    count += diff as i64;
                 }
                 let new = (count > 0).then(|| aggregate.output(count, &acc));
                 if old != new {
-                    out.extend(old.map(|o| ((key.clone(), o), -1)));
-                    out.extend(new.map(|o| ((key.clone(), o), 1)));
+                    match (old, new) {
+                        (Some(old), Some(new)) => out.extend([((key.clone(), old), -1), ((key, new), 1)]),
+                        (Some(old), None) => out.push(((key, old), -1)),
+                        (None, Some(new)) => out.push(((key, new), 1)),
+                        (None, None) => {}
+                    }
                 }
                 // A key with count 0 may still hold values (+x and -y of a
                 // difference): only a key back at the empty state is deleted.
