@@ -66,11 +66,16 @@ pub struct Collection<'s, D: 'static> {
     pub(crate) inner: VecCollection<'s, Epoch, D, Diff>,
     pub(crate) ctx: Rc<WorkerContext>,
     pub(crate) lineage: Lineage,
+    /// Whether it never retracts (see [`Collection::is_monotonic`]).
+    pub(crate) monotonic: bool,
 }
 
 impl<D: 'static> std::fmt::Debug for Collection<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Collection").field("lineage", &self.lineage).finish_non_exhaustive()
+        f.debug_struct("Collection")
+            .field("lineage", &self.lineage)
+            .field("monotonic", &self.monotonic)
+            .finish_non_exhaustive()
     }
 }
 
@@ -80,16 +85,36 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
         ctx: Rc<WorkerContext>,
         lineage: Lineage,
     ) -> Self {
-        Collection { inner: stream.as_collection(), ctx, lineage }
+        Collection { inner: stream.as_collection(), ctx, lineage, monotonic: false }
     }
 
-    /// Applies a one-input differential operator: the result keeps this
-    /// collection's context and lineage.
+    /// This collection, said to never retract (a source's records).
+    pub(crate) fn into_monotonic(mut self) -> Self {
+        self.monotonic = true;
+        self
+    }
+
+    /// Applies a one-input differential operator that keeps each update's
+    /// sign: the result keeps this collection's context, lineage and
+    /// monotonicity.
     fn then<D2: 'static>(
         self,
         operator: impl FnOnce(VecCollection<'s, Epoch, D, Diff>) -> VecCollection<'s, Epoch, D2, Diff>,
     ) -> Collection<'s, D2> {
-        Collection { inner: operator(self.inner), ctx: self.ctx, lineage: self.lineage }
+        Collection { inner: operator(self.inner), ctx: self.ctx, lineage: self.lineage, monotonic: self.monotonic }
+    }
+
+    /// Whether this collection never retracts: every update it carries
+    /// has a positive multiplicity, so it only ever grows. A source's
+    /// records do, and `map`, `filter`, `flat_map`, `inspect`, `concat` of
+    /// two such collections and a `join` of two keep it; `explode`,
+    /// `negate`, the keyed operators' outputs (they retract an output that
+    /// changes) and a collection from
+    /// [`from_differential`](Self::from_differential) do not. An aggregate's
+    /// MIN and MAX over a monotonic collection keep only the extreme
+    /// ([`aggregate`](Self::aggregate)).
+    pub fn is_monotonic(&self) -> bool {
+        self.monotonic
     }
 
     /// The names of the readers this collection derives from (a reader of
@@ -118,7 +143,7 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
     /// It gets this collection's lineage; add the lineage of any other
     /// collection it derives from with [`with_lineage_of`](Self::with_lineage_of).
     pub fn from_differential(&self, inner: VecCollection<'s, Epoch, D, Diff>) -> Self {
-        Collection { inner, ctx: self.ctx.clone(), lineage: self.lineage.clone() }
+        Collection { inner, ctx: self.ctx.clone(), lineage: self.lineage.clone(), monotonic: false }
     }
 
     pub fn map<D2: Clone + 'static>(self, logic: impl FnMut(D) -> D2 + 'static) -> Collection<'s, D2> {
@@ -144,18 +169,23 @@ impl<'s, D: Clone + 'static> Collection<'s, D> {
         D2: Clone + 'static,
         I: IntoIterator<Item = (D2, Diff)>,
     {
-        self.then(|inner| inner.explode(logic))
+        let mut exploded = self.then(|inner| inner.explode(logic));
+        exploded.monotonic = false;
+        exploded
     }
 
     /// The sum of both collections; it derives from the readers of both.
     pub fn concat(self, other: Collection<'s, D>) -> Collection<'s, D> {
         let lineage = union(&self.lineage, &other.lineage);
-        Collection { inner: self.inner.concat(other.inner), ctx: self.ctx, lineage }
+        let monotonic = self.monotonic && other.monotonic;
+        Collection { inner: self.inner.concat(other.inner), ctx: self.ctx, lineage, monotonic }
     }
 
     /// Every update with its multiplicity negated.
     pub fn negate(self) -> Collection<'s, D> {
-        self.then(|inner| inner.negate())
+        let mut negated = self.then(|inner| inner.negate());
+        negated.monotonic = false;
+        negated
     }
 
     /// Calls `logic` on each update as it passes: `(data, epoch, diff)`.
@@ -174,8 +204,11 @@ impl<'s, T: Clone + 'static> Collection<'s, Result<T, Box<DeadLetter>>> {
                 Err(letter) => Err((letter, epoch, diff)),
             },
         );
+        let monotonic = self.monotonic;
         let letters = Collection::from_stream(err, self.ctx.clone(), self.lineage.clone());
-        (Collection::from_stream(ok, self.ctx, self.lineage), letters)
+        let mut records = Collection::from_stream(ok, self.ctx, self.lineage);
+        records.monotonic = monotonic;
+        (records, letters)
     }
 }
 

@@ -53,6 +53,9 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
     }
     // Both inputs feed the state: it derives from the readers of both.
     let lineage = crate::collection::union(&left.lineage, &right.lineage);
+    // An inner join of inputs that never retract emits `dL x R + L x dR`,
+    // all insertions; an outer one retracts `(v, None)` once a match comes.
+    let monotonic = !outer && left.monotonic && right.monotonic;
     let what = format!("join '{name}'");
     let opened = ctx.operator_state(&format!("op.{name}"), &lineage).and_then(|state| {
         let mut state = state.grouped();
@@ -110,7 +113,8 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
                 }
             },
         );
-    Collection::from_stream(stream.probe_with(&ctx.probe), ctx, lineage)
+    let joined = Collection::from_stream(stream.probe_with(&ctx.probe), ctx, lineage);
+    if monotonic { joined.into_monotonic() } else { joined }
 }
 
 type Output<K, V, W> = Vec<((K, (V, Option<W>)), Diff)>;

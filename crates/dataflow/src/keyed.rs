@@ -402,21 +402,36 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// `(Count, Sum(|v| ..), Max(|v| ..))`, or a [`Fold`](crate::Fold)),
     /// keeping one accumulator per key in state named `name`. A key with no
     /// values has no output row.
+    ///
+    /// An aggregation that keeps sets (MIN, MAX) over an input that may
+    /// retract keeps each set one entry per item once large, as
+    /// [`aggregate_sets`](Self::aggregate_sets) does: an epoch reads what it
+    /// changes and each set's first item, never a key's whole set. Over an
+    /// input that never retracts ([`is_monotonic`](Collection::is_monotonic))
+    /// it keeps no set (a MIN keeps its least value). Each of the three
+    /// keeps its state in a keyspace of its own (docs/state.md).
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
+        let keyspace = match (aggregate.sets(), self.monotonic) {
+            (0, _) => format!("op.{name}"),
+            (_, false) => return crate::set_aggregate::aggregate_kept(self, name, aggregate),
+            (_, true) => format!("extremes.{name}"),
+        };
         let what = format!("aggregate '{name}'");
         let mut value_bytes = Vec::new();
-        keyed_unary_op(self, name, Batching::ByKey, move |epoch, updates, state, out| {
+        let open = |state, _| Ok(state);
+        keyed_unary(self, name, &keyspace, None, open, Batching::ByKey, move |epoch, updates, state, out| {
             updates.drain_each_key_stored(state, |state, key, key_bytes, values, stored| {
                 let (mut count, mut acc): (i64, A::State) = match stored {
                     Some(bytes) => decode(bytes, &what)?,
                     None => (0, A::State::default()),
                 };
-                let old = (count > 0).then(|| aggregate.output(count, &acc));
+                let no_sets = crate::aggregate::Sets::none();
+                let old = (count > 0).then(|| aggregate.output(count, &acc, &no_sets));
                 for (value, diff) in values {
-                    aggregate.update(&mut acc, &value, diff);
+                    aggregate.update(&mut acc, &value, diff, &mut crate::aggregate::SetUpdates::none());
                     count += diff as i64;
                 }
-                let new = (count > 0).then(|| aggregate.output(count, &acc));
+                let new = (count > 0).then(|| aggregate.output(count, &acc, &no_sets));
                 if old != new {
                     match (old, new) {
                         (Some(old), Some(new)) => out.extend([((key.clone(), old), -1), ((key, new), 1)]),

@@ -76,7 +76,7 @@ pub type Epoch = u64;
 /// A change of multiplicity.
 pub type Diff = isize;
 
-pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, Sum};
+pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, SetUpdates, Sets, Sum};
 pub use applier::lower_current_thread;
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};

@@ -1,7 +1,10 @@
 //! Aggregates that keep ordered sets of values per key (MIN and MAX under
 //! retractions, COUNT(DISTINCT)) beside a small accumulator, each set one
 //! entry per value once large, so an epoch costs what changed and never the
-//! values a key holds (docs/state.md, "Set aggregate layout 1").
+//! values a key holds (docs/state.md, "Set aggregate layout 1"). Two kinds
+//! of aggregation run here: a [`SetAggregate`] (its items typed, as SQL's),
+//! and a [`crate::Aggregate`] that keeps sets (`Min`, `Max`) over an input
+//! that may retract ([`crate::Collection::aggregate`]).
 //!
 //! A key's head, `0x00 ++ postcard(key)` -> `postcard(Head)`, holds the
 //! count of values, the accumulator, and per set its [`OrderedSet`] and a
@@ -24,6 +27,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::aggregate::{Aggregate, SetUpdates, Sets};
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::error::Result;
@@ -85,9 +89,57 @@ pub struct SetSummary<T> {
 
 /// One set of a key's head: the set and its first entry with a positive count.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct SetHead {
+pub(crate) struct SetHead {
     set: OrderedSet,
-    first: Option<Entry>,
+    pub(crate) first: Option<Entry>,
+}
+
+/// What the operator asks of an aggregation: a [`SetAggregate`] (its items
+/// typed), or an [`Aggregate`] whose sets are kept (its input may retract).
+pub(crate) trait SetLogic<V>: 'static {
+    type State: Default + Serialize + DeserializeOwned;
+    type Output: Data;
+    fn sets(&self) -> usize;
+    /// Adds `diff` copies of `value`: to the state, and to sets through `entries`.
+    fn update(&self, state: &mut Self::State, value: &V, diff: Diff, entries: &mut Vec<(u8, Entry)>);
+    fn output(&self, count: i64, state: &Self::State, heads: &[SetHead], what: &str) -> Result<Self::Output>;
+}
+
+/// A [`SetAggregate`] as the operator's logic.
+struct Typed<A>(A);
+
+impl<V, A: SetAggregate<V>> SetLogic<V> for Typed<A> {
+    type State = A::State;
+    type Output = A::Output;
+    fn sets(&self) -> usize {
+        self.0.sets()
+    }
+    fn update(&self, state: &mut A::State, value: &V, diff: Diff, entries: &mut Vec<(u8, Entry)>) {
+        let mut changes =
+            SetChanges { entries: std::mem::take(entries), sets: self.0.sets(), _item: Default::default() };
+        self.0.update(state, value, diff, &mut changes);
+        *entries = changes.entries;
+    }
+    fn output(&self, count: i64, state: &A::State, heads: &[SetHead], what: &str) -> Result<A::Output> {
+        Ok(self.0.output(count, state, &summaries(heads, what)?))
+    }
+}
+
+/// An [`Aggregate`] whose sets are kept, as the operator's logic.
+struct Kept<A>(A);
+
+impl<V, A: Aggregate<V>> SetLogic<V> for Kept<A> {
+    type State = A::State;
+    type Output = A::Output;
+    fn sets(&self) -> usize {
+        self.0.sets()
+    }
+    fn update(&self, state: &mut A::State, value: &V, diff: Diff, entries: &mut Vec<(u8, Entry)>) {
+        self.0.update(state, value, diff, &mut SetUpdates::kept(entries, self.0.sets()));
+    }
+    fn output(&self, count: i64, state: &A::State, heads: &[SetHead], what: &str) -> Result<A::Output> {
+        Ok(self.0.output(count, state, &Sets::kept(heads, what)))
+    }
 }
 
 /// The keyspace of the operator named `name`.
@@ -97,6 +149,24 @@ pub(crate) fn keyspace(name: &str) -> String {
 
 /// [`crate::Collection::aggregate_sets`].
 pub(crate) fn aggregate_sets<'s, K: Key, V: Data, A: SetAggregate<V>>(
+    input: Collection<'s, (K, V)>,
+    name: &str,
+    aggregate: A,
+) -> Collection<'s, (K, A::Output)> {
+    aggregate_with(input, name, Typed(aggregate))
+}
+
+/// [`crate::Collection::aggregate`] of an aggregation that keeps sets, over
+/// an input that may retract: the same layout, in the same keyspace.
+pub(crate) fn aggregate_kept<'s, K: Key, V: Data, A: Aggregate<V>>(
+    input: Collection<'s, (K, V)>,
+    name: &str,
+    aggregate: A,
+) -> Collection<'s, (K, A::Output)> {
+    aggregate_with(input, name, Kept(aggregate))
+}
+
+fn aggregate_with<'s, K: Key, V: Data, A: SetLogic<V>>(
     input: Collection<'s, (K, V)>,
     name: &str,
     aggregate: A,
@@ -115,16 +185,14 @@ pub(crate) fn aggregate_sets<'s, K: Key, V: Data, A: SetAggregate<V>>(
             };
             assert_eq!(heads.len(), sets, "{what}: a head has one entry per set");
             heads.iter().for_each(|h| h.set.check(&what));
-            let old = (count > 0).then(|| summaries(&heads, &what)).transpose()?;
-            let old = old.map(|s| aggregate.output(count, &acc, &s));
-            let mut changes = SetChanges { entries: Vec::new(), sets, _item: std::marker::PhantomData };
+            let old = (count > 0).then(|| aggregate.output(count, &acc, &heads, &what)).transpose()?;
+            let mut entries = Vec::new();
             for ((_, value), diff) in values {
-                aggregate.update(&mut acc, value, *diff, &mut changes);
+                aggregate.update(&mut acc, value, *diff, &mut entries);
                 count += *diff as i64;
             }
-            apply_sets(state, epoch, &key_bytes, &mut heads, changes.entries, &what)?;
-            let new = (count > 0).then(|| summaries(&heads, &what)).transpose()?;
-            let new = new.map(|s| aggregate.output(count, &acc, &s));
+            apply_sets(state, epoch, &key_bytes, &mut heads, entries, &what)?;
+            let new = (count > 0).then(|| aggregate.output(count, &acc, &heads, &what)).transpose()?;
             if old != new {
                 out.extend(old.map(|o| ((key.clone(), o), -1)));
                 out.extend(new.map(|o| ((key.clone(), o), 1)));

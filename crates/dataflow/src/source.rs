@@ -176,7 +176,8 @@ pub(crate) fn operate<'s, R: Tailer>(
             }
         }
     });
-    Collection::from_stream(stream, ctx.clone(), lineage)
+    // Each record enters once, with multiplicity 1: a source never retracts.
+    Collection::from_stream(stream, ctx.clone(), lineage).into_monotonic()
 }
 
 /// One reader and its decoder.

@@ -207,7 +207,7 @@ fn a_reader_that_read_nothing_is_no_longer_fresh_once_its_start_is_committed() {
         job.materialize("bid_stats", bids.clone().aggregate("stats", (Count, Sum(|p: &i64| *p))));
         job.materialize("bid_max", bids.aggregate("maxes", Max(|p: &i64| *p)));
     }));
-    assert!(message.contains("'op.maxes' is new"), "{message}");
+    assert!(message.contains("'extremes.maxes' is new"), "{message}");
 }
 
 #[test]
@@ -230,7 +230,7 @@ fn a_new_view_fed_by_a_resuming_reader_is_refused_with_its_name_and_the_readers(
         job.materialize("bid_max", bids.aggregate("maxes", Max(|p: &i64| *p)));
         old_reader(job);
     }));
-    assert!(message.contains("'op.maxes' is new") && message.contains("reader(s) bid that resume"), "{message}");
+    assert!(message.contains("'extremes.maxes' is new") && message.contains("reader(s) bid that resume"), "{message}");
     // A view with no operator in between is refused by its own name.
     let message = refusal(Runtime::run(config(dir, StateBackend::RocksDb), |job| {
         build(job, STATS_ONLY);
@@ -358,7 +358,7 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     produce(dir, "bid", 2, &first);
     run(dir, StateBackend::RocksDb, BOTH);
     assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
-    assert!(state_entries(dir, "op.maxes") > 0 && state_entries(dir, "vidx.bid_max") > 0);
+    assert!(state_entries(dir, "extremes.maxes") > 0 && state_entries(dir, "vidx.bid_max") > 0);
     let mut subscription = Subscription::open(dir, "bid_max", None, true).unwrap();
     let mut held = BTreeMap::new();
     fold_available(&mut subscription, &mut held);
@@ -370,7 +370,7 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     let two = run_dropping(dir, StateBackend::RocksDb, STATS_ONLY);
     assert_eq!(
         two.dropped,
-        ["reader bid_max", "state op.maxes", "state vidx.bid_max", "topic view.bid_max", "view bid_max"]
+        ["reader bid_max", "state extremes.maxes", "state vidx.bid_max", "topic view.bid_max", "view bid_max"]
     );
     assert_eq!(view_names(dir), ["bid_stats"]);
     assert!(matches!(read_view(dir, "bid_max"), Err(Error::UnknownView(name)) if name == "bid_max"));
@@ -384,7 +384,7 @@ fn drop_undeclared_removes_a_view_its_reader_state_and_topics_and_the_name_start
     let left = topics(dir);
     assert!(!left.iter().any(|t| t == "view.bid_max" || t == "bid_max.dead-letter"), "{left:?}");
     assert!(left.iter().any(|t| t == "view.bid_stats") && left.iter().any(|t| t == "bid.dead-letter"), "{left:?}");
-    assert_eq!(state_entries(dir, "op.maxes"), 0);
+    assert_eq!(state_entries(dir, "extremes.maxes"), 0);
     assert_eq!(state_entries(dir, "vidx.bid_max"), 0);
     assert!(state_entries(dir, "op.stats") > 0, "declared state stays");
     let meta = published(dir);
@@ -470,9 +470,9 @@ fn without_drop_undeclared_nothing_is_dropped_and_a_view_declared_again_resumes(
             // Still listed, with the contents of its last commit.
             assert_eq!(view_names(dir), ["bid_max", "bid_stats"]);
             assert_eq!(view_rows(dir, "bid_max"), expected_max(&first));
-            assert!(state_entries(dir, "op.maxes") > 0);
+            assert!(state_entries(dir, "extremes.maxes") > 0);
             let meta = published(dir);
-            assert!(meta.sources.contains_key("bid_max") && meta.states.contains("op.maxes"));
+            assert!(meta.sources.contains_key("bid_max") && meta.states.contains("extremes.maxes"));
         }
         assert_eq!(view_rows(dir, "bid_stats"), expected_stats(&all), "{state:?}");
 

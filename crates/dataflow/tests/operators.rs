@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{produce_batches, rows_of, view_rows};
+use common::{Extremes, produce_batches, rows_of, view_rows};
 use millpond_dataflow::{
     Avg, Count, Diff, Epoch, Fold, Job, Max, Min, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json, read_view,
 };
@@ -102,15 +102,23 @@ type Seen = Arc<Mutex<Vec<((u8, i64), Epoch, Diff)>>>;
 
 fn build(job: &mut Job<'_>, seen: &Seen) {
     let seen = seen.clone();
-    let left = job
-        .source(LEFT, slow_json)
-        .explode(|c: Change| Some(((c.k, c.v), c.d)))
-        .inspect(move |update| seen.lock().unwrap().push(*update));
+    let changes = job.source(LEFT, slow_json);
+    // A source's records never retract: MIN and MAX keep only the extremes.
+    let inserts = changes.clone().filter(|c| c.d > 0).map(|c| (c.k, c.v));
+    let left =
+        changes.explode(|c: Change| Some(((c.k, c.v), c.d))).inspect(move |update| seen.lock().unwrap().push(*update));
     let right = job.source(RIGHT, slow_json).explode(|c: Change| Some(((c.k, c.v), c.d)));
     let table = job.upsert_source("op_table", TABLE, slow_decode_key, decode_value);
 
     let stats = left.clone().aggregate("op_stats", (Count, Sum(|v: &i64| *v), Min(|v: &i64| *v), Max(|v: &i64| *v)));
     job.materialize("stats", stats);
+    // Each value spread over SPREAD items, so a key's sets outgrow their
+    // inline encoding and spill into one entry per item.
+    let spread = left.clone().flat_map(|(k, v)| (0..SPREAD).map(move |i| (k, v * SPREAD + i)));
+    job.materialize("extremes", spread.aggregate_sets("op_extremes", Extremes));
+    assert!(inserts.is_monotonic() && !left.is_monotonic());
+    let inserted = inserts.aggregate("op_inserted", (Count, Min(|v: &i64| *v), Max(|v: &i64| *v)));
+    job.materialize("inserted", inserted);
     job.materialize("avg", left.clone().aggregate("op_avg", Avg(|v: &i64| *v)));
     let fold = Fold::new(fold_update, |count: i64, state: &(i64, i64)| (count, state.0, state.1));
     job.materialize("fold", left.clone().aggregate("op_fold", fold));
@@ -129,8 +137,14 @@ fn build(job: &mut Job<'_>, seen: &Seen) {
     job.materialize("table_by_value", by_value);
 }
 
-const VIEWS: [&str; 13] = [
+/// Items per value in the `extremes` view's input: 10 distinct values a
+/// key make 400 items, past a set's inline cap.
+const SPREAD: i64 = 40;
+
+const VIEWS: [&str; 15] = [
     "stats",
+    "extremes",
+    "inserted",
     "avg",
     "fold",
     "reduce",
@@ -250,6 +264,14 @@ fn expected(left: &Multiset, right: &Multiset, upserts: &BTreeMap<u8, i64>) -> V
         })),
     );
     views.insert(
+        "extremes",
+        rows_of(left.iter().map(|(k, values)| {
+            let (min, max) = (values.keys().next().unwrap(), values.keys().next_back().unwrap());
+            let distinct = values.len() as u64 * SPREAD as u64;
+            ((*k, (min * SPREAD, max * SPREAD + SPREAD - 1, distinct)), 1)
+        })),
+    );
+    views.insert(
         "fold",
         rows_of(left.iter().map(|(k, values)| {
             let count: i64 = values.values().sum();
@@ -299,6 +321,17 @@ fn expected(left: &Multiset, right: &Multiset, upserts: &BTreeMap<u8, i64>) -> V
     views
 }
 
+/// The `inserted` view: per key, the number of left records that insert
+/// and the least and greatest of their values.
+fn expected_inserted(left: &[Delta]) -> BTreeMap<String, i64> {
+    let mut per_key: BTreeMap<u8, (i64, i64, i64)> = BTreeMap::new();
+    for &(k, v, _) in left.iter().filter(|(_, _, d)| *d > 0) {
+        let entry = per_key.entry(k).or_insert((0, v, v));
+        *entry = (entry.0 + 1, entry.1.min(v), entry.2.max(v));
+    }
+    rows_of(per_key.into_iter().map(|(k, (n, min, max))| ((k, (n, Some(min), Some(max))), 1)))
+}
+
 /// The per-key mean, compared with a tolerance (it goes through JSON text).
 fn expected_avg(left: &Multiset) -> BTreeMap<u8, f64> {
     left.iter()
@@ -311,8 +344,10 @@ fn expected_avg(left: &Multiset) -> BTreeMap<u8, f64> {
 }
 
 /// Compares every view with the reference; returns the mismatches.
-fn check_views(dir: &Path, left: &Multiset, right: &Multiset, upserts: &BTreeMap<u8, i64>) -> Vec<String> {
-    let want = expected(left, right, upserts);
+fn check_views(dir: &Path, left: &[Delta], right: &Multiset, upserts: &BTreeMap<u8, i64>) -> Vec<String> {
+    let mut want = expected(&multiset(left), right, upserts);
+    want.insert("inserted", expected_inserted(left));
+    let left = &multiset(left);
     let mut problems = Vec::new();
     for (name, rows) in &want {
         let got = view_rows(dir, name);
@@ -456,7 +491,7 @@ fn check_prefix(dir: &Path, input: &Input, to: f64) -> Vec<String> {
     let prefix = |len: usize| (len as f64 * to) as usize;
     check_views(
         dir,
-        &multiset(&input.left[..prefix(input.left.len())]),
+        &input.left[..prefix(input.left.len())],
         &multiset(&input.right[..prefix(input.right.len())]),
         &table(&input.table[..prefix(input.table.len())]),
     )
@@ -591,7 +626,7 @@ fn run_steps(steps: &[StepInput], setup: Setup) -> tempfile::TempDir {
         left.extend_from_slice(l);
         right.extend_from_slice(r);
         upserts.extend_from_slice(t);
-        let problems = check_views(path, &multiset(&left), &multiset(&right), &table(&upserts));
+        let problems = check_views(path, &left, &multiset(&right), &table(&upserts));
         assert!(problems.is_empty(), "after step {i}:\n{}", problems.join("\n"));
     }
     dir
@@ -703,7 +738,7 @@ fn every_view_is_listed_and_the_input_spans_many_epochs() {
     for name in VIEWS {
         assert!(listed.iter().any(|l| l == name), "view {name} is listed: {listed:?}");
     }
-    let problems = check_views(dir.path(), &multiset(&deltas), &BTreeMap::new(), &BTreeMap::new());
+    let problems = check_views(dir.path(), &deltas, &BTreeMap::new(), &BTreeMap::new());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

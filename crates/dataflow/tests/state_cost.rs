@@ -12,10 +12,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{produce, rows_of, state_entries, view_rows};
+use common::{Extremes, produce, rows_of, state_entries, view_rows};
 use millpond_dataflow::state::{RocksStore, StateStore, WriteBatch};
 use millpond_dataflow::{
-    Job, Multiplicity, OrderKey, RunStats, Runtime, RuntimeConfig, SetChanges, SetSummary, StateBackend, json,
+    Count, Job, Max, Min, Multiplicity, OrderKey, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json,
 };
 use serde::Deserialize;
 
@@ -374,28 +374,6 @@ fn a_spilled_top_k_key_falls_back_when_its_first_rows_are_retracted() {
     }
 }
 
-/// MIN, MAX and COUNT(DISTINCT) of a key's values, with their sets kept by
-/// `aggregate_sets`: set 0 ascending (its first is the minimum), set 1
-/// descending (its first is the maximum).
-struct Extremes;
-
-impl millpond_dataflow::SetAggregate<i64> for Extremes {
-    type State = ();
-    type Item = i64;
-    type Output = (i64, i64, u64);
-    fn sets(&self) -> usize {
-        2
-    }
-    fn update(&self, _: &mut (), value: &i64, diff: millpond_dataflow::Diff, changes: &mut SetChanges<i64>) {
-        changes.add(0, value, |out| value.order_key(out), diff);
-        changes.add(1, value, |out| std::cmp::Reverse(value).order_key(out), diff);
-    }
-    fn output(&self, _count: i64, _: &(), sets: &[SetSummary<i64>]) -> (i64, i64, u64) {
-        let first = |set: &SetSummary<i64>| set.first.expect("a key with values has a first one");
-        (first(&sets[0]), first(&sets[1]), sets[0].distinct)
-    }
-}
-
 fn build_extremes(job: &mut Job<'_>) {
     let changes = |c: Change| Some(((c.k, c.v), c.d as millpond_dataflow::Diff));
     let rows = job.source("left", json::<Change>()).explode(changes);
@@ -422,14 +400,20 @@ fn check_extremes(dir: &Path, counts: &Counts) -> RunStats {
 /// multiset in the accumulator would have read and rewritten 100 K values.
 #[test]
 fn a_hot_min_max_key_costs_per_epoch_what_changed() {
+    hot_extremes_cost_what_changed(check_extremes);
+}
+
+/// Fills the hot key, changes its extremes and a few values, and checks
+/// (with `check`) that the second run read at most 20 range entries.
+fn hot_extremes_cost_what_changed(check: fn(&Path, &Counts) -> RunStats) {
     let dir = tempfile::tempdir().unwrap();
     let mut counts = Counts::new();
-    fill_hot_key(dir.path(), &mut counts, check_extremes);
+    fill_hot_key(dir.path(), &mut counts, check);
 
     let mut more: Vec<(u8, i64, i64)> = (0..10).map(|v| (0, 1_001 + v * 2, 1)).collect();
     more.extend([(0, 199_998, -1), (0, -7, 1)]);
     produce_changes(dir.path(), "left", &more, &mut counts);
-    assert_reads_at_most(check_extremes(dir.path(), &counts).state_reads, 20);
+    assert_reads_at_most(check(dir.path(), &counts).state_reads, 20);
 }
 
 /// A spilled key loses its extremes again and again (each falls back to
@@ -464,6 +448,98 @@ fn a_spilled_min_max_key_falls_back_when_its_extremes_are_retracted() {
 
     // Key 1 spilled (head 0, rows 1); key 0 holds nothing.
     assert_eq!(tags_and_keys(dir.path(), "sets.op_extremes"), [[0, 1], [1, 1]]);
+}
+
+/// The Rust API's `aggregate` with MIN and MAX over a change stream (it
+/// may retract): the same sets as `aggregate_sets`, beside its count and sum.
+fn build_rust_extremes(job: &mut Job<'_>) {
+    let changes = |c: Change| Some(((c.k, c.v), c.d as millpond_dataflow::Diff));
+    let rows = job.source("left", json::<Change>()).explode(changes);
+    assert!(!rows.is_monotonic(), "a change stream may retract");
+    let stats = (Count, Sum(|v: &i64| *v), Min(|v: &i64| *v), Max(|v: &i64| *v));
+    job.materialize("stats", rows.aggregate("op_stats", stats));
+}
+
+fn check_rust_extremes(dir: &Path, counts: &Counts) -> RunStats {
+    let config = RuntimeConfig::new(dir).epoch_interval_ms(20).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    let stats = Runtime::run(config, build_rust_extremes).unwrap();
+    let mut per_key: BTreeMap<u8, (i64, i64, Option<i64>, Option<i64>)> = BTreeMap::new();
+    for (&(k, v), &c) in counts.iter().filter(|(_, c)| **c != 0) {
+        let (count, sum, min, max) = per_key.entry(k).or_default();
+        *count += c;
+        *sum += v * c;
+        *min = Some(min.map_or(v, |m| m.min(v)));
+        *max = Some(max.map_or(v, |m| m.max(v)));
+    }
+    assert_eq!(view_rows(dir, "stats"), rows_of(per_key.into_iter().map(|row| (row, 1))));
+    stats
+}
+
+/// As [`a_hot_min_max_key_costs_per_epoch_what_changed`], through the
+/// Rust API's `aggregate((Count, Sum, Min, Max))`: its MIN and MAX keep
+/// their sets one entry per value, so the second run reads what changed,
+/// not the key's 100 K values.
+#[test]
+fn a_hot_key_of_an_aggregate_with_min_and_max_costs_per_epoch_what_changed() {
+    hot_extremes_cost_what_changed(check_rust_extremes);
+}
+
+/// The Rust API's MIN and MAX fall back to the next value as their
+/// extremes are retracted, run after run, and an emptied key leaves no
+/// state.
+#[test]
+fn an_aggregates_min_and_max_fall_back_when_their_extremes_are_retracted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut counts = Counts::new();
+    fill_spilled_key(dir.path(), &mut counts, check_rust_extremes);
+    for round in 0..3 {
+        let cut: Vec<(u8, i64, i64)> = counts
+            .iter()
+            .filter(|((k, v), c)| *k == 0 && **c != 0 && (*v < round * 5 + 5 || *v > 1_994 - round * 5))
+            .map(|(&(k, v), &c)| (k, v, -c))
+            .collect();
+        produce_changes(dir.path(), "left", &cut, &mut counts);
+        check_rust_extremes(dir.path(), &counts);
+    }
+    let rest: Vec<(u8, i64, i64)> =
+        counts.iter().filter(|((k, _), c)| *k == 0 && **c != 0).map(|(&(k, v), &c)| (k, v, -c)).collect();
+    produce_changes(dir.path(), "left", &rest, &mut counts);
+    check_rust_extremes(dir.path(), &counts);
+    // Key 0 is gone; key 1 (two values) is one head entry.
+    assert_eq!(tags_and_keys(dir.path(), "sets.op_stats"), [[0, 1]]);
+}
+
+/// Over a source's records (never a retraction), MIN and MAX keep only the
+/// extremes: one entry per key, of a few bytes, however many values a key
+/// has seen.
+#[test]
+fn an_aggregate_over_an_input_that_never_retracts_keeps_only_its_extremes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: Vec<(u8, i64)> = (0..20_000).map(|v| (0, v * 3 % 20_011)).chain([(1, 5), (1, -2)]).collect();
+    produce(dir.path(), "left", 2, &records(&rows));
+    let build = |job: &mut Job<'_>| {
+        let left = job.source("left", json::<Row>()).map(|r: Row| (r.k, r.v));
+        assert!(left.is_monotonic(), "a source's records never retract");
+        job.materialize("extremes", left.aggregate("op_extremes", (Count, Min(|v: &i64| *v), Max(|v: &i64| *v))));
+    };
+    let config =
+        RuntimeConfig::new(dir.path()).epoch_interval_ms(5).state(StateBackend::RocksDb).stop_when_caught_up(true);
+    Runtime::run(config, build).unwrap();
+    let (low, high) = (rows[..20_000].iter().map(|r| r.1).min(), rows[..20_000].iter().map(|r| r.1).max());
+    let want = rows_of([((0u8, (20_000i64, low, high)), 1), ((1u8, (2i64, Some(-2i64), Some(5i64))), 1)]);
+    assert_eq!(view_rows(dir.path(), "extremes"), want);
+    assert_eq!(state_entries(dir.path(), "extremes.op_extremes"), 2, "one entry per key");
+    assert_eq!(state_entries(dir.path(), "sets.op_extremes"), 0, "no sets");
+    let store = RocksStore::open(dir.path().join("state")).unwrap();
+    let space = store.keyspace("extremes.op_extremes").unwrap();
+    let mut bytes = 0;
+    store
+        .scan_prefix(space, b"", &mut |_, value| {
+            bytes += value.len();
+            true
+        })
+        .unwrap();
+    assert!(bytes <= 2 * 32, "the extremes alone: {bytes} bytes for two keys");
 }
 
 /// Key 0 holds 100 K values (0, 2, 4, ...) and key 1 one value; checked.

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use millpond_dataflow::{Aggregate, Diff};
+use millpond_dataflow::{Aggregate, Diff, SetUpdates, Sets};
 
 use crate::error::{Error, Result};
 use crate::eval::{eval, holds};
@@ -87,7 +87,7 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
                 let (key, values) = (Tuple::eval(group, &row), Tuple::eval(&args, &row));
                 let (total, state) = groups.entry(key).or_default();
                 *total += count;
-                aggregate.update(state, &values, count as Diff);
+                aggregate.update(state, &values, count as Diff, &mut SetUpdates::none());
             }
             if group.is_empty() && groups.is_empty() {
                 // SQL's global aggregate has a row even over no input.
@@ -97,7 +97,7 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
                 .into_iter()
                 .map(|(key, (total, state))| {
                     let mut row = key.into_row();
-                    row.extend(aggregate.output(total, &state));
+                    row.extend(aggregate.output(total, &state, &Sets::none()));
                     (row, 1)
                 })
                 .collect()

@@ -22,7 +22,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use millpond_dataflow::{
-    Aggregate, Collection, Diff, Job, Multiplicity, RecordView, SetAggregate, SetChanges, SetSummary, raw,
+    Aggregate, Collection, Diff, Job, Multiplicity, RecordView, SetAggregate, SetChanges, SetSummary, SetUpdates, Sets,
+    raw,
 };
 use serde::{Deserialize, Serialize};
 
@@ -1165,7 +1166,7 @@ impl Aggregate<Tuple> for SqlAggregates {
     type State = Vec<Accumulator>;
     type Output = Row;
 
-    fn update(&self, state: &mut Vec<Accumulator>, args: &Tuple, diff: Diff) {
+    fn update(&self, state: &mut Vec<Accumulator>, args: &Tuple, diff: Diff, _: &mut SetUpdates<'_>) {
         if state.is_empty() {
             state.resize(self.calls.len(), Accumulator::Empty);
         }
@@ -1178,7 +1179,7 @@ impl Aggregate<Tuple> for SqlAggregates {
         }
     }
 
-    fn output(&self, _count: i64, state: &Vec<Accumulator>) -> Row {
+    fn output(&self, _count: i64, state: &Vec<Accumulator>, _: &Sets<'_>) -> Row {
         self.calls
             .iter()
             .enumerate()

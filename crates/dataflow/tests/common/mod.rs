@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use millpond_dataflow::{Diff, OrderKey, SetAggregate, SetChanges, SetSummary};
 use millpond_log::{Log, LogOptions, Record, TopicConfig};
 
 /// Appends `(key, value)` records to `topic` (created with `partitions`).
@@ -146,5 +147,28 @@ pub fn changes_per_epoch(dir: &Path, view: &str) -> BTreeMap<u64, u64> {
             let header = r.record.headers.iter().find(|h| h.key == "epoch").and_then(|h| h.value.clone()).unwrap();
             *per_epoch.entry(u64::from_be_bytes(header.try_into().unwrap())).or_default() += 1;
         }
+    }
+}
+
+/// MIN, MAX and COUNT(DISTINCT) of a key's values, with their sets kept by
+/// `aggregate_sets`: set 0 ascending (its first is the minimum), set 1
+/// descending (its first is the maximum).
+#[derive(Clone, Copy, Debug)]
+pub struct Extremes;
+
+impl SetAggregate<i64> for Extremes {
+    type State = ();
+    type Item = i64;
+    type Output = (i64, i64, u64);
+    fn sets(&self) -> usize {
+        2
+    }
+    fn update(&self, _: &mut (), value: &i64, diff: Diff, changes: &mut SetChanges<i64>) {
+        changes.add(0, value, |out| value.order_key(out), diff);
+        changes.add(1, value, |out| std::cmp::Reverse(value).order_key(out), diff);
+    }
+    fn output(&self, _count: i64, _: &(), sets: &[SetSummary<i64>]) -> (i64, i64, u64) {
+        let first = |set: &SetSummary<i64>| set.first.expect("a key with values has a first one");
+        (first(&sets[0]), first(&sets[1]), sets[0].distinct)
     }
 }
