@@ -507,6 +507,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// reads a key's first `k` values and the values it changes, not the
     /// rest of the key: values are kept in the order of their
     /// [`OrderKey`](crate::OrderKey)s (docs/state.md, "Top-k layout 1").
+    /// Over an input that never retracts
+    /// ([`is_monotonic`](Collection::is_monotonic)) a key keeps only its
+    /// first `k` values.
     pub fn top_k(self, name: &str, k: usize) -> Collection<'s, (K, V)>
     where
         V: crate::OrderKey,
@@ -515,7 +518,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
             use crate::OrderKey;
             std::cmp::Reverse(value).order_key(out); // greatest first
         };
-        crate::top_k::top_k_by(self, name, k, false, order_key, move |_key, first, out| {
+        // Over an input that never retracts, a key keeps only its first k values.
+        let inserts_only = self.monotonic;
+        crate::top_k::top_k_by(self, name, k, inserts_only, order_key, move |_key, first, out| {
             let mut left = k as Diff;
             for (value, count) in first {
                 let take = (*count).min(left);
@@ -538,7 +543,8 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// With `inserts_only`, the caller promises that the input never
     /// retracts (asserted): a key then keeps only its first values, since a
     /// value pushed past them can never return (state bounded by `limit`
-    /// values a key).
+    /// values a key). An input that is
+    /// [`monotonic`](Collection::is_monotonic) is taken as such unasked.
     pub fn top_k_by<O, F, L>(
         self,
         name: &str,
@@ -552,6 +558,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         F: Fn(&V, &mut Vec<u8>) + 'static,
         L: FnMut(&K, &[(V, Diff)], &mut Vec<(O, Diff)>) + 'static,
     {
+        let inserts_only = inserts_only || self.monotonic;
         crate::top_k::top_k_by(self, name, limit, inserts_only, order_key, logic)
     }
 

@@ -586,16 +586,31 @@ fn tags_and_keys(dir: &Path, name: &str) -> Vec<[u8; 2]> {
 /// recomputation.
 #[test]
 fn a_top_k_over_inserts_only_keeps_only_its_first_rows() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut counts = Counts::new();
-    let build = |job: &mut Job<'_>| {
+    keeps_only_the_first_25_rows(|job| {
         let rows = job.source("left", json::<Row>()).map(|r: Row| (r.k, r.v));
         let greatest = |v: &i64, out: &mut Vec<u8>| std::cmp::Reverse(*v).order_key(out);
         let top = rows.top_k_by("op_top", 25, true, greatest, |_k, first: &[(i64, millpond_dataflow::Diff)], out| {
             out.extend(first.iter().cloned().take(25))
         });
         job.materialize("top25", top);
-    };
+    });
+}
+
+/// The same through `top_k`, which is told nothing: its input, a source's
+/// records, never retracts (`Collection::is_monotonic`), so it keeps only
+/// each key's first rows too.
+#[test]
+fn a_top_k_over_a_source_keeps_only_its_first_rows() {
+    keeps_only_the_first_25_rows(|job| {
+        let rows = job.source("left", json::<Row>()).map(|r: Row| (r.k, r.v));
+        assert!(rows.is_monotonic());
+        job.materialize("top25", rows.top_k("op_top", 25));
+    });
+}
+
+fn keeps_only_the_first_25_rows(build: fn(&mut Job<'_>)) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut counts = Counts::new();
     for round in 0..4i64 {
         let rows: Vec<(u8, i64, i64)> =
             (0..25_000).map(|v| (0, round * 25_000 + v, 1)).chain([(1, round, 1)]).collect();
