@@ -411,6 +411,10 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     /// it keeps no set (a MIN keeps its least value). Each of the three
     /// keeps its state in a keyspace of its own (docs/state.md).
     pub fn aggregate<A: Aggregate<V>>(self, name: &str, aggregate: A) -> Collection<'s, (K, A::Output)> {
+        if let Err(message) = self.sets_layout_kept(name, aggregate.sets()) {
+            self.ctx.build_error(message);
+            return self.flat_map(|_| None);
+        }
         let keyspace = match (aggregate.sets(), self.monotonic) {
             (0, _) => format!("op.{name}"),
             (_, false) => return crate::set_aggregate::aggregate_kept(self, name, aggregate),
@@ -452,6 +456,27 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                 Ok(())
             })
         })
+    }
+
+    /// Refuses an aggregation with sets whose data directory holds both of
+    /// its layouts' keyspaces: its input changed whether it retracts, and
+    /// back, so the state it would resume was last fed before the change
+    /// and missed what came since (a switch alone opens a new state, which
+    /// the lineage rule checks; `drop_undeclared` drops the one left).
+    fn sets_layout_kept(&self, name: &str, sets: usize) -> std::result::Result<(), String> {
+        let (now, other) = match self.monotonic {
+            true => (format!("extremes.{name}"), crate::set_aggregate::keyspace(name)),
+            false => (crate::set_aggregate::keyspace(name), format!("extremes.{name}")),
+        };
+        let states = &self.ctx.shared.checkpoints.resumed().states;
+        if sets == 0 || !(states.contains(&now) && states.contains(&other)) {
+            return Ok(());
+        }
+        Err(format!(
+            "aggregate '{name}' has MIN/MAX state in both '{now}' and '{other}': its input changed whether it \
+             retracts since '{now}' was last fed, so that state misses what came since; give the operator a new \
+             name, fed by new readers (Job::source_named), or drop the old state (drop_undeclared) first"
+        ))
     }
 
     /// Aggregates the values of each key with `aggregate`, whose state is an

@@ -108,8 +108,11 @@ fn split<'s, T: 'static>(
                 Err(letter) => Err((letter, epoch, diff)),
             },
         );
+    let monotonic = tagged.monotonic;
     let letters = Collection::from_stream(err, tagged.ctx.clone(), tagged.lineage.clone());
-    (Collection::from_stream(ok, tagged.ctx, tagged.lineage), letters)
+    let records = Collection::from_stream(ok, tagged.ctx, tagged.lineage);
+    // A source's records, as a reader of its own would have them.
+    (if monotonic { records.into_monotonic() } else { records }, letters)
 }
 
 /// The group's one source operator.

@@ -37,6 +37,7 @@ fn build(readers: &'static [&'static str], decodes: Arc<AtomicU64>) -> impl Fn(&
         };
         let collections = job.shared_source_of("t", readers, "t", decode);
         assert_eq!(collections.len(), readers.len());
+        assert!(collections.iter().all(|c| c.is_monotonic()), "as a source of its own, each never retracts");
         for (reader, values) in readers.iter().zip(collections) {
             job.materialize(&format!("view_{reader}"), values.map(|value| (*value).clone()));
         }

@@ -15,7 +15,7 @@ use std::path::Path;
 use common::{Extremes, produce, rows_of, state_entries, view_rows};
 use millpond_dataflow::state::{RocksStore, StateStore, WriteBatch};
 use millpond_dataflow::{
-    Count, Job, Max, Min, Multiplicity, OrderKey, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json,
+    Collection, Count, Job, Max, Min, Multiplicity, OrderKey, RunStats, Runtime, RuntimeConfig, StateBackend, Sum, json,
 };
 use serde::Deserialize;
 
@@ -540,6 +540,43 @@ fn an_aggregate_over_an_input_that_never_retracts_keeps_only_its_extremes() {
         })
         .unwrap();
     assert!(bytes <= 2 * 32, "the extremes alone: {bytes} bytes for two keys");
+}
+
+fn highest_of<'s>(left: Collection<'s, (u8, i64)>) -> Collection<'s, (u8, Option<i64>)> {
+    left.aggregate("op_highest", Max(|v: &i64| *v))
+}
+
+/// An aggregation with MIN or MAX whose input starts to retract after a
+/// commit keeps its sets in a new state, fed by a new reader from the
+/// start; changed back, it would resume its first state, which missed
+/// what came in between: that is refused, naming both.
+#[test]
+fn an_aggregate_whose_input_changes_whether_it_retracts_and_back_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    produce(dir.path(), "left", 2, &records(&[(0, 1), (0, 5), (1, 2)]));
+    let config = || RuntimeConfig::new(dir.path()).epoch_interval_ms(5).stop_when_caught_up(true);
+    Runtime::run(config(), |job| {
+        let left = job.source("left", json::<Row>()).map(|r: Row| (r.k, r.v));
+        job.materialize("highest", highest_of(left));
+    })
+    .unwrap();
+    let want = || rows_of([((0u8, Some(7i64)), 1), ((1u8, Some(2i64)), 1)]);
+    produce(dir.path(), "left", 2, &records(&[(0, 7)]));
+    Runtime::run(config(), |job| {
+        let left = job.source_named("fresh", "left", json::<Row>()).explode(|r: Row| Some(((r.k, r.v), 1)));
+        job.materialize_definition("highest", "retracting", highest_of(left));
+    })
+    .unwrap();
+    assert_eq!(view_rows(dir.path(), "highest"), want(), "a new state, built from the start");
+
+    produce(dir.path(), "left", 2, &records(&[(1, 9)]));
+    let back = Runtime::run(config(), |job| {
+        let left = job.source_named("fresh", "left", json::<Row>()).map(|r: Row| (r.k, r.v));
+        job.materialize_definition("highest", "retracting", highest_of(left));
+    });
+    let message = back.expect_err("refused").to_string();
+    assert!(message.contains("'extremes.op_highest'") && message.contains("'sets.op_highest'"), "{message}");
+    assert_eq!(view_rows(dir.path(), "highest"), want(), "nothing committed");
 }
 
 /// Key 0 holds 100 K values (0, 2, 4, ...) and key 1 one value; checked.
