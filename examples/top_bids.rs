@@ -8,9 +8,11 @@
 //!
 //! `top_k(name, k)` keeps the k greatest values of each key, by the value's
 //! own order. Here the value is `(price, bidder)`, so the view holds the 3
-//! highest bids of every auction, ties broken by bidder. The operator keeps
-//! each auction's bids in state, so a retraction (were bids ever deleted)
-//! would bring the fourth-highest back. Wrap a value in
+//! highest bids of every auction, ties broken by bidder. Its input is a
+//! source's records, which are never retracted (`Collection::is_monotonic`),
+//! so the operator keeps only each auction's first 3 bids in state; over an
+//! input that may retract it would keep every bid, so that a retracted
+//! first one brings the fourth-highest back. Wrap a value in
 //! `std::cmp::Reverse` to keep the k least instead.
 
 mod common;
