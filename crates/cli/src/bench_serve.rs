@@ -1,7 +1,9 @@
 //! `millpond bench serve`: the server measured over the wire, each figure
 //! beside its baseline in the same run. A pass-through view over one source
-//! (`feed`), appended to in-process (`Engine::append`), subscribed to with
-//! tokio-postgres (`COPY (SUBSCRIBE ...) TO STDOUT`):
+//! (`feed`; with `--view aggregate`, a keyed aggregate over 1000 groups
+//! whose rows carry their latest event's time), appended to in-process
+//! (`Engine::append`), subscribed to with tokio-postgres (`COPY (SUBSCRIBE
+//! ...) TO STDOUT`):
 //! - the dataflow's events/s with 0, 1, 100 and 1000 subscribers attached
 //!   (the ratio to 0 is the fan-out's cost to the dataflow), and the changes/s
 //!   delivered to all of them while it ran; in `--rounds` rounds of pairs, each count of
@@ -16,7 +18,9 @@
 //! - append-to-delivery latency at half of the peak, p50 and p99, with 1 s
 //!   and 100 ms epochs (ratio to the epoch interval); the peak is the
 //!   sustainable throughput, the highest paced rate the server keeps up
-//!   with end to end, found by probes from the drains' rate down;
+//!   with end to end, found by probes from the drains' rate down (they
+//!   count delivered changes against events, so they fit the pass-through
+//!   view only: give an aggregate's runs `--latency-rate`);
 //! - RSS per idle subscriber; SELECT latency on a 100 K-row view.
 //!
 //! The server runs as `millpond serve` does, its client threads at nice
@@ -78,6 +82,42 @@ pub(crate) struct ServeBenchArgs {
     /// own, 19 for one that only gets what the server leaves.
     #[arg(long, value_delimiter = ',', default_value = "0,19")]
     latency_client_nice: Vec<i32>,
+    /// The view every run maintains and subscribes to.
+    #[arg(long, value_enum, default_value_t = ViewArg::PassThrough)]
+    view: ViewArg,
+}
+
+/// The view `feed` over the events `(k, at)`; its rows are `(k, at)` either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ViewArg {
+    /// Every event a row: `SELECT k, at FROM ev`.
+    PassThrough,
+    /// A keyed aggregate over 1000 groups, whose row carries its latest
+    /// event's time: `SELECT k % 1000 AS k, MAX(at) AS at FROM ev GROUP BY
+    /// k % 1000` (an epoch retracts and inserts each group it changes).
+    Aggregate,
+}
+
+impl ViewArg {
+    fn schema(self) -> &'static str {
+        match self {
+            ViewArg::PassThrough => SCHEMA,
+            ViewArg::Aggregate => AGGREGATE_SCHEMA,
+        }
+    }
+}
+
+/// How the bench's servers run: their client threads' nice value and the view.
+#[derive(Clone, Copy, Debug)]
+struct ServerSetup {
+    wire_nice: i32,
+    view: ViewArg,
+}
+
+impl ServeBenchArgs {
+    fn server(&self) -> ServerSetup {
+        ServerSetup { wire_nice: self.wire_nice, view: self.view }
+    }
 }
 
 /// The nice value of the bench's client threads (stand-ins for other machines).
@@ -85,6 +125,8 @@ const CLIENT_NICE: i32 = 19;
 
 const SCHEMA: &str = "CREATE SOURCE ev (k BIGINT, at BIGINT) FROM TOPIC 'ev' FORMAT JSON;
 CREATE MATERIALIZED VIEW feed AS SELECT k, at FROM ev";
+const AGGREGATE_SCHEMA: &str = "CREATE SOURCE ev (k BIGINT, at BIGINT) FROM TOPIC 'ev' FORMAT JSON;
+CREATE MATERIALIZED VIEW feed AS SELECT k % 1000 AS k, MAX(at) AS at FROM ev GROUP BY k % 1000";
 /// Records per append.
 const APPEND_BATCH: u64 = 5_000;
 /// Streams opened at once while subscribers connect.
@@ -97,7 +139,8 @@ struct Server {
 }
 
 impl Server {
-    fn start(dir: &Path, epoch_ms: u64, wire_nice: i32) -> Result<Server> {
+    fn start(dir: &Path, epoch_ms: u64, setup: ServerSetup) -> Result<Server> {
+        let ServerSetup { wire_nice, view } = setup;
         if dir.exists() {
             std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
         }
@@ -107,7 +150,7 @@ impl Server {
             ..EngineConfig::new(dir)
         };
         let engine = Engine::open(config)?;
-        engine.execute(SCHEMA)?;
+        engine.execute(view.schema())?;
         let mut pg = PgConfig::new("127.0.0.1:0".parse().expect("an address"));
         pg.connections_max = 4096;
         pg.wire_nice = wire_nice;
@@ -252,9 +295,12 @@ impl Latencies {
     fn sample(&self, line: &[u8], now: u64, samples: &mut Samples) {
         // mp_epoch, mp_diff, k, at: one pass over the line, digits read as
         // they are (the client's own cost is taken from the server's CPU).
+        // A retraction's `at` is an older row's (an aggregate's group): not
+        // this epoch's append.
         let mut fields = line.split(|b| *b == b'\t');
         let Some(epoch) = fields.next().and_then(digits) else { return };
-        if let Some(at) = fields.nth(2).and_then(digits) {
+        let inserted = fields.next() == Some(b"1".as_slice());
+        if let Some(at) = fields.nth(1).and_then(digits).filter(|_| inserted) {
             samples.appended.push(now.saturating_sub(at));
             let seen = EpochSeen { last_append: at, first_line: now, last_line: now };
             match &mut samples.current {
@@ -404,8 +450,8 @@ fn workers_cpu() -> Option<Duration> {
     Some(Duration::from_nanos(total_ns))
 }
 
-async fn throughput(dir: &Path, subscribers: usize, events: u64, nice: i32) -> Result<Throughput> {
-    let server = Server::start(dir, 100, nice)?;
+async fn throughput(dir: &Path, subscribers: usize, events: u64, setup: ServerSetup) -> Result<Throughput> {
+    let server = Server::start(dir, 100, setup)?;
     let streams = open_subscribers(server.endpoint.addr(), subscribers, None).await?;
     // Built before the clock starts: the feeder only appends, several times
     // faster than the dataflow reads, so the run measures the dataflow
@@ -469,9 +515,9 @@ struct Latency {
 /// Append-to-delivery and commit-to-delivery latencies of one subscriber
 /// at `rate` events/s, the subscriber on a thread of its own at nice
 /// `client_nice`.
-async fn latency(dir: &Path, run: LatencyRun, nice: i32) -> Result<Latency> {
+async fn latency(dir: &Path, run: LatencyRun, setup: ServerSetup) -> Result<Latency> {
     let LatencyRun { epoch_ms, rate, seconds, client_nice } = run;
-    let server = Server::start(dir, epoch_ms, nice)?;
+    let server = Server::start(dir, epoch_ms, setup)?;
     let latencies = Arc::new(Latencies::default());
     let (delivered, opened) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let addr = server.endpoint.addr();
@@ -600,9 +646,9 @@ fn rss_kib() -> u64 {
 }
 
 /// RSS per idle subscriber (KiB) over 1000 of them.
-async fn idle_memory(dir: &Path, nice: i32) -> Result<f64> {
+async fn idle_memory(dir: &Path, setup: ServerSetup) -> Result<f64> {
     const IDLE: usize = 1000;
-    let server = Server::start(dir, 1000, nice)?;
+    let server = Server::start(dir, 1000, setup)?;
     append(&server.engine, 0, 1000)?;
     let before = rss_kib();
     let streams = open_subscribers(server.endpoint.addr(), IDLE, None).await?;
@@ -615,8 +661,8 @@ async fn idle_memory(dir: &Path, nice: i32) -> Result<f64> {
 }
 
 /// SELECT latencies (µs, sorted) of `sql` over a view of `rows` rows.
-async fn select_latency(dir: &Path, rows: u64, queries: &[&str], nice: i32) -> Result<Vec<Vec<u64>>> {
-    let server = Server::start(dir, 100, nice)?;
+async fn select_latency(dir: &Path, rows: u64, queries: &[&str], setup: ServerSetup) -> Result<Vec<Vec<u64>>> {
+    let server = Server::start(dir, 100, setup)?;
     append(&server.engine, 0, rows)?;
     while server.committed_reads()? < rows {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -712,7 +758,7 @@ async fn throughput_rounds(dir: &Path, args: &ServeBenchArgs) -> Result<Vec<Roun
         let mut pairs = Vec::with_capacity(args.subscribers.len());
         let run_dir = dir.join("run");
         for &subscribers in &args.subscribers {
-            let run = |count| throughput(&run_dir, count, args.events, args.wire_nice);
+            let run = |count| throughput(&run_dir, count, args.events, args.server());
             let pair = if pairs_run.is_multiple_of(2) {
                 let alone = run(0).await?;
                 Pair { alone, with: run(subscribers).await? }
@@ -761,7 +807,7 @@ async fn sustainable_rate(
     let seconds = (args.latency_seconds / 2).max(1);
     let mut probe = async |rate: u64| -> Result<bool> {
         let run = LatencyRun { epoch_ms: PROBE_EPOCH_MS, rate, seconds, client_nice: 0 };
-        let measured = latency(&dir.join("run"), run, args.wire_nice).await?;
+        let measured = latency(&dir.join("run"), run, args.server()).await?;
         let p99_ms = percentile(&measured.appended, 0.99) as f64 / 1000.0;
         let delivered = measured.appended.len() as u64;
         let kept_up = delivered == measured.fed && p99_ms <= (PROBE_P99_EPOCHS_MAX * PROBE_EPOCH_MS) as f64;
@@ -879,7 +925,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         table.push(line);
     };
     // First, while the process has freed nothing that later allocations could reuse.
-    let idle = idle_memory(&dir.join("run"), args.wire_nice).await?;
+    let idle = idle_memory(&dir.join("run"), args.server()).await?;
     let rounds = throughput_rounds(dir, args).await?;
     let alone: Vec<f64> = rounds.iter().flat_map(|round| &round.pairs).map(|pair| pair.alone.dataflow).collect();
     row([
@@ -940,7 +986,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         for &client_nice in &args.latency_client_nice {
             let run = LatencyRun { epoch_ms, rate, seconds: args.latency_seconds, client_nice };
             let before = CpuTicks::now();
-            let Latency { appended, committed, spans, .. } = latency(&dir.join("run"), run, args.wire_nice).await?;
+            let Latency { appended, committed, spans, .. } = latency(&dir.join("run"), run, args.server()).await?;
             row([
                 format!("CPU time stolen by the hypervisor, {epoch_ms} ms epochs, client at nice {client_nice}"),
                 stolen_cell(CpuTicks::stolen_since(before)),
@@ -1002,7 +1048,7 @@ async fn measure(dir: &Path, args: &ServeBenchArgs) -> Result<()> {
         format!("{:.2}", idle / 64.0),
     ]);
     let queries = ["SELECT COUNT(*) FROM feed", "SELECT k, at FROM feed WHERE k = 42"];
-    let selects = select_latency(&dir.join("run"), args.select_rows, &queries, args.wire_nice).await?;
+    let selects = select_latency(&dir.join("run"), args.select_rows, &queries, args.server()).await?;
     let count_p50 = percentile(&selects[0], 0.5) as f64 / 1000.0;
     for (sql, samples) in queries.iter().zip(&selects) {
         let (p50, p99) = (percentile(samples, 0.5) as f64 / 1000.0, percentile(samples, 0.99) as f64 / 1000.0);
@@ -1072,9 +1118,11 @@ mod tests {
         let latencies = Latencies::default();
         latencies.committed_at.lock().unwrap().insert(7, 1_000);
         let mut samples = Samples::default();
-        // mp_epoch, mp_diff, k, at (µs); a progress line has no `at`.
+        // mp_epoch, mp_diff, k, at (µs); a progress line has no `at`, a
+        // retraction's `at` is an older row's.
         for (line, now) in [
             (&b"7\t1\t42\t900"[..], 1_500),
+            (b"7\t-1\t43\t100", 1_550),
             (b"7\t1\t43\t950", 1_600),
             (b"8\t1\t44\t1200", 1_700),
             (b"8\tt\t\\N\t\\N", 1_800),
@@ -1084,7 +1132,7 @@ mod tests {
         }
         latencies.record(samples);
         assert_eq!(*latencies.appended.lock().unwrap(), [600, 650, 500]);
-        assert_eq!(*latencies.committed.lock().unwrap(), [500, 600], "epoch 8 was never seen committed");
+        assert_eq!(*latencies.committed.lock().unwrap(), [500, 550, 600], "epoch 8 was never seen committed");
         let epochs = latencies.epochs.lock().unwrap();
         let seven = epochs[&7];
         assert_eq!((seven.last_append, seven.first_line, seven.last_line), (950, 1_500, 1_600));
