@@ -132,6 +132,25 @@ impl Topics {
         Ok(self.log.fetch(topic, partition, offset, max_bytes)?)
     }
 
+    /// The first offset of `topic`'s `partition` that may still be read.
+    pub fn start_offset(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.log.low_watermark(topic, partition)?)
+    }
+
+    /// Waits up to `timeout` for `topic`'s `partition` to end past `offset`;
+    /// whether it does.
+    pub fn wait_for(&self, topic: &str, partition: u32, offset: u64, timeout: std::time::Duration) -> Result<bool> {
+        Ok(self.log.wait_for(topic, partition, offset, timeout)?)
+    }
+
+    /// Appends a batch a Kafka producer encoded to `topic`'s `partition`,
+    /// stored as produced but for its base offset
+    /// ([`millpond_log::Log::append_produced`]); its first offset, once
+    /// acknowledged by the topic's flush policy. Internal topics are refused.
+    pub fn append_produced(&self, topic: &str, partition: u32, batch: &mut [u8]) -> Result<u64> {
+        Ok(self.log.append_produced(topic, partition, batch)?.base_offset)
+    }
+
     /// Commits `offset` (the next one to read) for consumer `group`.
     pub fn commit_group_offset(&self, group: &str, topic: &str, partition: u32, offset: u64) -> Result<()> {
         Ok(self.log.commit_offset(group, topic, partition, offset)?)

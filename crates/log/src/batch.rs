@@ -110,6 +110,15 @@ pub fn peek_base_offset(bytes: &[u8]) -> Option<u64> {
     bytes.get(0..8).map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")) as u64)
 }
 
+/// Sets a batch's base offset and partition leader epoch (0), the two
+/// header fields outside its CRC, as a broker does to a produced batch.
+pub fn set_base_offset(bytes: &mut [u8], base_offset: u64) {
+    assert!(bytes.len() >= BATCH_HEADER_BYTES, "a batch header is {BATCH_HEADER_BYTES} bytes");
+    assert!(base_offset <= i64::MAX as u64, "offsets are non-negative i64s");
+    bytes[0..8].copy_from_slice(&(base_offset as i64).to_be_bytes());
+    bytes[12..16].copy_from_slice(&0i32.to_be_bytes());
+}
+
 /// A validated batch borrowed from a buffer.
 #[derive(Clone, Copy)]
 pub struct BatchView<'a> {

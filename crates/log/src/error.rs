@@ -49,6 +49,8 @@ pub enum Error {
     InternalTopic { topic: String, action: &'static str },
     #[error("batch of {size_bytes} bytes exceeds the topic's max_batch_bytes {max_bytes}")]
     BatchTooLarge { size_bytes: usize, max_bytes: usize },
+    #[error("invalid produced batch for {topic}/{partition}: {reason}")]
+    InvalidBatch { topic: String, partition: u32, reason: BatchError },
     #[error("an append needs at least one record")]
     EmptyBatch,
     #[error("topic '{0}' is compacted: every record needs a key")]

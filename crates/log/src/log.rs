@@ -403,6 +403,21 @@ impl Log {
         self.partition(topic, partition)?.append_encoded(records)
     }
 
+    /// Appends a batch a Kafka producer encoded, stored as produced except
+    /// for its base offset (see `Partition::write_produced` for what is
+    /// checked), and returns once the flush policy acknowledges it. Internal
+    /// topics are refused, as by [`Log::append`].
+    pub fn append_produced(&self, topic: &str, partition: u32, batch: &mut [u8]) -> Result<AppendInfo> {
+        refuse_internal(topic, "produced to")?;
+        self.check_open()?;
+        let partition = self.partition(topic, partition)?;
+        let (info, needs_sync) = partition.write_produced(batch)?;
+        if needs_sync {
+            partition.sync_until(info.last_offset + 1)?;
+        }
+        Ok(info)
+    }
+
     /// [`Log::append`] for any topic, internal ones included. Only for an
     /// internal topic's owner, which writes its own record format (the log
     /// for [`CONSUMER_OFFSETS_TOPIC`], the SQL layer for its catalog).

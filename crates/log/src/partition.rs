@@ -388,37 +388,77 @@ impl Partition {
             return Err(Error::KeyRequired(self.topic.clone()));
         }
         self.check_healthy()?;
-        let batch_max_timestamp = records.iter().map(|r| r.timestamp_ms).max().expect("non-empty");
-        let (base_offset, last_offset, needs_sync) = {
-            let mut guard = self.writer.lock().expect("writer lock");
-            if self.is_retired() {
-                return Err(Error::UnknownTopic(self.topic.clone()));
+        let max_timestamp = records.iter().map(|r| r.timestamp_ms).max().expect("non-empty");
+        let mut guard = self.writer.lock().expect("writer lock");
+        let writer = &mut *guard;
+        let base_offset = writer.next_offset;
+        let mut buffer = std::mem::take(&mut writer.buffer);
+        buffer.clear();
+        batch::encode_records(&mut buffer, base_offset, records.iter().copied());
+        let written = self.write_locked(writer, &buffer, records.len() as u64, max_timestamp);
+        writer.buffer = buffer;
+        written
+    }
+
+    /// Writes a batch a producer encoded (Kafka's Produce), as
+    /// [`Partition::write`] does records: the batch is validated whole
+    /// ([`batch::BatchView::parse`]: length, magic, CRC, every record), its
+    /// offset deltas must be 0, 1, … with no gap (as Kafka asks of a v2
+    /// batch from a client), then its base offset becomes the partition's
+    /// next offset and its partition leader epoch 0. Those fields lie
+    /// outside the CRC; every other byte is stored as produced.
+    pub(crate) fn write_produced(&self, bytes: &mut [u8]) -> Result<(AppendInfo, bool)> {
+        let invalid = |reason| Error::InvalidBatch { topic: self.topic.clone(), partition: self.id, reason };
+        let (count, max_timestamp) = {
+            let view = batch::BatchView::parse(bytes).map_err(invalid)?;
+            if view.size_bytes() != bytes.len() {
+                return Err(invalid(batch::BatchError::BadRecord { index: 0, reason: "bytes after the batch" }));
             }
-            let writer = &mut *guard;
-            let base_offset = writer.next_offset;
-            let mut buffer = std::mem::take(&mut writer.buffer);
-            buffer.clear();
-            let size = batch::encode_records(&mut buffer, base_offset, records.iter().copied());
-            if size as u64 > self.config.max_batch_bytes {
-                writer.buffer = buffer;
-                return Err(Error::BatchTooLarge { size_bytes: size, max_bytes: self.config.max_batch_bytes as usize });
+            check_produced(&view).map_err(invalid)?;
+            if self.config.cleanup_policy.compacts() && view.records().any(|r| r.key.is_none()) {
+                return Err(Error::KeyRequired(self.topic.clone()));
             }
-            let last_offset = base_offset + records.len() as u64 - 1;
-            let written = self
-                .maybe_roll(writer, size as u64, last_offset, batch_max_timestamp)
-                .and_then(|()| self.write_batch(writer, &buffer, base_offset, last_offset, batch_max_timestamp));
-            writer.buffer = buffer;
-            written?;
-            let needs_sync = match self.config.flush {
-                FlushPolicy::Durable => true,
-                FlushPolicy::Interval { records: records_max, .. } => {
-                    writer.active.segment.publish(writer.active.written_bytes);
-                    self.publish_high_watermark(last_offset + 1);
-                    writer.unsynced_records += records.len() as u64;
-                    writer.unsynced_records >= records_max
-                }
-            };
-            (base_offset, last_offset, needs_sync)
+            (view.record_count() as u64, view.max_timestamp())
+        };
+        self.check_healthy()?;
+        let mut guard = self.writer.lock().expect("writer lock");
+        let writer = &mut *guard;
+        batch::set_base_offset(bytes, writer.next_offset);
+        debug_assert!(batch::BatchView::parse(bytes).is_ok(), "the rewritten header keeps the batch valid");
+        self.write_locked(writer, bytes, count, max_timestamp)
+    }
+
+    /// The part of an append under the writer lock: `bytes` is one batch
+    /// of `count` records whose base offset is the partition's next offset.
+    fn write_locked(
+        &self,
+        writer: &mut Writer,
+        bytes: &[u8],
+        count: u64,
+        max_timestamp: i64,
+    ) -> Result<(AppendInfo, bool)> {
+        if self.is_retired() {
+            return Err(Error::UnknownTopic(self.topic.clone()));
+        }
+        let base_offset = writer.next_offset;
+        debug_assert_eq!(batch::peek_base_offset(bytes), Some(base_offset));
+        if bytes.len() as u64 > self.config.max_batch_bytes {
+            return Err(Error::BatchTooLarge {
+                size_bytes: bytes.len(),
+                max_bytes: self.config.max_batch_bytes as usize,
+            });
+        }
+        let last_offset = base_offset + count - 1;
+        self.maybe_roll(writer, bytes.len() as u64, last_offset, max_timestamp)?;
+        self.write_batch(writer, bytes, base_offset, last_offset, max_timestamp)?;
+        let needs_sync = match self.config.flush {
+            FlushPolicy::Durable => true,
+            FlushPolicy::Interval { records: records_max, .. } => {
+                writer.active.segment.publish(writer.active.written_bytes);
+                self.publish_high_watermark(last_offset + 1);
+                writer.unsynced_records += count;
+                writer.unsynced_records >= records_max
+            }
         };
         Ok((AppendInfo { partition: self.id, base_offset, last_offset }, needs_sync))
     }
@@ -907,6 +947,22 @@ impl IndexAppender {
             let _ = self.times.append(&time_entry);
         }
     }
+}
+
+/// What Kafka asks of a batch a client produced, beyond it being valid: at
+/// least one record, offset deltas 0, 1, …, count − 1, and none of what
+/// only a broker writes (control batches; compression is not accepted yet).
+fn check_produced(view: &batch::BatchView<'_>) -> std::result::Result<(), batch::BatchError> {
+    let count = view.record_count();
+    if count == 0 || view.last_offset_delta() != count - 1 {
+        return Err(batch::BatchError::BadRecord { index: 0, reason: "record count and last offset delta disagree" });
+    }
+    for (index, record) in view.records().enumerate() {
+        if record.offset - view.base_offset() != index as u64 {
+            return Err(batch::BatchError::BadRecord { index, reason: "offset deltas are not 0, 1, ..." });
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn delete_segment_files(storage: &dyn Storage, dir: &Path, base_offset: u64) -> Result<()> {

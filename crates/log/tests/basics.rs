@@ -352,3 +352,66 @@ fn the_background_thread_applies_retention() {
     assert_eq!(log.describe("t").unwrap()[0].segments, 1, "closed segments past retention were deleted");
     assert_eq!(log.background_error(), None);
 }
+
+/// A batch as a Kafka producer encodes it: base offset 0, the records' deltas 0, 1, ….
+fn produced_batch(records: &[Record]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    millpond_log::batch::encode_records(&mut bytes, 0, records.iter());
+    bytes
+}
+
+#[test]
+fn a_produced_batch_is_stored_as_produced_at_the_partitions_next_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { partitions: 1, ..Default::default() }).unwrap();
+    log.append("t", 0, &[record("a", Some("1"), 5), record("b", Some("2"), 6)]).unwrap();
+    let produced = vec![record("c", Some("3"), 7), record("d", None, 8)];
+    let mut bytes = produced_batch(&produced);
+    let original = bytes.clone();
+    let info = log.append_produced("t", 0, &mut bytes).unwrap();
+    assert_eq!((info.base_offset, info.last_offset), (2, 3));
+    // Only the base offset (bytes 0..8, outside the CRC) changed.
+    assert_eq!(bytes[8..], original[8..]);
+    assert_eq!(u64::from_be_bytes(bytes[..8].try_into().unwrap()), 2);
+    let fetch = log.fetch("t", 0, 2, 1 << 20).unwrap();
+    assert_eq!(fetch.bytes(), &bytes[..], "the stored batch is the produced one");
+    let read = read_all(&log, "t", 0);
+    assert_eq!(read.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert_eq!(read[2].1, produced[0]);
+    assert_eq!(read[3].1, produced[1]);
+}
+
+#[test]
+fn a_produced_batch_that_is_not_valid_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { partitions: 1, ..Default::default() }).unwrap();
+    log.create_topic("c", TopicConfig { partitions: 1, cleanup_policy: CleanupPolicy::Compact, ..Default::default() })
+        .unwrap();
+    let good = produced_batch(&[record("k", Some("v"), 1), record("l", Some("w"), 2)]);
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    let error = log.append_produced("t", 0, &mut flipped).unwrap_err();
+    assert!(
+        matches!(&error, Error::InvalidBatch { reason: millpond_log::batch::BatchError::BadCrc { .. }, .. }),
+        "{error}"
+    );
+    let mut trailing = good.clone();
+    trailing.push(0);
+    assert!(matches!(log.append_produced("t", 0, &mut trailing), Err(Error::InvalidBatch { .. })));
+    let mut short = good[..good.len() - 3].to_vec();
+    assert!(matches!(log.append_produced("t", 0, &mut short), Err(Error::InvalidBatch { .. })));
+    let mut unkeyed = produced_batch(&[Record::new(None, Some(b"v"), 1)]);
+    assert!(matches!(log.append_produced("c", 0, &mut unkeyed), Err(Error::KeyRequired(_))));
+    assert!(matches!(
+        log.append_produced("__consumer_offsets", 0, &mut good.clone()),
+        Err(Error::InternalTopic { .. }) | Err(Error::UnknownTopic(_))
+    ));
+    assert_eq!(log.high_watermark("t", 0).unwrap(), 0, "a refused batch writes nothing");
+    let mut good = good;
+    assert_eq!(log.append_produced("t", 0, &mut good).unwrap().base_offset, 0);
+    assert_eq!(read_all(&log, "t", 0).len(), 2);
+}
