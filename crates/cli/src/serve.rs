@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use millpond_server::{Engine, EngineConfig, MetricsEndpoint, PgConfig, PgEndpoint};
+use millpond_server::{Engine, EngineConfig, KafkaConfig, KafkaEndpoint, MetricsEndpoint, PgConfig, PgEndpoint};
 
 /// The file a running server writes its address into, in the data directory.
 pub(crate) const SERVER_FILE: &str = "server.json";
@@ -20,6 +20,23 @@ pub(crate) struct ServeArgs {
     /// Address of the Postgres wire endpoint (loopback unless told).
     #[arg(long, default_value = "127.0.0.1:6875")]
     pg_listen: SocketAddr,
+    /// Address of a Kafka wire endpoint (Kafka clients produce, fetch and
+    /// read views' changelogs); off unless given (127.0.0.1:9092 is Kafka's).
+    #[arg(long)]
+    kafka_listen: Option<SocketAddr>,
+    /// The address Kafka clients are told to connect to (default: the bound one).
+    #[arg(long, requires = "kafka_listen")]
+    kafka_advertised: Option<SocketAddr>,
+    /// Partitions of a topic that a Kafka client's Metadata request creates
+    /// (Kafka's auto.create.topics.enable with num.partitions); 0: none is created.
+    #[arg(long, default_value_t = 1)]
+    kafka_auto_create_partitions: u32,
+    /// The largest Kafka request frame read; a larger one closes its connection.
+    #[arg(long, default_value_t = millpond_server::KAFKA_REQUEST_BYTES_MAX_DEFAULT)]
+    kafka_request_bytes_max: usize,
+    /// Most Kafka connections at once (more are closed as they come).
+    #[arg(long, default_value_t = millpond_server::KAFKA_CONNECTIONS_MAX_DEFAULT)]
+    kafka_connections_max: usize,
     /// Address of a Prometheus text endpoint (`GET /metrics`); off unless given.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -92,6 +109,17 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     pg.message_bytes_max = args.message_bytes_max;
     pg.password = args.password.clone();
     let endpoint = PgEndpoint::start(engine.clone(), pg)?;
+    let kafka = match args.kafka_listen {
+        Some(listen) => {
+            let mut config = KafkaConfig::new(listen);
+            config.advertised = args.kafka_advertised;
+            config.auto_create_partitions = Some(args.kafka_auto_create_partitions).filter(|&n| n > 0);
+            config.request_bytes_max = args.kafka_request_bytes_max;
+            config.connections_max = args.kafka_connections_max;
+            Some(KafkaEndpoint::start(engine.clone(), config)?)
+        }
+        None => None,
+    };
     let metrics = match args.metrics_listen {
         Some(listen) => Some(MetricsEndpoint::start(engine.clone(), endpoint.gauges().clone(), listen)?),
         None => None,
@@ -101,6 +129,10 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
     }
     let address = data_dir.join(SERVER_FILE);
     let mut record = serde_json::json!({ "pg": endpoint.addr().to_string(), "pid": std::process::id() });
+    if let Some(kafka) = &kafka {
+        record["kafka"] = kafka.addr().to_string().into();
+        eprintln!("kafka clients on {} (bootstrap.servers={})", kafka.addr(), kafka.addr());
+    }
     if let Some(metrics) = &metrics {
         record["metrics"] = metrics.addr().to_string().into();
     }
@@ -116,6 +148,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     drop(metrics);
+    drop(kafka);
     drop(endpoint);
     let _ = std::fs::remove_file(&address);
     engine.shutdown()?;

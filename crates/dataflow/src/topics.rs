@@ -110,6 +110,12 @@ impl Topics {
         self.log.topics().iter().any(|t| t == topic)
     }
 
+    /// `topic`'s id: 128 random bits given at its creation (a topic deleted
+    /// and created again gets a new one).
+    pub fn topic_id(&self, topic: &str) -> Result<u128> {
+        Ok(self.log.topic_id(topic)?.as_u128())
+    }
+
     /// The number of partitions of `topic`.
     pub fn partitions(&self, topic: &str) -> Result<u32> {
         Ok(self.log.describe(topic)?.len() as u32)

@@ -136,6 +136,10 @@ pub struct Fetch {
 
 impl Fetch {
     /// The batches exactly as stored (Kafka v2 format).
+    /// The fetched batches, owned (a server sends them as they are).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }

@@ -227,18 +227,9 @@ fn log_error(error: millpond_dataflow::Error) -> PgWireError {
     user_error(code, error.to_string())
 }
 
-/// Where readers of `topic`'s `partition` must stop: the end of what the
-/// runtime has committed for a view's changelog or dead-letter topic (its
-/// tail past that may be cut when the runtime restarts, and reused), the
-/// high watermark for any other topic.
+/// Where readers of `topic`'s `partition` must stop ([`Engine::readable_end`]).
 fn readable_end(engine: &Engine, topic: &str, partition: u32) -> PgWireResult<u64> {
-    let high = engine.topics().end_offset(topic, partition).map_err(log_error)?;
-    if !millpond_dataflow::is_sink_topic_name(topic) {
-        return Ok(high);
-    }
-    let commit = engine.commits.subscribe().borrow().clone();
-    let committed = commit.and_then(|meta| meta.sinks.get(topic).copied()).unwrap_or(0);
-    Ok(if partition == 0 { committed.min(high) } else { 0 })
+    engine.readable_end(topic, partition).map_err(log_error)
 }
 
 /// One partition being read.

@@ -141,6 +141,21 @@ pub struct Engine {
 /// its snapshot epoch, so more at once only raises the memory peak.
 pub(crate) const SUBSCRIPTION_OPENS_MAX: usize = 2;
 
+/// Why clients may not write (nor create) `topic`, if they may not: only
+/// the server writes internal topics, only DML a table's, only the runtime
+/// a view's changelog or dead-letter topic.
+pub(crate) fn client_write_refusal(topic: &str) -> Option<&'static str> {
+    if topic.starts_with("__") {
+        Some("an internal topic is written by the server only")
+    } else if topic.starts_with(TABLE_TOPIC_PREFIX) {
+        Some("a table's topic is written by INSERT, UPDATE and DELETE only")
+    } else if millpond_dataflow::is_sink_topic_name(topic) {
+        Some("a view's changelog or dead-letter topic is written by the runtime only")
+    } else {
+        None
+    }
+}
+
 impl Engine {
     /// Opens the data directory (holding its lock), loads the catalog and
     /// starts maintaining its views.
@@ -309,20 +324,27 @@ impl Engine {
     /// not a table's (INSERT writes those), a view's changelog or
     /// dead-letter topic, or an internal one.
     pub fn produce(&self, topic: &str, records: Vec<millpond_dataflow::TopicRecord>) -> Result<()> {
-        let refused = |reason: &str| Err(Error::TopicRefused { topic: topic.to_owned(), reason: reason.to_owned() });
-        if topic.starts_with("__") {
-            return refused("an internal topic is written by the server only");
-        }
-        if topic.starts_with(TABLE_TOPIC_PREFIX) {
-            return refused("a table's topic is written by INSERT, UPDATE and DELETE only");
-        }
-        if millpond_dataflow::is_sink_topic_name(topic) {
-            return refused("a view's changelog or dead-letter topic is written by the runtime only");
+        if let Some(reason) = client_write_refusal(topic) {
+            return Err(Error::TopicRefused { topic: topic.to_owned(), reason: reason.to_owned() });
         }
         if !self.topics.exists(topic) {
             return Err(Error::NoTopic(topic.to_owned()));
         }
         Ok(self.topics.append(topic, records)?)
+    }
+
+    /// Where readers of `topic`'s `partition` must stop: the end of what the
+    /// runtime has committed for a view's changelog or dead-letter topic
+    /// (its tail past that may be cut when the runtime restarts, and
+    /// reused), the high watermark for any other topic.
+    pub(crate) fn readable_end(&self, topic: &str, partition: u32) -> millpond_dataflow::Result<u64> {
+        let high = self.topics.end_offset(topic, partition)?;
+        if !millpond_dataflow::is_sink_topic_name(topic) {
+            return Ok(high);
+        }
+        let commit = self.commits.subscribe().borrow().clone();
+        let committed = commit.and_then(|meta| meta.sinks.get(topic).copied()).unwrap_or(0);
+        Ok(if partition == 0 { committed.min(high) } else { 0 })
     }
 
     /// The records `topic` has held, over all its partitions (its end

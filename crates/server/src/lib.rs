@@ -13,7 +13,8 @@
 //! CURSOR FOR SUBSCRIBE, FETCH, CLOSE), `subscription` (durable
 //! subscriptions: their store and changelog holds), `durable` (their
 //! statements over the wire), `metrics` (the Prometheus text endpoint),
-//! `error`.
+//! `kafka` (the Kafka wire endpoint: frames, ApiVersions, Metadata,
+//! Produce, Fetch, ListOffsets), `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
 //! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
@@ -33,6 +34,7 @@ mod error;
 mod extended;
 mod fanout;
 mod flat_row;
+mod kafka;
 mod metrics;
 mod pg;
 mod priority;
@@ -45,6 +47,10 @@ pub use consume::{RecordFormat, record_line};
 pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
 pub use fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT;
+pub use kafka::{
+    KAFKA_CONNECTIONS_MAX_DEFAULT, KafkaConfig, KafkaEndpoint,
+    REQUEST_BYTES_MAX_DEFAULT as KAFKA_REQUEST_BYTES_MAX_DEFAULT,
+};
 pub use metrics::{MetricsEndpoint, REQUEST_BYTES_MAX};
 pub use pg::{CONNECTIONS_MAX_DEFAULT, Gauges, PgConfig, PgEndpoint, STARTUP_TIMEOUT_MS_DEFAULT};
 pub use priority::{WIRE_NICE_DEFAULT, WIRE_NICE_SERVE, WIRE_THREADS_MAX, fanout_nice, wire_threads_default};

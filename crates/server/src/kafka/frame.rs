@@ -1,0 +1,158 @@
+//! Kafka's framing: every request and response is a 4-byte big-endian size
+//! and that many bytes; a request starts with its header (API key, version,
+//! correlation id, client id, and tagged fields from header version 2), a
+//! response with the request's correlation id (and tagged fields from
+//! response header version 1).
+//!
+//! Invariants: a frame is read whole before anything of it is decoded, and
+//! only if its size is at least a header's and at most the configured cap;
+//! a response frame's size is the bytes that follow it (asserted as it is
+//! written).
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, decode_request_header_from_buffer};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::{timeout, timeout_at};
+
+/// The largest request read by default: a produced batch is at most 1 MiB
+/// in Kafka's defaults (`max.request.size`), 16 leaves room for larger ones.
+pub const REQUEST_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+
+/// API key (2), version (2) and correlation id (4): the shortest header.
+const HEADER_BYTES_MIN: usize = 8;
+
+/// Why a connection is closed without an answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameError {
+    #[error("reading the socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("a frame of {size} bytes (allowed: {min}..={max})")]
+    Size { size: i64, min: usize, max: usize },
+    #[error("waited too long for {0}")]
+    Timeout(&'static str),
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("API key {api_key} version {version} is not served here")]
+    Unsupported { api_key: i16, version: i16 },
+    #[error("a request that does not decode: {0}")]
+    Decode(String),
+    #[error("a response that does not encode: {0}")]
+    Encode(String),
+    #[error("a request's handler failed: {0}")]
+    Handler(String),
+}
+
+impl FrameError {
+    pub(crate) fn join(error: tokio::task::JoinError) -> FrameError {
+        FrameError::Handler(error.to_string())
+    }
+}
+
+/// A request read whole: its header decoded, its body not yet.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) api_key: ApiKey,
+    pub(crate) header: RequestHeader,
+    body: Bytes,
+}
+
+impl Request {
+    pub(crate) fn version(&self) -> i16 {
+        self.header.request_api_version
+    }
+
+    /// The body as the request's message type, at its version.
+    pub(crate) fn decode<T: Decodable>(&self) -> Result<T, FrameError> {
+        let mut body = self.body.clone();
+        T::decode(&mut body, self.version())
+            .map_err(|e| FrameError::Decode(format!("{:?} v{}: {e:#}", self.api_key, self.version())))
+    }
+}
+
+/// A response body, encoded at the request's version.
+#[derive(Debug)]
+pub(crate) struct Body(BytesMut);
+
+impl Body {
+    pub(crate) fn encode<T: Encodable>(message: &T, version: i16) -> Result<Body, FrameError> {
+        let mut bytes = BytesMut::new();
+        message.encode(&mut bytes, version).map_err(|e| FrameError::Encode(format!("{e:#}")))?;
+        Ok(Body(bytes))
+    }
+}
+
+/// How much of a frame is read, and how long it may take.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadLimits {
+    pub(crate) max_bytes: usize,
+    /// Until a frame's first byte.
+    pub(crate) idle: Duration,
+    /// From its first byte to its last.
+    pub(crate) rest: Duration,
+}
+
+/// Reads the next request frame; `None` at a clean end of the stream (no
+/// byte of a next frame read).
+pub(crate) async fn read_request<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    limits: ReadLimits,
+) -> Result<Option<Request>, FrameError> {
+    let mut size = [0u8; 4];
+    let first = timeout(limits.idle, reader.read_u8()).await.map_err(|_| FrameError::Timeout("a request"))?;
+    size[0] = match first {
+        Ok(byte) => byte,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let deadline = tokio::time::Instant::now() + limits.rest;
+    let rest = |what| move |_| FrameError::Timeout(what);
+    timeout_at(deadline, reader.read_exact(&mut size[1..])).await.map_err(rest("a frame's size"))??;
+    let size = i32::from_be_bytes(size);
+    if size < HEADER_BYTES_MIN as i32 || size as usize > limits.max_bytes {
+        return Err(FrameError::Size { size: i64::from(size), min: HEADER_BYTES_MIN, max: limits.max_bytes });
+    }
+    let mut frame = BytesMut::zeroed(size as usize);
+    timeout_at(deadline, reader.read_exact(&mut frame)).await.map_err(rest("the rest of a frame"))??;
+    parse(frame.freeze()).map(Some)
+}
+
+/// Splits a frame into its decoded header and its body. A request for a
+/// version that is not advertised keeps the raw correlation id only (an
+/// ApiVersions of an unknown version is still answered).
+fn parse(mut frame: Bytes) -> Result<Request, FrameError> {
+    debug_assert!(frame.len() >= HEADER_BYTES_MIN);
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(key).map_err(|()| FrameError::UnknownApi(key))?;
+    if !super::versions::advertised(api_key, version) {
+        let mut header = RequestHeader::default();
+        header.request_api_key = key;
+        header.request_api_version = version;
+        header.correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        return Ok(Request { api_key, header, body: Bytes::new() });
+    }
+    let header =
+        decode_request_header_from_buffer(&mut frame).map_err(|e| FrameError::Decode(format!("header: {e:#}")))?;
+    Ok(Request { api_key, header, body: frame })
+}
+
+/// Appends the response frame for `request` (its size, header and body) to `out`.
+pub(crate) fn write_response(out: &mut BytesMut, request: &RequestHeader, body: Body) -> Result<(), FrameError> {
+    let api_key =
+        ApiKey::try_from(request.request_api_key).map_err(|()| FrameError::UnknownApi(request.request_api_key))?;
+    let header_version = api_key.response_header_version(request.request_api_version);
+    let start = out.len();
+    out.put_i32(0);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = request.correlation_id;
+    header.encode(out, header_version).map_err(|e| FrameError::Encode(format!("{e:#}")))?;
+    out.extend_from_slice(&body.0);
+    let size = out.len() - start - 4;
+    let size = i32::try_from(size).map_err(|_| FrameError::Encode(format!("a response of {size} bytes")))?;
+    out[start..start + 4].copy_from_slice(&size.to_be_bytes());
+    debug_assert_eq!((&out[start..]).get_i32() as usize, out.len() - start - 4);
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! The Kafka wire protocol over the server's log (`millpond serve
+//! --kafka-listen`): unmodified Kafka clients produce to and fetch from the
+//! same topics the runtime reads and writes, and read views' changelogs.
+//!
+//! Module map: `frame` (size-prefixed frames, request and response
+//! headers), `versions` (what is advertised, ApiVersions), `metadata`,
+//! `produce`, `fetch`, `list_offsets` (one module per API), `errors`
+//! (Kafka's error codes for the log's errors). The wire surface, its
+//! limits and invariants are in docs/kafka-wire.md.
+//!
+//! Invariants: a connection's requests are answered one at a time in the
+//! order they came (Kafka's ordering guarantee per connection); a frame
+//! larger than [`KafkaConfig::request_bytes_max`], shorter than a header,
+//! with an unknown API key, a version this endpoint does not advertise (but
+//! for ApiVersions, answered UNSUPPORTED_VERSION) or a body that does not
+//! decode closes its connection with nothing written for it and nothing
+//! else disturbed; no request allocates for a count read off the wire
+//! before the count is checked against the frame
+//! (vendor/kafka-protocol/README.millpond.md).
+
+mod errors;
+mod fetch;
+mod frame;
+mod list_offsets;
+mod metadata;
+mod produce;
+mod versions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+
+pub use frame::REQUEST_BYTES_MAX_DEFAULT;
+
+/// Kafka's `connections.max.idle.ms` default: 10 minutes.
+pub(crate) const IDLE_MS_DEFAULT: u64 = 600_000;
+/// How long the rest of a started request frame may take by default.
+pub(crate) const FRAME_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+
+/// Connections served at once by default (more are closed as they come).
+pub const KAFKA_CONNECTIONS_MAX_DEFAULT: usize = 1024;
+
+/// The Kafka endpoint's settings.
+#[derive(Clone, Debug)]
+pub struct KafkaConfig {
+    pub listen: SocketAddr,
+    /// The address clients are told to connect to (Metadata's broker); the
+    /// bound address when `None`.
+    pub advertised: Option<SocketAddr>,
+    /// The largest request frame read; a larger one closes its connection.
+    pub request_bytes_max: usize,
+    pub connections_max: usize,
+    /// How long a connection may stay without starting a request before it
+    /// is closed (Kafka's `connections.max.idle.ms`).
+    pub idle_ms: u64,
+    /// How long the rest of a started frame may take to arrive before its
+    /// connection is closed (a client that stalls mid-frame holds nothing long).
+    pub frame_timeout_ms: u64,
+    /// Partitions of a topic created because a client asked Metadata for it
+    /// (Kafka's `auto.create.topics.enable` and `num.partitions`); `None`:
+    /// unknown topics stay unknown.
+    pub auto_create_partitions: Option<u32>,
+}
+
+impl KafkaConfig {
+    pub fn new(listen: SocketAddr) -> KafkaConfig {
+        KafkaConfig {
+            listen,
+            advertised: None,
+            request_bytes_max: REQUEST_BYTES_MAX_DEFAULT,
+            connections_max: KAFKA_CONNECTIONS_MAX_DEFAULT,
+            idle_ms: IDLE_MS_DEFAULT,
+            frame_timeout_ms: FRAME_TIMEOUT_MS_DEFAULT,
+            auto_create_partitions: Some(1),
+        }
+    }
+}
+
+/// What every request handler reads: the engine and the endpoint's settings.
+#[derive(Debug)]
+pub(crate) struct Broker {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) config: KafkaConfig,
+    /// The address Metadata advertises.
+    pub(crate) advertised: SocketAddr,
+}
+
+/// The one broker's node id.
+pub(crate) const NODE_ID: i32 = 0;
+
+/// A running Kafka endpoint; stopped when dropped.
+#[derive(Debug)]
+pub struct KafkaEndpoint {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl KafkaEndpoint {
+    /// Binds `config.listen` and serves Kafka clients on a thread of its own.
+    pub fn start(engine: Arc<Engine>, config: KafkaConfig) -> Result<KafkaEndpoint> {
+        let listen = config.listen;
+        let io = |action: &'static str| move |source| Error::Io { action, path: listen.to_string(), source };
+        let listener = std::net::TcpListener::bind(listen).map_err(io("binding"))?;
+        listener.set_nonblocking(true).map_err(io("configuring"))?;
+        let addr = listener.local_addr().map_err(io("reading the address of"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("millpond-kafka")
+            .enable_all()
+            .build()
+            .map_err(io("starting the threads of"))?;
+        let broker = Arc::new(Broker { engine, advertised: config.advertised.unwrap_or(addr), config });
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let counter = connections.clone();
+        let thread = std::thread::Builder::new()
+            .name("millpond-kafka-accept".into())
+            .spawn(move || runtime.block_on(accept(listener, broker, counter, stopped)))
+            .map_err(io("spawning the accept thread of"))?;
+        Ok(KafkaEndpoint { addr, connections, shutdown: Some(shutdown), thread: Some(thread) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections being served now.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for KafkaEndpoint {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn accept(
+    listener: std::net::TcpListener,
+    broker: Arc<Broker>,
+    connections: Arc<AtomicUsize>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = &mut stopped => return,
+        };
+        let Ok((socket, _)) = accepted else { continue };
+        if connections.fetch_add(1, Ordering::AcqRel) >= broker.config.connections_max {
+            connections.fetch_sub(1, Ordering::AcqRel);
+            drop(socket);
+            continue;
+        }
+        let _ = socket.set_nodelay(true);
+        let (broker, connections) = (broker.clone(), connections.clone());
+        tokio::spawn(async move {
+            serve(socket, &broker).await;
+            connections.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
+
+/// Answers one connection's requests in order until it closes or sends a
+/// frame that cannot be served.
+async fn serve(socket: TcpStream, broker: &Arc<Broker>) {
+    let (reader, mut writer) = socket.into_split();
+    let mut reader = BufReader::new(reader);
+    let mut out = BytesMut::new();
+    loop {
+        let limits = frame::ReadLimits {
+            max_bytes: broker.config.request_bytes_max,
+            idle: std::time::Duration::from_millis(broker.config.idle_ms),
+            rest: std::time::Duration::from_millis(broker.config.frame_timeout_ms),
+        };
+        let request = match frame::read_request(&mut reader, limits).await {
+            Ok(Some(request)) => request,
+            Ok(None) | Err(_) => return,
+        };
+        out.clear();
+        match answer(broker, request, &mut out).await {
+            Ok(true) => {
+                if writer.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+            Ok(false) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Handles one request, writing its response frame into `out`; false: the
+/// request takes no response (a Produce with acks=0).
+async fn answer(
+    broker: &Arc<Broker>,
+    request: frame::Request,
+    out: &mut BytesMut,
+) -> std::result::Result<bool, frame::FrameError> {
+    use kafka_protocol::messages::ApiKey;
+    let header = request.header.clone();
+    if request.api_key != ApiKey::ApiVersions && !versions::advertised(request.api_key, request.version()) {
+        return Err(frame::FrameError::Unsupported {
+            api_key: header.request_api_key,
+            version: header.request_api_version,
+        });
+    }
+    let broker = broker.clone();
+    let version = request.version();
+    let response = match request.api_key {
+        ApiKey::ApiVersions => versions::answer(&request)?,
+        ApiKey::Metadata => {
+            let body = request.decode()?;
+            tokio::task::spawn_blocking(move || metadata::answer(&broker, body, version))
+                .await
+                .map_err(frame::FrameError::join)??
+        }
+        ApiKey::Produce => {
+            let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || produce::answer(&broker, body, version)).await;
+            match answered.map_err(frame::FrameError::join)?? {
+                Some(response) => response,
+                None => return Ok(false),
+            }
+        }
+        ApiKey::Fetch => fetch::answer(broker, request.decode()?, version).await?,
+        ApiKey::ListOffsets => {
+            let body = request.decode()?;
+            tokio::task::spawn_blocking(move || list_offsets::answer(&broker, body, version))
+                .await
+                .map_err(frame::FrameError::join)??
+        }
+        other => {
+            return Err(frame::FrameError::Unsupported { api_key: other as i16, version: header.request_api_version });
+        }
+    };
+    frame::write_response(out, &header, response)?;
+    Ok(true)
+}

@@ -1,0 +1,100 @@
+//! Produce (v3+): each partition's data is one magic-2 record batch, which
+//! is validated and appended as produced (`Topics::append_produced`: only
+//! its base offset changes) and acknowledged as the topic's flush policy
+//! says; acks=0 gets no response, acks=1 and acks=-1 (all) are the same
+//! on one broker.
+//!
+//! Refused per partition, with nothing of that partition written: a topic
+//! that does not exist (UNKNOWN_TOPIC_OR_PARTITION; Produce creates none),
+//! one that clients may not write (TOPIC_AUTHORIZATION_FAILED), data that
+//! is not exactly one valid batch (CORRUPT_MESSAGE: bad CRC, magic, record
+//! structure or offset deltas, compression not yet accepted, an unkeyed
+//! record on a compacted topic), a batch over the topic's limit
+//! (MESSAGE_TOO_LARGE). Idempotent and transactional batches are refused
+//! (INVALID_RECORD / TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until this
+//! endpoint keeps producer state.
+//!
+//! Invariant: a partition answered without an error holds the batch at the
+//! base offset answered.
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::Broker;
+use super::errors::{WireError, wire};
+use super::frame::{Body, FrameError};
+
+/// Bytes 43..51 of a v2 batch: its producer id (-1: not idempotent).
+const PRODUCER_ID_AT: usize = 43;
+/// A v2 batch's fixed header (through its record count).
+const BATCH_HEADER_BYTES: usize = 61;
+
+/// The response, or `None` for acks=0.
+pub(crate) fn answer(broker: &Broker, request: ProduceRequest, version: i16) -> Result<Option<Body>, FrameError> {
+    let acks = request.acks;
+    let refusal = match acks {
+        -1..=1 => None,
+        _ => Some(WireError::new(ResponseError::InvalidRequiredAcks, format!("acks={acks} (0, 1 or -1)"))),
+    };
+    let refusal = refusal.or_else(|| {
+        request.transactional_id.as_ref().map(|_| {
+            WireError::new(ResponseError::TransactionalIdAuthorizationFailed, "transactions are not served yet")
+        })
+    });
+    let mut response = ProduceResponse::default();
+    for topic in request.topic_data {
+        let name = topic.name.0.to_string();
+        let mut answered = TopicProduceResponse::default();
+        answered.name = topic.name.clone();
+        for data in topic.partition_data {
+            let result = match &refusal {
+                Some(error) => Err(error.clone()),
+                None => append(broker, &name, data.index, data.records),
+            };
+            answered.partition_responses.push(partition_response(data.index, result));
+        }
+        response.responses.push(answered);
+    }
+    if acks == 0 {
+        return Ok(None);
+    }
+    Body::encode(&response, version).map(Some)
+}
+
+fn partition_response(index: i32, result: Result<u64, WireError>) -> PartitionProduceResponse {
+    let mut response = PartitionProduceResponse::default();
+    response.index = index;
+    response.log_append_time_ms = -1;
+    match result {
+        Ok(base_offset) => response.base_offset = base_offset as i64,
+        Err(error) => {
+            response.error_code = error.code;
+            response.base_offset = -1;
+            response.error_message = Some(StrBytes::from_string(error.message));
+        }
+    }
+    response
+}
+
+/// Appends one partition's batch; its base offset.
+fn append(broker: &Broker, topic: &str, partition: i32, records: Option<Bytes>) -> Result<u64, WireError> {
+    if let Some(reason) = crate::engine::client_write_refusal(topic) {
+        return Err(WireError::new(ResponseError::TopicAuthorizationFailed, format!("{topic}: {reason}")));
+    }
+    let partition = u32::try_from(partition)
+        .map_err(|_| WireError::new(ResponseError::UnknownTopicOrPartition, format!("partition {partition}")))?;
+    let records = records.unwrap_or_default();
+    if records.len() >= BATCH_HEADER_BYTES
+        && i64::from_be_bytes(records[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].try_into().expect("8 bytes")) >= 0
+    {
+        return Err(WireError::new(
+            ResponseError::InvalidRecord,
+            "idempotent producers are not served yet (enable.idempotence=false)",
+        ));
+    }
+    let mut batch = records.to_vec();
+    broker.engine.topics().append_produced(topic, partition, &mut batch).map_err(|e| wire(&e))
+}

@@ -1,0 +1,75 @@
+//! What this endpoint serves: each API key with its version range, as
+//! ApiVersions advertises it, and the ApiVersions answer itself.
+//!
+//! Invariants: a request is decoded only at a version advertised here;
+//! every advertised version decodes with `kafka-protocol` (whose ranges
+//! contain these, checked by a test), but for Produce v0-2, advertised as
+//! Kafka 3 did so that older librdkafka (which checks for a range from 0)
+//! accepts the broker, and refused by closing the connection (magic 2
+//! batches need v3). An ApiVersions request of a version not served is
+//! answered at v0 with UNSUPPORTED_VERSION and the table, as Kafka does.
+
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+
+use super::frame::{Body, FrameError, Request};
+
+/// Each served API with the versions served.
+pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 0, 11),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 6),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+];
+
+/// The lowest Produce version decoded (the first with magic 2 batches).
+pub(crate) const PRODUCE_VERSION_MIN_DECODED: i16 = 3;
+
+/// Whether `version` of `api_key` is served (and so may be decoded).
+pub(crate) fn advertised(api_key: ApiKey, version: i16) -> bool {
+    if api_key == ApiKey::Produce && version < PRODUCE_VERSION_MIN_DECODED {
+        return false;
+    }
+    SERVED.iter().any(|&(key, min, max)| key == api_key && (min..=max).contains(&version))
+}
+
+/// The ApiVersions answer: the table, or UNSUPPORTED_VERSION at v0 for a
+/// version not served.
+pub(crate) fn answer(request: &Request) -> Result<Body, FrameError> {
+    let mut response = ApiVersionsResponse::default();
+    response.api_keys = SERVED
+        .iter()
+        .map(|&(key, min, max)| {
+            let mut version = ApiVersion::default();
+            version.api_key = key as i16;
+            version.min_version = min;
+            version.max_version = max;
+            version
+        })
+        .collect();
+    if !advertised(ApiKey::ApiVersions, request.version()) {
+        response.error_code = ResponseError::UnsupportedVersion.code();
+        return Body::encode(&response, 0);
+    }
+    // Decoded for its checks only (client name and version are not kept).
+    let _: ApiVersionsRequest = request.decode()?;
+    Body::encode(&response, request.version())
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::ApiKey;
+
+    use super::SERVED;
+
+    #[test]
+    fn every_served_version_is_one_the_codec_knows() {
+        for &(key, min, max) in SERVED {
+            let known = key.valid_versions();
+            let decoded_min = if key == ApiKey::Produce { super::PRODUCE_VERSION_MIN_DECODED } else { min };
+            assert!(known.min <= decoded_min && max <= known.max, "{key:?} {min}..={max} against {known:?}");
+        }
+    }
+}
