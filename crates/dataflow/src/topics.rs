@@ -162,6 +162,21 @@ impl Topics {
         Ok(self.log.commit_offset(group, topic, partition, offset)?)
     }
 
+    /// `group`'s committed offset of `topic`'s `partition`, if any.
+    pub fn committed_offset(&self, group: &str, topic: &str, partition: u32) -> Option<u64> {
+        self.log.committed_offset(group, topic, partition)
+    }
+
+    /// Every offset `group` has committed: topic, partition, offset, sorted.
+    pub fn group_offsets(&self, group: &str) -> Vec<(String, u32, u64)> {
+        self.log.group_offsets(group)
+    }
+
+    /// Every consumer group with a committed offset, sorted.
+    pub fn groups(&self) -> Vec<String> {
+        self.log.groups()
+    }
+
     /// Appends `records` (routed by key, Kafka's partitioner) and syncs every
     /// partition written before returning. Internal topics (`__` names, like
     /// the SQL catalog) are written too: the layers above own them.

@@ -634,6 +634,27 @@ impl Log {
     }
 
     /// The offset a group last committed for a partition.
+    /// Every offset `group` has committed: topic, partition, offset, sorted.
+    pub fn group_offsets(&self, group: &str) -> Vec<(String, u32, u64)> {
+        let committed = self.inner.offsets.lock().expect("offsets lock");
+        let mut out: Vec<(String, u32, u64)> = committed
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, topic, partition), offset)| (topic.clone(), *partition, *offset))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Every group that has committed an offset, sorted.
+    pub fn groups(&self) -> Vec<String> {
+        let committed = self.inner.offsets.lock().expect("offsets lock");
+        let mut groups: Vec<String> = committed.keys().map(|(group, _, _)| group.clone()).collect();
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
     pub fn committed_offset(&self, group: &str, topic: &str, partition: u32) -> Option<u64> {
         self.inner.offsets.lock().expect("offsets lock").get(&(group.to_owned(), topic.to_owned(), partition)).copied()
     }

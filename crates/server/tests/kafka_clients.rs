@@ -64,4 +64,112 @@ fn kcat_produces_keyed_records_and_consumes_them_by_offset_and_by_time() {
     assert_eq!(late.trim(), "50 late one");
     let query = kcat(&broker, &["-Q", "-t", &format!("clicks:0:{}", last_ms + 1)], None);
     assert!(query.contains("offset 50"), "{query}");
+    // An idempotent producer (InitProducerId, then sequenced batches).
+    let idempotent = ["-P", "-t", "clicks", "-K:", "-X", "enable.idempotence=true"];
+    kcat(&broker, &idempotent, Some("i1:x\ni2:y\n"));
+    let tail = kcat(&broker, &["-C", "-t", "clicks", "-o", "51", "-e", "-f", "%o %k\\n"], None);
+    assert_eq!(tail.lines().collect::<Vec<_>>(), vec!["51 i1", "52 i2"]);
+}
+
+/// A kcat consumer of group `group` running in the background, its
+/// records (`partition offset key`) going to `out`.
+fn group_consumer(
+    broker: &str,
+    group: &str,
+    topic: &str,
+    out: &std::path::Path,
+    exit_at_end: bool,
+) -> std::process::Child {
+    let file = std::fs::File::create(out).unwrap();
+    let mut command = Command::new("kcat");
+    command
+        .args(["-b", broker, "-G", group, topic, "-f", "%p %o %k\\n", "-q", "-u"])
+        .args(["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=300"])
+        .args(["-X", "auto.commit.interval.ms=100", "-X", "auto.offset.reset=earliest"])
+        .stdout(file)
+        .stderr(Stdio::null());
+    if exit_at_end {
+        command.arg("-e");
+    }
+    command.spawn().expect("kcat is not installed: `apt-get install kcat` (.ci/run installs it)")
+}
+
+fn lines_of(paths: &[std::path::PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .flat_map(|p| std::fs::read_to_string(p).unwrap_or_default().lines().map(str::to_owned).collect::<Vec<_>>())
+        .collect()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Sends SIGTERM (kcat then commits its offsets and leaves its group) and waits.
+fn stop(mut child: std::process::Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_group_of_three_kcat_consumers_rebalances_as_one_leaves_and_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = KafkaConfig::new("127.0.0.1:0".parse().unwrap());
+    config.auto_create_partitions = Some(3);
+    let endpoint = KafkaEndpoint::start(engine.clone(), config).unwrap();
+    let broker = endpoint.addr().to_string();
+    let produce = |from: usize, to: usize| {
+        let lines: Vec<String> = (from..to).map(|i| format!("k{i}:v{i}")).collect();
+        kcat(&broker, &["-P", "-t", "orders", "-K:"], Some(&(lines.join("\n") + "\n")));
+    };
+    produce(0, 60);
+    let outs: Vec<std::path::PathBuf> = (0..3).map(|i| work.path().join(format!("c{i}.txt"))).collect();
+    let mut consumers: Vec<std::process::Child> =
+        outs.iter().map(|out| group_consumer(&broker, "billing", "orders", out, false)).collect();
+    wait_until("the three consumers read the 60 records", || lines_of(&outs).len() >= 60);
+    let per_consumer: Vec<usize> = outs.iter().map(|o| lines_of(std::slice::from_ref(o)).len()).collect();
+    assert!(per_consumer.iter().all(|&n| n > 0), "each of three members got a partition: {per_consumer:?}");
+
+    // One leaves: the other two take its partition over, from its commit.
+    stop(consumers.remove(0));
+    produce(60, 120);
+    wait_until("the two left read the next 60", || {
+        lines_of(&outs[1..]).iter().filter(|l| l.contains(" k")).count() + per_consumer[0] >= 120
+    });
+    let mut seen = lines_of(&outs);
+    let total = seen.len();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), total, "no record was delivered twice");
+    let keys: std::collections::BTreeSet<String> =
+        seen.iter().map(|l| l.rsplit(' ').next().unwrap().to_owned()).collect();
+    assert_eq!(keys, (0..120).map(|i| format!("k{i}")).collect(), "every record was delivered");
+    for consumer in consumers {
+        stop(consumer);
+    }
+
+    // The committed offsets outlive the server: a new member reads only what came after.
+    drop(endpoint);
+    engine.shutdown().unwrap();
+    drop(engine);
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let endpoint = KafkaEndpoint::start(engine.clone(), KafkaConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let broker = endpoint.addr().to_string();
+    let lines: Vec<String> = (120..130).map(|i| format!("k{i}:v{i}")).collect();
+    kcat(&broker, &["-P", "-t", "orders", "-K:"], Some(&(lines.join("\n") + "\n")));
+    let out = work.path().join("after.txt");
+    let consumer = group_consumer(&broker, "billing", "orders", &out, true);
+    let output = consumer.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let mut keys: Vec<String> = lines_of(&[out]).iter().map(|l| l.rsplit(' ').next().unwrap().to_owned()).collect();
+    keys.sort();
+    let mut expected: Vec<String> = (120..130).map(|i| format!("k{i}")).collect();
+    expected.sort();
+    assert_eq!(keys, expected, "resumed at the committed offsets");
 }

@@ -16,8 +16,8 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::{
@@ -88,6 +88,11 @@ fn name(topic: &str) -> TopicName {
 
 /// One v2 batch of `records` (key, value) at one time, as a producer encodes it.
 fn batch(records: &[(&str, &str)], timestamp_ms: i64) -> Bytes {
+    idempotent_batch(records, timestamp_ms, -1, -1, -1)
+}
+
+/// [`batch`] of an idempotent producer: its id, epoch and first sequence.
+fn idempotent_batch(records: &[(&str, &str)], timestamp_ms: i64, id: i64, epoch: i16, first_sequence: i32) -> Bytes {
     let records: Vec<Record> = records
         .iter()
         .enumerate()
@@ -96,12 +101,12 @@ fn batch(records: &[(&str, &str)], timestamp_ms: i64) -> Bytes {
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: id,
+            producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            // offset − sequence constant keeps one batch; the first is -1 (no idempotence).
-            sequence: i as i32 - 1,
+            // offset − sequence constant keeps one batch.
+            sequence: first_sequence + i as i32,
             timestamp: timestamp_ms,
             key: Some(Bytes::from(k.to_string())),
             value: Some(Bytes::from(v.to_string())),
@@ -410,4 +415,49 @@ fn hostile_frames_close_only_their_connection() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(endpoint.connections(), 1, "only the bystander's connection is left");
+}
+
+fn init_producer_id(client: &mut Client) -> i64 {
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id = None;
+    request.transaction_timeout_ms = 60_000;
+    let response = client.send(&request, 0);
+    assert_eq!((response.error_code, response.producer_epoch), (0, 0));
+    response.producer_id.0
+}
+
+#[test]
+fn an_idempotent_producers_retries_are_written_once_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = start(dir.path());
+    let mut client = Client::connect(endpoint.addr());
+    metadata(&mut client, Some(&["t"]), true, 9);
+    let id = init_producer_id(&mut client);
+    let first = idempotent_batch(&[("a", "1"), ("b", "2"), ("c", "3")], 1, id, 0, 0);
+    assert_eq!(produce(&mut client, "t", 0, first.clone(), 9), (0, 0));
+    assert_eq!(produce(&mut client, "t", 0, first.clone(), 9), (0, 0), "a retry is answered with its first offset");
+    let second = idempotent_batch(&[("d", "4")], 2, id, 0, 3);
+    assert_eq!(produce(&mut client, "t", 0, second.clone(), 9), (0, 3));
+    let gap = idempotent_batch(&[("x", "9")], 3, id, 0, 10);
+    assert_eq!(produce(&mut client, "t", 0, gap, 9).0, ResponseError::OutOfOrderSequenceNumber.code());
+    assert_eq!(engine.records_in("t").unwrap(), 4, "retries and refusals wrote nothing");
+    drop(client);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+    drop(engine);
+
+    // A new server rebuilds the producer's state from the log.
+    let (engine, endpoint) = start(dir.path());
+    let mut client = Client::connect(endpoint.addr());
+    assert_eq!(produce(&mut client, "t", 0, second, 9), (0, 3), "a retry after the restart is still a retry");
+    assert_eq!(produce(&mut client, "t", 0, first, 9), (0, 0));
+    let third = idempotent_batch(&[("e", "5")], 4, id, 0, 4);
+    assert_eq!(produce(&mut client, "t", 0, third, 9), (0, 4));
+    let older = idempotent_batch(&[("e", "5")], 4, id, 1, 0);
+    assert_eq!(produce(&mut client, "t", 0, older, 9), (0, 5), "a new epoch starts at sequence 0");
+    let fenced = idempotent_batch(&[("f", "6")], 4, id, 0, 5);
+    assert_eq!(produce(&mut client, "t", 0, fenced, 9).0, ResponseError::InvalidProducerEpoch.code());
+    let next = init_producer_id(&mut client);
+    assert!(next > id, "producer ids are not handed out again: {next} after {id}");
+    assert_eq!(engine.records_in("t").unwrap(), 6);
 }

@@ -4,7 +4,10 @@
 //!
 //! Module map: `frame` (size-prefixed frames, request and response
 //! headers), `versions` (what is advertised, ApiVersions), `metadata`,
-//! `produce`, `fetch`, `list_offsets` (one module per API), `errors`
+//! `produce`, `fetch`, `list_offsets` (one module per API), `producers`
+//! (idempotent producers: ids, sequence checks), `groups` (the group
+//! coordinator's state machine), `group_apis` (the consumer-group APIs and
+//! committed offsets), `errors`
 //! (Kafka's error codes for the log's errors). The wire surface, its
 //! limits and invariants are in docs/kafka-wire.md.
 //!
@@ -21,9 +24,12 @@
 mod errors;
 mod fetch;
 mod frame;
+mod group_apis;
+mod groups;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod producers;
 mod versions;
 
 use std::net::SocketAddr;
@@ -91,7 +97,14 @@ pub(crate) struct Broker {
     pub(crate) config: KafkaConfig,
     /// The address Metadata advertises.
     pub(crate) advertised: SocketAddr,
+    /// Idempotent producers' ids and sequence state.
+    pub(crate) producers: producers::Producers,
+    /// Consumer groups' members and generations.
+    pub(crate) groups: groups::Groups,
 }
+
+/// How often group sessions and rebalance deadlines are looked at.
+const GROUP_TICK_MS: u64 = 50;
 
 /// The one broker's node id.
 pub(crate) const NODE_ID: i32 = 0;
@@ -119,7 +132,10 @@ impl KafkaEndpoint {
             .enable_all()
             .build()
             .map_err(io("starting the threads of"))?;
-        let broker = Arc::new(Broker { engine, advertised: config.advertised.unwrap_or(addr), config });
+        let producers = producers::Producers::new(engine.data_dir());
+        let groups = groups::Groups::default();
+        let broker =
+            Arc::new(Broker { engine, advertised: config.advertised.unwrap_or(addr), config, producers, groups });
         let connections = Arc::new(AtomicUsize::new(0));
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let counter = connections.clone();
@@ -158,12 +174,20 @@ async fn accept(
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+    let ticking = broker.clone();
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(std::time::Duration::from_millis(GROUP_TICK_MS));
+        loop {
+            interval.tick().await;
+            ticking.groups.tick(std::time::Instant::now());
+        }
+    });
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = &mut stopped => return,
         };
-        let Ok((socket, _)) = accepted else { continue };
+        let Ok((socket, peer)) = accepted else { continue };
         if connections.fetch_add(1, Ordering::AcqRel) >= broker.config.connections_max {
             connections.fetch_sub(1, Ordering::AcqRel);
             drop(socket);
@@ -172,7 +196,7 @@ async fn accept(
         let _ = socket.set_nodelay(true);
         let (broker, connections) = (broker.clone(), connections.clone());
         tokio::spawn(async move {
-            serve(socket, &broker).await;
+            serve(socket, peer, &broker).await;
             connections.fetch_sub(1, Ordering::AcqRel);
         });
     }
@@ -180,7 +204,7 @@ async fn accept(
 
 /// Answers one connection's requests in order until it closes or sends a
 /// frame that cannot be served.
-async fn serve(socket: TcpStream, broker: &Arc<Broker>) {
+async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
     let (reader, mut writer) = socket.into_split();
     let mut reader = BufReader::new(reader);
     let mut out = BytesMut::new();
@@ -195,7 +219,7 @@ async fn serve(socket: TcpStream, broker: &Arc<Broker>) {
             Ok(None) | Err(_) => return,
         };
         out.clear();
-        match answer(broker, request, &mut out).await {
+        match answer(broker, request, peer, &mut out).await {
             Ok(true) => {
                 if writer.write_all(&out).await.is_err() {
                     return;
@@ -212,6 +236,7 @@ async fn serve(socket: TcpStream, broker: &Arc<Broker>) {
 async fn answer(
     broker: &Arc<Broker>,
     request: frame::Request,
+    peer: SocketAddr,
     out: &mut BytesMut,
 ) -> std::result::Result<bool, frame::FrameError> {
     use kafka_protocol::messages::ApiKey;
@@ -247,6 +272,28 @@ async fn answer(
                 .await
                 .map_err(frame::FrameError::join)??
         }
+        ApiKey::InitProducerId => {
+            let body = request.decode()?;
+            let answered =
+                tokio::task::spawn_blocking(move || producers::init_producer_id(&broker.producers, &body, version));
+            answered.await.map_err(frame::FrameError::join)??
+        }
+        ApiKey::FindCoordinator => group_apis::find_coordinator(&broker, &request.decode()?, version)?,
+        ApiKey::JoinGroup => {
+            let client_id = header.client_id.as_ref().map_or_else(String::new, |c| c.to_string());
+            group_apis::join_group(broker, request.decode()?, client_id, format!("/{}", peer.ip()), version).await?
+        }
+        ApiKey::SyncGroup => group_apis::sync_group(broker, request.decode()?, version).await?,
+        ApiKey::Heartbeat => group_apis::heartbeat(&broker, &request.decode()?, version)?,
+        ApiKey::LeaveGroup => group_apis::leave_group(&broker, &request.decode()?, version)?,
+        ApiKey::OffsetCommit => {
+            let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || group_apis::offset_commit(&broker, &body, version));
+            answered.await.map_err(frame::FrameError::join)??
+        }
+        ApiKey::OffsetFetch => group_apis::offset_fetch(&broker, &request.decode()?, version)?,
+        ApiKey::DescribeGroups => group_apis::describe_groups(&broker, &request.decode()?, version)?,
+        ApiKey::ListGroups => group_apis::list_groups(&broker, &request.decode()?, version)?,
         other => {
             return Err(frame::FrameError::Unsupported { api_key: other as i16, version: header.request_api_version });
         }

@@ -10,9 +10,10 @@
 //! is not exactly one valid batch (CORRUPT_MESSAGE: bad CRC, magic, record
 //! structure or offset deltas, compression not yet accepted, an unkeyed
 //! record on a compacted topic), a batch over the topic's limit
-//! (MESSAGE_TOO_LARGE). Idempotent and transactional batches are refused
-//! (INVALID_RECORD / TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until this
-//! endpoint keeps producer state.
+//! (MESSAGE_TOO_LARGE). A batch of an idempotent producer (producer id
+//! ≥ 0) goes through its sequence checks (`producers`); transactional
+//! requests are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until
+//! transactions are served.
 //!
 //! Invariant: a partition answered without an error holds the batch at the
 //! base offset answered.
@@ -26,11 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::Broker;
 use super::errors::{WireError, wire};
 use super::frame::{Body, FrameError};
-
-/// Bytes 43..51 of a v2 batch: its producer id (-1: not idempotent).
-const PRODUCER_ID_AT: usize = 43;
-/// A v2 batch's fixed header (through its record count).
-const BATCH_HEADER_BYTES: usize = 61;
+use super::producers::BatchProducer;
 
 /// The response, or `None` for acks=0.
 pub(crate) fn answer(broker: &Broker, request: ProduceRequest, version: i16) -> Result<Option<Body>, FrameError> {
@@ -87,14 +84,10 @@ fn append(broker: &Broker, topic: &str, partition: i32, records: Option<Bytes>) 
     let partition = u32::try_from(partition)
         .map_err(|_| WireError::new(ResponseError::UnknownTopicOrPartition, format!("partition {partition}")))?;
     let records = records.unwrap_or_default();
-    if records.len() >= BATCH_HEADER_BYTES
-        && i64::from_be_bytes(records[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].try_into().expect("8 bytes")) >= 0
-    {
-        return Err(WireError::new(
-            ResponseError::InvalidRecord,
-            "idempotent producers are not served yet (enable.idempotence=false)",
-        ));
-    }
     let mut batch = records.to_vec();
-    broker.engine.topics().append_produced(topic, partition, &mut batch).map_err(|e| wire(&e))
+    let producer = BatchProducer::of(&batch);
+    match producer {
+        Some(producer) => broker.producers.append(&broker.engine, topic, partition, producer, &mut batch),
+        None => broker.engine.topics().append_produced(topic, partition, &mut batch).map_err(|e| wire(&e)),
+    }
 }
