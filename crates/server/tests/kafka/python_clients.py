@@ -1,0 +1,132 @@
+"""Python's Kafka clients against Millpond's Kafka endpoint, unmodified:
+confluent-kafka (librdkafka), kafka-python and aiokafka. Each produces keyed
+records, consumes them back by offset and by time and in a consumer group
+that commits, and a second consumer of the group resumes after the commit.
+Run by crates/server/tests/kafka_clients.rs: python3 python_clients.py HOST:PORT
+Exits non-zero, saying what differed, on the first wrong answer."""
+
+import asyncio
+import sys
+import time
+
+import aiokafka
+import kafka
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+BOOTSTRAP = sys.argv[1]
+N = 200
+
+
+def check(what, got, expected):
+    if got != expected:
+        sys.exit(f"{what}: got {got!r}, expected {expected!r}")
+
+
+def confluent():
+    topic = "confluent"
+    producer = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True, "linger.ms": 5})
+    for i in range(N):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}", timestamp=1_000 + i)
+    check("confluent flush: messages left", producer.flush(20), 0)
+
+    consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "g-confluent",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got = poll_confluent(consumer, N)
+    check("confluent group consumer: keys", sorted(k for _, _, k in got), sorted(f"k{i}".encode() for i in range(N)))
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    check("confluent committed offset", committed[0].offset, N)
+    consumer.close()
+
+    # By time: the first record at or after 1_000 + 150 is offset 150.
+    by_time = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "g-confluent-time"})
+    offsets = by_time.offsets_for_times([TopicPartition(topic, 0, 1_150)], timeout=10)
+    check("confluent offsets_for_times", offsets[0].offset, 150)
+    by_time.assign([TopicPartition(topic, 0, 195)])
+    tail = poll_confluent(by_time, 5)
+    check("confluent assign at an offset", [o for _, o, _ in tail], list(range(195, 200)))
+    by_time.close()
+
+    # The group resumes after its commit: only what came later.
+    producer.produce(topic, key="late", value="x")
+    producer.flush(10)
+    again = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "g-confluent", "auto.offset.reset": "earliest"})
+    again.subscribe([topic])
+    check("confluent resumed group", [(o, k) for _, o, k in poll_confluent(again, 1)], [(N, b"late")])
+    again.close()
+
+
+def poll_confluent(consumer, count):
+    got, deadline = [], time.time() + 30
+    while len(got) < count and time.time() < deadline:
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error():
+            sys.exit(f"confluent consumer error: {message.error()}")
+        got.append((message.partition(), message.offset(), message.key()))
+    return got
+
+
+def kafka_python():
+    topic = "kafkapython"
+    producer = kafka.KafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all")
+    futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp_ms=5_000 + i) for i in range(N)]
+    producer.flush()
+    offsets = [f.get(timeout=10).offset for f in futures]
+    check("kafka-python produced offsets", offsets, list(range(N)))
+    consumer = kafka.KafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id="g-kafka-python",
+                                   auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=5000)
+    got = [(m.offset, m.key) for m in consumer]
+    check("kafka-python group consumer", got, [(i, f"k{i}".encode()) for i in range(N)])
+    consumer.commit()
+    consumer.close()
+    probe = kafka.KafkaConsumer(bootstrap_servers=BOOTSTRAP)
+    partition = kafka.TopicPartition(topic, 0)
+    found = probe.offsets_for_times({partition: 5_100})[partition]
+    check("kafka-python offsets_for_times", (found.offset, found.timestamp), (100, 5_100))
+    check("kafka-python end offsets", probe.end_offsets([partition])[partition], N)
+    check("kafka-python committed", probe_committed(topic, "g-kafka-python"), N)
+    probe.close()
+
+
+def probe_committed(topic, group):
+    consumer = kafka.KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=group, enable_auto_commit=False)
+    committed = consumer.committed(kafka.TopicPartition(topic, 0))
+    consumer.close()
+    return committed
+
+
+async def aio():
+    topic = "aio"
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, enable_idempotence=True)
+    await producer.start()
+    try:
+        for i in range(N):
+            await producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    consumer = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id="g-aio",
+                                         auto_offset_reset="earliest", enable_auto_commit=False)
+    await consumer.start()
+    got = []
+    try:
+        deadline = time.time() + 30
+        while len(got) < N and time.time() < deadline:
+            batches = await consumer.getmany(timeout_ms=500)
+            for records in batches.values():
+                got.extend((r.offset, r.key) for r in records)
+        await consumer.commit()
+    finally:
+        await consumer.stop()
+    check("aiokafka group consumer", got, [(i, f"k{i}".encode()) for i in range(N)])
+
+
+confluent()
+print("confluent-kafka: ok")
+kafka_python()
+print("kafka-python: ok")
+asyncio.run(aio())
+print("aiokafka: ok")
