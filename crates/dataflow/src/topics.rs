@@ -138,6 +138,12 @@ impl Topics {
         Ok(self.log.fetch(topic, partition, offset, max_bytes)?)
     }
 
+    /// [`Topics::fetch`] of the batches as stored (compressed ones
+    /// compressed, where `fetch` decompresses them): what a Kafka consumer is sent.
+    pub fn fetch_stored(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
+        Ok(self.log.fetch_stored(topic, partition, offset, max_bytes)?)
+    }
+
     /// The first offset of `topic`'s `partition` that may still be read.
     pub fn start_offset(&self, topic: &str, partition: u32) -> Result<u64> {
         Ok(self.log.low_watermark(topic, partition)?)

@@ -34,6 +34,8 @@
 
 use std::fmt;
 
+use crate::compression::Codec;
+
 /// Bytes before `batch_length`'s payload: base offset (8) + batch length (4).
 pub const LOG_OVERHEAD_BYTES: usize = 12;
 /// The fixed header of a v2 batch, up to the first record.
@@ -81,8 +83,10 @@ pub enum BatchError {
     BadMagic { magic: i8 },
     #[error("CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     BadCrc { stored: u32, computed: u32 },
-    #[error("unsupported attributes {attributes:#06x} (compression and control batches are not supported)")]
+    #[error("unsupported attributes {attributes:#06x} (an unknown compression codec, or a control batch)")]
     UnsupportedAttributes { attributes: i16 },
+    #[error("{codec} batch does not decompress: {reason}")]
+    Decompression { codec: &'static str, reason: String },
     #[error("malformed record {index}: {reason}")]
     BadRecord { index: usize, reason: &'static str },
     /// The base offset (outside the CRC, as in Kafka) breaks the segment's
@@ -108,6 +112,59 @@ pub fn batch_size(bytes: &[u8]) -> Result<usize, BatchError> {
 /// The base offset in a batch header (no validation beyond length).
 pub fn peek_base_offset(bytes: &[u8]) -> Option<u64> {
     bytes.get(0..8).map(|b| i64::from_be_bytes(b.try_into().expect("8 bytes")) as u64)
+}
+
+/// Copies the validated batches of `bytes` into `out` with every
+/// compressed batch replaced by its uncompressed equivalent: the same
+/// header (offsets, timestamps, producer fields, record count) but codec 0,
+/// its length and CRC made anew, and its records decompressed and checked
+/// as an uncompressed batch's are. What a reader inside Millpond iterates.
+pub fn normalize_into(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), BatchError> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let batch = BatchView::from_validated(rest);
+        rest = &rest[batch.size_bytes()..];
+        if !batch.is_compressed() {
+            out.extend_from_slice(batch.as_bytes());
+            continue;
+        }
+        let records =
+            crate::compression::decompress(batch.codec(), &batch.as_bytes()[BATCH_HEADER_BYTES..], BATCH_BYTES_LIMIT)
+                .map_err(|reason| BatchError::Decompression { codec: batch.codec().name(), reason })?;
+        let start = out.len();
+        out.extend_from_slice(&batch.as_bytes()[..BATCH_HEADER_BYTES]);
+        out.extend_from_slice(&records);
+        let length = i32::try_from(out.len() - start - LOG_OVERHEAD_BYTES)
+            .map_err(|_| BatchError::BadLength { length: (out.len() - start) as i64 })?;
+        out[start + 8..start + 12].copy_from_slice(&length.to_be_bytes());
+        let attributes = batch.attributes() & !ATTR_COMPRESSION_MASK;
+        out[start + 21..start + 23].copy_from_slice(&attributes.to_be_bytes());
+        let crc = crc32c::crc32c(&out[start + CRC_START..]);
+        out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+        if let Err(error) = BatchView::parse(&out[start..]) {
+            out.truncate(start);
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// `bytes` (validated batches) as readers see them: borrowed when no batch
+/// is compressed, else [`normalize_into`] a new buffer.
+pub fn normalized(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, BatchError> {
+    let mut rest = bytes;
+    let mut compressed = false;
+    while !rest.is_empty() && !compressed {
+        let batch = BatchView::from_validated(rest);
+        compressed = batch.is_compressed();
+        rest = &rest[batch.size_bytes()..];
+    }
+    if !compressed {
+        return Ok(std::borrow::Cow::Borrowed(bytes));
+    }
+    let mut out = Vec::with_capacity(bytes.len() * 2);
+    normalize_into(bytes, &mut out)?;
+    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// Sets a batch's base offset and partition leader epoch (0), the two
@@ -156,7 +213,7 @@ impl<'a> BatchView<'a> {
         }
         let view = BatchView { bytes };
         let attributes = view.attributes();
-        if attributes & ATTR_COMPRESSION_MASK != 0 || attributes & ATTR_CONTROL != 0 {
+        if Codec::of_attributes(attributes).is_none() || attributes & ATTR_CONTROL != 0 {
             return Err(BatchError::UnsupportedAttributes { attributes });
         }
         if view.last_offset_delta() < 0 || view.record_count() < 0 {
@@ -172,13 +229,27 @@ impl<'a> BatchView<'a> {
                 reason: "are outside 0..=i64::MAX",
             });
         }
-        view.check_records()?;
+        // A compressed batch's records were checked when it was appended
+        // (`normalize_into`); its CRC covers them since.
+        if !view.is_compressed() {
+            view.check_records()?;
+        }
         Ok(view)
+    }
+
+    /// Whether its records are compressed (readers see them through
+    /// [`normalize_into`]).
+    pub fn is_compressed(&self) -> bool {
+        self.codec() != Codec::None
+    }
+
+    pub fn codec(&self) -> Codec {
+        Codec::of_attributes(self.attributes()).expect("parse checked the codec")
     }
 
     /// Wraps bytes that [`BatchView::parse`] accepted before (kept in memory
     /// since), skipping the checks.
-    pub(crate) fn from_validated(bytes: &'a [u8]) -> BatchView<'a> {
+    pub fn from_validated(bytes: &'a [u8]) -> BatchView<'a> {
         let size = batch_size(bytes).expect("validated batch");
         BatchView { bytes: &bytes[..size] }
     }
@@ -246,8 +317,11 @@ impl<'a> BatchView<'a> {
         u32::from_be_bytes(self.bytes[17..21].try_into().expect("4 bytes"))
     }
 
-    /// The records of this batch, in offset order.
+    /// The records of this batch, in offset order. Only for an
+    /// uncompressed batch: a reader of stored bytes goes through
+    /// [`normalize_into`] first.
     pub fn records(&self) -> Records<'a> {
+        assert!(!self.is_compressed(), "records of a compressed batch are read after normalize_into");
         Records {
             cursor: Cursor { bytes: &self.bytes[BATCH_HEADER_BYTES..], pos: 0 },
             remaining: self.record_count() as usize,

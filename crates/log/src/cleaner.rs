@@ -58,6 +58,15 @@ fn for_each_batch(
                 });
             }
         };
+        // Compressed batches are read decompressed (and written back so).
+        let bytes = batch::normalized(&bytes).map_err(|reason| Error::CorruptBatch {
+            topic: partition.topic.clone(),
+            partition: partition.id,
+            offset,
+            segment: segment.path.clone(),
+            position: 0,
+            reason,
+        })?;
         for batch in Batches::new(&bytes) {
             f(&batch)?;
             offset = batch.last_offset() + 1;

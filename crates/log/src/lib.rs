@@ -28,6 +28,7 @@
 pub mod batch;
 mod cleaner;
 pub mod clock;
+pub mod compression;
 pub mod config;
 mod error;
 mod log;

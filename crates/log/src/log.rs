@@ -473,7 +473,30 @@ impl Log {
     /// offset present), up to about `max_bytes` but always at least one batch.
     /// An offset below the low watermark or above the high watermark is
     /// [`Error::OffsetOutOfRange`]; at the high watermark the fetch is empty.
+    ///
+    /// Compressed batches come decompressed ([`batch::normalize_into`]), so
+    /// [`Fetch::records`] reads any batch; [`Log::fetch_stored`] gives the
+    /// bytes as stored.
     pub fn fetch(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
+        let mut fetch = self.fetch_stored(topic, partition, offset, max_bytes)?;
+        if let std::borrow::Cow::Owned(bytes) =
+            batch::normalized(&fetch.bytes).map_err(|reason| Error::CorruptBatch {
+                topic: topic.to_owned(),
+                partition,
+                offset,
+                segment: std::path::PathBuf::new(),
+                position: 0,
+                reason,
+            })?
+        {
+            fetch.bytes = bytes;
+        }
+        Ok(fetch)
+    }
+
+    /// [`Log::fetch`] of the batches as they are stored (compressed ones
+    /// compressed): what a Kafka consumer is sent.
+    pub fn fetch_stored(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
         let (bytes, high_watermark, low_watermark) = self.partition(topic, partition)?.read(offset, max_bytes)?;
         debug_assert!(batch::Batches::new(&bytes).count() > 0 || bytes.is_empty());
         Ok(Fetch { partition, offset, high_watermark, low_watermark, bytes })

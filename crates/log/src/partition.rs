@@ -414,6 +414,9 @@ impl Partition {
             if view.size_bytes() != bytes.len() {
                 return Err(invalid(batch::BatchError::BadRecord { index: 0, reason: "bytes after the batch" }));
             }
+            // A compressed batch is checked decompressed; it is stored as produced.
+            let normalized = batch::normalized(bytes).map_err(invalid)?;
+            let view = batch::BatchView::from_validated(&normalized);
             check_produced(&view).map_err(invalid)?;
             if self.config.cleanup_policy.compacts() && view.records().any(|r| r.key.is_none()) {
                 return Err(Error::KeyRequired(self.topic.clone()));
@@ -951,7 +954,7 @@ impl IndexAppender {
 
 /// What Kafka asks of a batch a client produced, beyond it being valid: at
 /// least one record, offset deltas 0, 1, …, count − 1, and none of what
-/// only a broker writes (control batches; compression is not accepted yet).
+/// only a broker writes (control batches). `view` is uncompressed.
 fn check_produced(view: &batch::BatchView<'_>) -> std::result::Result<(), batch::BatchError> {
     let count = view.record_count();
     if count == 0 || view.last_offset_delta() != count - 1 {

@@ -184,10 +184,13 @@ impl PartitionReader {
             buffer.resize(size, 0);
             file.seek(SeekFrom::Start(position))?;
             file.read_exact(&mut buffer)?;
-            let view = BatchView::parse(&buffer).map_err(|e| {
+            let invalid = |e| {
                 io::Error::new(io::ErrorKind::InvalidData, format!("batch at byte {position} of segment {base}: {e}"))
-            })?;
+            };
+            let view = BatchView::parse(&buffer).map_err(invalid)?;
             assert_eq!(view.base_offset(), base_offset);
+            let normalized = batch::normalized(view.as_bytes()).map_err(invalid)?;
+            let view = BatchView::from_validated(&normalized);
             let before = *out;
             for record in view.records() {
                 if record.offset >= self.next_offset && record.offset < upto {

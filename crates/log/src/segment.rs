@@ -541,8 +541,10 @@ impl Segment {
             self.file
                 .read_exact_at(&mut bytes, header.position)
                 .map_err(|e| (header.base_offset, header.position, io_batch_error(&e)))?;
-            let batch = BatchView::parse(&bytes).map_err(|e| (header.base_offset, header.position, e))?;
-            if let Some(record) = batch.records().find(|r| r.timestamp_ms >= timestamp_ms) {
+            let located = |e| (header.base_offset, header.position, e);
+            let batch = BatchView::parse(&bytes).map_err(located)?;
+            let bytes = crate::batch::normalized(batch.as_bytes()).map_err(located)?;
+            if let Some(record) = BatchView::from_validated(&bytes).records().find(|r| r.timestamp_ms >= timestamp_ms) {
                 return Ok(Some(record.offset));
             }
         }

@@ -1,5 +1,6 @@
 //! Fetch (v4-12): whole stored batches from each partition's fetch offset,
-//! served as the log holds them, up to the readable end: a topic's high
+//! served as the log holds them (compressed ones as their producer
+//! compressed them), up to the readable end: a topic's high
 //! watermark, or for a view's changelog and dead-letter topic the end of
 //! its last committed epoch. That end is answered as both the high
 //! watermark and the last stable offset, so read_committed and
@@ -132,8 +133,10 @@ fn batches(broker: &Broker, topic: &str, asked: &FetchPartition, budget: usize) 
         return Ok((Bytes::new(), end, start));
     }
     let max_bytes = usize::try_from(asked.partition_max_bytes).unwrap_or(0).min(budget).max(1);
-    let fetch =
-        engine.topics().fetch(topic, partition, offset, max_bytes).map_err(|e| (wire(&e), Some(end), Some(start)))?;
+    let fetch = engine
+        .topics()
+        .fetch_stored(topic, partition, offset, max_bytes)
+        .map_err(|e| (wire(&e), Some(end), Some(start)))?;
     let mut bytes = fetch.into_bytes();
     bytes.truncate(whole_batches_below(&bytes, end));
     Ok((Bytes::from(bytes), end, start))

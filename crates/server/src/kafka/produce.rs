@@ -8,8 +8,8 @@
 //! that does not exist (UNKNOWN_TOPIC_OR_PARTITION; Produce creates none),
 //! one that clients may not write (TOPIC_AUTHORIZATION_FAILED), data that
 //! is not exactly one valid batch (CORRUPT_MESSAGE: bad CRC, magic, record
-//! structure or offset deltas, compression not yet accepted, an unkeyed
-//! record on a compacted topic), a batch over the topic's limit
+//! structure or offset deltas, a codec past zstd or a batch that does not
+//! decompress, an unkeyed record on a compacted topic), a batch over the topic's limit
 //! (MESSAGE_TOO_LARGE). A batch of an idempotent producer (producer id
 //! ≥ 0) goes through its sequence checks (`producers`); transactional
 //! requests are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until
