@@ -101,6 +101,23 @@ impl Topics {
         }
     }
 
+    /// Creates `topic` with `partitions` and the Kafka-named `settings`
+    /// (`TopicConfig::set_kafka`), or says why not: an existing topic is the
+    /// log's `TopicExists`, a setting it does not have or a value out of
+    /// range its `InvalidConfig`.
+    pub fn create_with(&self, topic: &str, partitions: u32, settings: &[(String, String)]) -> Result<()> {
+        let mut config = TopicConfig { partitions, ..TopicConfig::default() };
+        for (name, value) in settings {
+            config.set_kafka(name, value)?;
+        }
+        Ok(self.log.create_topic(topic, config)?)
+    }
+
+    /// `topic`'s settings by their Kafka names ([`millpond_log::config::KAFKA_SETTINGS`]).
+    pub fn kafka_settings(&self, topic: &str) -> Result<Vec<(&'static str, String)>> {
+        Ok(self.log.topic_config(topic)?.kafka_entries())
+    }
+
     /// The names of every topic, sorted.
     pub fn list(&self) -> Vec<String> {
         self.log.topics()

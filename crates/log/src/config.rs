@@ -158,9 +158,122 @@ impl TopicConfig {
     }
 }
 
+/// The Kafka topic settings a [`TopicConfig`] has, by Kafka's names.
+pub const KAFKA_SETTINGS: [&str; 10] = [
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "segment.bytes",
+    "segment.ms",
+    "delete.retention.ms",
+    "max.message.bytes",
+    "index.interval.bytes",
+    "flush.messages",
+    "flush.ms",
+];
+
+impl TopicConfig {
+    /// Each of [`KAFKA_SETTINGS`] with its value, as Kafka writes it (-1:
+    /// no limit; `flush.messages` 1 for a durable topic, synced on every
+    /// append).
+    pub fn kafka_entries(&self) -> Vec<(&'static str, String)> {
+        let limit = |v: Option<u64>| v.map_or_else(|| "-1".to_owned(), |v| v.to_string());
+        let (flush_messages, flush_ms) = match self.flush {
+            FlushPolicy::Durable => ("1".to_owned(), "0".to_owned()),
+            FlushPolicy::Interval { interval_ms, records } => (records.to_string(), interval_ms.to_string()),
+        };
+        let policy = match self.cleanup_policy {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        };
+        let values = [
+            policy.to_owned(),
+            limit(self.retention_ms),
+            limit(self.retention_bytes),
+            self.segment_bytes.to_string(),
+            self.segment_ms.to_string(),
+            self.delete_retention_ms.to_string(),
+            self.max_batch_bytes.to_string(),
+            self.index_interval_bytes.to_string(),
+            flush_messages,
+            flush_ms,
+        ];
+        KAFKA_SETTINGS.into_iter().zip(values).collect()
+    }
+
+    /// Sets the setting Kafka calls `name` from its text (as CreateTopics
+    /// and the config APIs carry it); the config is checked whole by
+    /// [`TopicConfig::validate`] after. An unknown name or a value that does
+    /// not read is [`Error::InvalidConfig`].
+    pub fn set_kafka(&mut self, name: &str, value: &str) -> Result<()> {
+        let bad = |reason: String| Error::InvalidConfig {
+            field: "kafka setting",
+            reason: format!("{name}={value}: {reason}"),
+        };
+        let number = || value.trim().parse::<i64>().map_err(|_| bad("not an integer".into()));
+        let positive = || number().and_then(|n| u64::try_from(n).map_err(|_| bad("must not be negative".into())));
+        let limit = || number().map(|n| u64::try_from(n).ok());
+        match name {
+            "cleanup.policy" => self.cleanup_policy = value.parse().map_err(|e: Error| bad(e.to_string()))?,
+            "retention.ms" => self.retention_ms = limit()?,
+            "retention.bytes" => self.retention_bytes = limit()?,
+            "segment.bytes" => self.segment_bytes = positive()?,
+            "segment.ms" => self.segment_ms = positive()?,
+            "delete.retention.ms" => self.delete_retention_ms = positive()?,
+            "max.message.bytes" => self.max_batch_bytes = positive()?,
+            "index.interval.bytes" => self.index_interval_bytes = positive()?,
+            "flush.messages" => {
+                self.flush = match (positive()?, self.flush) {
+                    (1, _) => FlushPolicy::Durable,
+                    (records, FlushPolicy::Interval { interval_ms, .. }) => {
+                        FlushPolicy::Interval { interval_ms, records }
+                    }
+                    (records, FlushPolicy::Durable) => FlushPolicy::Interval { interval_ms: 1_000, records },
+                }
+            }
+            "flush.ms" => {
+                let interval_ms = positive()?;
+                self.flush = match self.flush {
+                    FlushPolicy::Interval { records, .. } => FlushPolicy::Interval { interval_ms, records },
+                    FlushPolicy::Durable if interval_ms == 0 => FlushPolicy::Durable,
+                    FlushPolicy::Durable => FlushPolicy::Interval { interval_ms, records: u64::MAX },
+                }
+            }
+            _ => return Err(bad(format!("not a setting Millpond has (it has {})", KAFKA_SETTINGS.join(", ")))),
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafka_settings_read_back_as_written() {
+        let mut config = TopicConfig::default();
+        for (name, value) in [
+            ("cleanup.policy", "compact,delete"),
+            ("retention.ms", "-1"),
+            ("retention.bytes", "1048576"),
+            ("segment.bytes", "4096"),
+            ("max.message.bytes", "2000000"),
+            ("flush.messages", "100"),
+            ("flush.ms", "50"),
+        ] {
+            config.set_kafka(name, value).unwrap();
+            let entries = config.kafka_entries();
+            assert_eq!(entries.iter().find(|(n, _)| *n == name).unwrap().1, value, "{name}");
+        }
+        config.validate().unwrap();
+        assert_eq!(config.flush, FlushPolicy::Interval { interval_ms: 50, records: 100 });
+        assert!(config.set_kafka("compression.type", "lz4").unwrap_err().to_string().contains("compression.type"));
+        assert!(config.set_kafka("segment.bytes", "-3").is_err());
+        assert!(config.set_kafka("retention.ms", "soon").is_err());
+        config.set_kafka("flush.messages", "1").unwrap();
+        assert_eq!(config.flush, FlushPolicy::Durable);
+    }
 
     #[test]
     fn invalid_configs_name_the_field() {

@@ -333,6 +333,12 @@ impl Engine {
         Ok(self.topics.append(topic, records)?)
     }
 
+    /// The catalog source that reads `topic`, if one does.
+    pub(crate) fn source_reading(&self, topic: &str) -> Option<String> {
+        let compiled = self.session().compile().ok()?;
+        compiled.sources.into_iter().find(|source| source.topic == topic).map(|source| source.name)
+    }
+
     /// Where readers of `topic`'s `partition` must stop: the end of what the
     /// runtime has committed for a view's changelog or dead-letter topic
     /// (its tail past that may be cut when the runtime restarts, and

@@ -16,8 +16,8 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use kafka_protocol::records::{
@@ -460,4 +460,69 @@ fn an_idempotent_producers_retries_are_written_once_across_a_restart() {
     let next = init_producer_id(&mut client);
     assert!(next > id, "producer ids are not handed out again: {next} after {id}");
     assert_eq!(engine.records_in("t").unwrap(), 6);
+}
+
+fn create_topic(
+    client: &mut Client,
+    topic: &str,
+    replication: i16,
+    settings: &[(&str, &str)],
+) -> (i16, Option<String>) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    let mut creatable = CreatableTopic::default();
+    creatable.name = name(topic);
+    creatable.num_partitions = 2;
+    creatable.replication_factor = replication;
+    creatable.configs = settings
+        .iter()
+        .map(|(n, v)| {
+            let mut config = CreatableTopicConfig::default();
+            config.name = StrBytes::from_string((*n).to_owned());
+            config.value = Some(StrBytes::from_string((*v).to_owned()));
+            config
+        })
+        .collect();
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![creatable];
+    request.timeout_ms = 5000;
+    let response = client.send(&request, 5);
+    let result = &response.topics[0];
+    (result.error_code, result.error_message.as_ref().map(|m| m.to_string()))
+}
+
+fn delete_topic(client: &mut Client, topic: &str) -> (i16, Option<String>) {
+    let mut request = DeleteTopicsRequest::default();
+    request.topic_names = vec![name(topic)];
+    request.timeout_ms = 5000;
+    let response = client.send(&request, 5);
+    let result = &response.responses[0];
+    (result.error_code, result.error_message.as_ref().map(|m| m.to_string()))
+}
+
+#[test]
+fn admin_requests_millpond_cannot_honour_are_refused_by_code_and_name_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = start(dir.path());
+    engine.execute("CREATE SOURCE ev (k BIGINT) FROM TOPIC 'ev' FORMAT JSON; CREATE TABLE t (a INT)").unwrap();
+    let mut client = Client::connect(endpoint.addr());
+    assert_eq!(create_topic(&mut client, "fine", 1, &[("retention.ms", "1000")]).0, 0);
+    let (code, message) = create_topic(&mut client, "copies", 3, &[]);
+    assert_eq!(code, ResponseError::InvalidReplicationFactor.code(), "{message:?}");
+    let (code, message) = create_topic(&mut client, "odd", 1, &[("compression.type", "zstd")]);
+    assert_eq!(code, ResponseError::InvalidConfig.code());
+    assert!(message.unwrap().contains("compression.type"));
+    assert_eq!(
+        create_topic(&mut client, "small", 1, &[("segment.bytes", "10")]).0,
+        ResponseError::InvalidConfig.code()
+    );
+    assert_eq!(create_topic(&mut client, "view.x", 1, &[]).0, ResponseError::TopicAuthorizationFailed.code());
+    let listed: Vec<String> = metadata(&mut client, None, false, 12).into_iter().map(|(n, _, _)| n).collect();
+    assert!(listed.contains(&"fine".to_owned()) && !listed.contains(&"odd".to_owned()), "{listed:?}");
+    // A source's topic stays while the source reads it; a table's always.
+    let (code, message) = delete_topic(&mut client, "ev");
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert!(message.unwrap().contains("DROP SOURCE ev"));
+    assert_eq!(delete_topic(&mut client, "table.t").0, ResponseError::TopicAuthorizationFailed.code());
+    assert_eq!(delete_topic(&mut client, "fine").0, 0);
+    assert_eq!(delete_topic(&mut client, "fine").0, ResponseError::UnknownTopicOrPartition.code());
 }

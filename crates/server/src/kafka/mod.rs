@@ -6,7 +6,8 @@
 //! headers), `versions` (what is advertised, ApiVersions), `metadata`,
 //! `produce`, `fetch`, `list_offsets` (one module per API), `producers`
 //! (idempotent producers: ids, sequence checks), `groups` (the group
-//! coordinator's state machine), `group_apis` (the consumer-group APIs and
+//! coordinator's state machine), `admin` (CreateTopics, DeleteTopics,
+//! DescribeConfigs), `group_apis` (the consumer-group APIs and
 //! committed offsets), `errors`
 //! (Kafka's error codes for the log's errors). The wire surface, its
 //! limits and invariants are in docs/kafka-wire.md.
@@ -21,6 +22,7 @@
 //! before the count is checked against the frame
 //! (vendor/kafka-protocol/README.millpond.md).
 
+mod admin;
 mod errors;
 mod fetch;
 mod frame;
@@ -277,6 +279,24 @@ async fn answer(
             let answered =
                 tokio::task::spawn_blocking(move || producers::init_producer_id(&broker.producers, &body, version));
             answered.await.map_err(frame::FrameError::join)??
+        }
+        ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::DescribeConfigs => {
+            let api_key = request.api_key;
+            let answered = match api_key {
+                ApiKey::CreateTopics => {
+                    let body = request.decode()?;
+                    tokio::task::spawn_blocking(move || admin::create_topics(&broker, &body, version)).await
+                }
+                ApiKey::DeleteTopics => {
+                    let body = request.decode()?;
+                    tokio::task::spawn_blocking(move || admin::delete_topics(&broker, &body, version)).await
+                }
+                _ => {
+                    let body = request.decode()?;
+                    tokio::task::spawn_blocking(move || admin::describe_configs(&broker, &body, version)).await
+                }
+            };
+            answered.map_err(frame::FrameError::join)??
         }
         ApiKey::FindCoordinator => group_apis::find_coordinator(&broker, &request.decode()?, version)?,
         ApiKey::JoinGroup => {

@@ -12,6 +12,7 @@ import time
 import aiokafka
 import kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 BOOTSTRAP = sys.argv[1]
 N = 200
@@ -124,7 +125,28 @@ async def aio():
     check("aiokafka group consumer", got, [(i, f"k{i}".encode()) for i in range(N)])
 
 
+def admin():
+    client = AdminClient({"bootstrap.servers": BOOTSTRAP})
+    settings = {"retention.ms": "60000", "cleanup.policy": "compact", "max.message.bytes": "100000"}
+    for future in client.create_topics([NewTopic("adm", 3, 1, config=settings)]).values():
+        future.result(10)
+    metadata = client.list_topics(timeout=10)
+    check("admin: partitions of the created topic", len(metadata.topics["adm"].partitions), 3)
+    described = client.describe_configs([ConfigResource("topic", "adm")])
+    configs = list(described.values())[0].result(10)
+    check("admin: settings read back", {k: configs[k].value for k in settings}, settings)
+    try:
+        client.create_topics([NewTopic("adm", 1, 1)])["adm"].result(10)
+        sys.exit("admin: creating an existing topic was not refused")
+    except Exception as error:
+        check("admin: an existing topic", "TOPIC_ALREADY_EXISTS" in str(error) or "already exists" in str(error), True)
+    for future in client.delete_topics(["adm"]).values():
+        future.result(10)
+    check("admin: deleted", "adm" in client.list_topics(timeout=10).topics, False)
+
+
 confluent()
+admin()
 print("confluent-kafka: ok")
 kafka_python()
 print("kafka-python: ok")
