@@ -1,7 +1,9 @@
 //! Unmodified Kafka clients against the Kafka endpoint: Debian's kcat
-//! (librdkafka 2.0.2, the oldest client served; `.ci/run` installs it).
-//! Keyed records produced, consumed back from an offset and from a time,
-//! offsets queried by time.
+//! (librdkafka 2.0.2, the oldest client served), Python's confluent-kafka,
+//! kafka-python and aiokafka, and Apache Kafka's own Java tools (4.4.0);
+//! `.ci/run` installs them all. Keyed records produced (in every codec),
+//! consumed back from an offset, from a time and in groups, offsets
+//! queried by time, topics created and described, groups described and reset.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -226,4 +228,93 @@ fn batches_in_every_codec_are_consumed_as_produced_and_read_by_a_view() {
         assert!(std::time::Instant::now() < deadline, "the view never reached {wanted}: {changelog}");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+}
+
+/// Runs a class of Apache Kafka's jars (`benches/kafka/pom.xml`, fetched by
+/// .ci/run) with `args`, `input` on its stdin; its stdout.
+fn kafka_tool(class: &str, args: &[&str], input: Option<&str>) -> String {
+    let jars = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/millpond/kafka-4.4.0");
+    assert!(
+        jars.join("kafka-tools-4.4.0.jar").exists(),
+        "Apache Kafka's jars are not in {}: mvn -q -f benches/kafka/pom.xml dependency:copy-dependencies \
+         -DoutputDirectory={} (.ci/run does)",
+        jars.display(),
+        jars.display()
+    );
+    let mut child = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}/*", jars.display()))
+        .arg(class)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java runs");
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(input) = input {
+        stdin.write_all(input.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{class} {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+#[test]
+fn kafkas_own_tools_create_describe_produce_consume_and_reset_a_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = start(dir.path());
+    let server = endpoint.addr().to_string();
+    let bootstrap = ["--bootstrap-server", server.as_str()];
+    let topics = "org.apache.kafka.tools.TopicCommand";
+    let create =
+        [&bootstrap[..], &["--create", "--topic", "jt", "--partitions", "3", "--config", "retention.ms=60000"]]
+            .concat();
+    assert!(kafka_tool(topics, &create, None).contains("Created topic jt."));
+    let described = kafka_tool(topics, &[&bootstrap[..], &["--describe", "--topic", "jt"]].concat(), None);
+    assert!(described.contains("PartitionCount: 3") && described.contains("retention.ms=60000"), "{described}");
+    // The console producer is idempotent by default (InitProducerId, sequenced batches).
+    let lines: String = (0..30).map(|i| format!("key{i}:value{i}\n")).collect();
+    let produce = [
+        &bootstrap[..],
+        &["--topic", "jt", "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"],
+    ]
+    .concat();
+    kafka_tool("org.apache.kafka.tools.ConsoleProducer", &produce, Some(&lines));
+    assert_eq!(engine.records_in("jt").unwrap(), 30);
+    let consume =
+        [&bootstrap[..], &["--topic", "jt", "--from-beginning", "--max-messages", "30", "--group", "jg"]].concat();
+    let consumed = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", &consume, None);
+    let mut values: Vec<&str> = consumed.lines().collect();
+    values.sort_unstable();
+    let mut expected: Vec<String> = (0..30).map(|i| format!("value{i}")).collect();
+    expected.sort_unstable();
+    assert_eq!(values, expected);
+    // The group's committed offsets, as kafka-consumer-groups shows them, then reset.
+    let groups = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    let lag = |table: &str| -> Vec<(String, String)> {
+        table
+            .lines()
+            .filter(|l| l.starts_with("jg "))
+            .map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                (fields[3].to_owned(), fields[5].to_owned())
+            })
+            .collect()
+    };
+    let describe = [&bootstrap[..], &["--describe", "--group", "jg"]].concat();
+    let before = lag(&kafka_tool(groups, &describe, None));
+    assert_eq!(before.len(), 3, "one row a partition: {before:?}");
+    assert!(before.iter().all(|(_, lag)| lag == "0"), "consumed to the end: {before:?}");
+    let reset =
+        [&bootstrap[..], &["--reset-offsets", "--to-earliest", "--group", "jg", "--topic", "jt", "--execute"]].concat();
+    kafka_tool(groups, &reset, None);
+    let after = lag(&kafka_tool(groups, &describe, None));
+    assert!(after.iter().all(|(current, _)| current == "0"), "reset to the earliest offsets: {after:?}");
+    let listed = kafka_tool(groups, &[&bootstrap[..], &["--list"]].concat(), None);
+    assert!(listed.lines().any(|l| l.trim() == "jg"), "{listed}");
+    let configs = [&bootstrap[..], &["--describe", "--entity-type", "topics", "--entity-name", "jt"]].concat();
+    assert!(kafka_tool("org.apache.kafka.tools.ConfigCommand", &configs, None).contains("retention.ms=60000"));
 }
