@@ -344,6 +344,27 @@ fn a_views_changelog_is_fetched_to_its_committed_end_only() {
     let mut rows: Vec<&str> = records.iter().map(|(_, key, _)| key.as_str()).collect();
     rows.sort_unstable();
     assert_eq!(rows, vec![r#"{"a":1}"#, r#"{"a":2}"#, r#"{"a":3}"#]);
+    // A tail past the committed end (what an epoch appends before its
+    // commit, cut if the process dies first), planted here: neither Fetch
+    // nor ListOffsets shows it, to read_committed and read_uncommitted alike.
+    let committed = engine.committed().unwrap().unwrap().sinks["view.v"];
+    let uncommitted = millpond_dataflow::TopicRecord {
+        key: Some(br#"{"a":99}"#.to_vec()),
+        value: Some(1i64.to_be_bytes().to_vec()),
+        headers: vec![],
+    };
+    engine.append("view.v", vec![uncommitted]).unwrap();
+    assert_eq!(engine.records_in("view.v").unwrap(), committed + 1, "the tail is in the log");
+    for isolation in [0, 1] {
+        let mut request = fetch_request("view.v", 0, 0, 0);
+        request.isolation_level = isolation;
+        let response = client.send(&request, 11);
+        let data = &response.responses[0].partitions[0];
+        assert_eq!((data.high_watermark as u64, data.last_stable_offset as u64), (committed, committed));
+        assert!(records_of(data.records.as_ref().unwrap()).iter().all(|(_, key, _)| !key.contains("99")));
+        let past = client.send(&fetch_request("view.v", 0, committed as i64 + 1, 0), 11);
+        assert_eq!(past.responses[0].partitions[0].error_code, ResponseError::OffsetOutOfRange.code());
+    }
 }
 
 /// Whether the server closed `stream` without writing anything to it.

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Millpond's Kafka endpoint beside Apache Kafka (KRaft, one node, from the
+# 4.4.0 jars of benches/kafka/pom.xml) on the same disk, driven by the same
+# client: Kafka's own ProducerPerformance, ConsumerPerformance and
+# EndToEndLatency. One topic of one partition on each; Millpond's both as
+# created by default (every append synced before it is acknowledged) and with
+# Kafka's flushing (flush.messages and flush.ms large: the page cache, synced
+# in the background), which is what Kafka itself does.
+#
+#   bash benches/kafka/bench.sh MILLPOND_BINARY [RECORDS_100B] [RECORDS_1KIB]
+#
+# Prints one line per run: target, record size, acks, records/s, MB/s,
+# latency p50/p99 ms (produce), then consume MB/s and end-to-end p50/p99 ms.
+set -euo pipefail
+bin=${1:?the millpond binary}
+n_small=${2:-2000000}
+n_large=${3:-500000}
+jars="$HOME/.cache/millpond/kafka-4.4.0"
+[ -f "$jars/kafka-tools-4.4.0.jar" ] \
+  || mvn -q -f "$(dirname "$0")/pom.xml" dependency:copy-dependencies -DoutputDirectory="$jars"
+work=${BENCH_DIR:-/tmp/kafka-bench}
+rm -rf "$work" && mkdir -p "$work"
+java_run() { java -Xmx1g -cp "$jars/*" "$@"; }
+
+# Apache Kafka: a KRaft broker and controller in one process.
+cat > "$work/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:29093
+listeners=PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093
+advertised.listeners=PLAINTEXT://127.0.0.1:29092
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$work/kafka-data
+num.partitions=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+PROPS
+java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
+  -c "$work/server.properties" > "$work/format.log" 2>&1
+java_run -Xmx2g kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
+kafka_pid=$!
+"$bin" --data-dir "$work/millpond-data" serve --pg-listen 127.0.0.1:26875 --kafka-listen 127.0.0.1:19092 \
+  > "$work/millpond.log" 2>&1 &
+millpond_pid=$!
+trap 'kill $kafka_pid $millpond_pid 2>/dev/null; wait 2>/dev/null' EXIT
+for _ in $(seq 1 60); do
+  java_run org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:29092 --list > /dev/null 2>&1 && break
+  sleep 1
+done
+
+topic() { # server name [configs...]
+  local server=$1 name=$2; shift 2
+  local configs=()
+  for c in "$@"; do configs+=(--config "$c"); done
+  java_run org.apache.kafka.tools.TopicCommand --bootstrap-server "$server" --create --topic "$name" \
+    --partitions 1 "${configs[@]}" > /dev/null 2>&1
+}
+
+produce() { # server topic records size acks -> "records/s MB/s p50 p99"
+  java_run org.apache.kafka.tools.ProducerPerformance --topic "$2" --num-records "$3" --record-size "$4" \
+    --throughput -1 --producer-props bootstrap.servers="$1" acks="$5" linger.ms=5 batch.size=262144 2>/dev/null \
+    | tail -1 | sed -E 's/.* ([0-9.]+) records\/sec \(([0-9.]+) MB\/sec\).* ([0-9]+) ms 50th, [0-9]+ ms 95th, ([0-9]+) ms 99th.*/\1 \2 \3 \4/'
+}
+
+consume() { # server topic records -> "MB/s"
+  java_run org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$1" --topic "$2" --messages "$3" \
+    --timeout 60000 2>/dev/null | tail -1 | awk -F', *' '{print $4}'
+}
+
+latency() { # server topic -> "p50 p99" (ms), 10 000 round trips of 100 B at acks=all
+  java_run org.apache.kafka.tools.EndToEndLatency "$1" "$2" 10000 all 100 2>/dev/null \
+    | awk '/Percentiles/ {gsub(/,/, ""); print $4, $10}'
+}
+
+printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' target size acks 'records/s' 'MB/s' 'p50 ms' 'p99 ms' 'consume MB/s' 'e2e p50' 'e2e p99'
+run=0
+for size in 100 1024; do
+  records=$([ "$size" = 100 ] && echo "$n_small" || echo "$n_large")
+  for acks in 1 all; do
+    for target in kafka millpond-durable millpond-flushing; do
+      run=$((run + 1))
+      name="t$run"
+      case $target in
+        kafka) server=127.0.0.1:29092; topic "$server" "$name" ;;
+        millpond-durable) server=127.0.0.1:19092; topic "$server" "$name" ;;
+        millpond-flushing) server=127.0.0.1:19092; topic "$server" "$name" flush.messages=1000000000 flush.ms=1000 ;;
+      esac
+      produced=$(produce "$server" "$name" "$records" "$size" "$acks")
+      consumed=$(consume "$server" "$name" "$records")
+      e2e=$( [ "$size" = 100 ] && [ "$acks" = all ] && latency "$server" "e2e$run" || echo "- -")
+      read -r rps mbps p50 p99 <<< "$produced"
+      read -r e50 e99 <<< "$e2e"
+      printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' "$target" "$size" "$acks" "$rps" "$mbps" "$p50" "$p99" "$consumed" "$e50" "$e99"
+    done
+  done
+done
