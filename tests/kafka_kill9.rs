@@ -54,17 +54,17 @@ impl Server {
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+        let (pg, kafka) = loop {
             if let Ok(text) = std::fs::read_to_string(&address)
                 && let Ok(record) = serde_json::from_str::<serde_json::Value>(&text)
                 && let (Some(pg), Some(kafka)) = (record["pg"].as_str(), record["kafka"].as_str())
             {
-                let pg = pg.rsplit(':').next().unwrap().parse().unwrap();
-                return Server { dir: dir.to_owned(), child, pg, kafka: kafka.to_owned() };
+                break (pg.rsplit(':').next().unwrap().parse().unwrap(), kafka.to_owned());
             }
             assert!(Instant::now() < deadline, "the server never wrote its addresses");
             std::thread::sleep(Duration::from_millis(20));
-        }
+        };
+        Server { dir: dir.to_owned(), child, pg, kafka }
     }
 
     fn kill(mut self) -> PathBuf {
