@@ -156,3 +156,69 @@ pub(crate) fn write_response(out: &mut BytesMut, request: &RequestHeader, body: 
     debug_assert_eq!((&out[start..]).get_i32() as usize, out.len() - start - 4);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::*;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Decodes `request`'s body as its API's message, as the endpoint would.
+    fn decode_served(request: &Request) -> Result<(), FrameError> {
+        match request.api_key {
+            ApiKey::Produce => request.decode::<ProduceRequest>().map(drop),
+            ApiKey::Fetch => request.decode::<FetchRequest>().map(drop),
+            ApiKey::ListOffsets => request.decode::<ListOffsetsRequest>().map(drop),
+            ApiKey::Metadata => request.decode::<MetadataRequest>().map(drop),
+            ApiKey::ApiVersions => request.decode::<ApiVersionsRequest>().map(drop),
+            ApiKey::InitProducerId => request.decode::<InitProducerIdRequest>().map(drop),
+            ApiKey::FindCoordinator => request.decode::<FindCoordinatorRequest>().map(drop),
+            ApiKey::JoinGroup => request.decode::<JoinGroupRequest>().map(drop),
+            ApiKey::SyncGroup => request.decode::<SyncGroupRequest>().map(drop),
+            ApiKey::Heartbeat => request.decode::<HeartbeatRequest>().map(drop),
+            ApiKey::LeaveGroup => request.decode::<LeaveGroupRequest>().map(drop),
+            ApiKey::OffsetCommit => request.decode::<OffsetCommitRequest>().map(drop),
+            ApiKey::OffsetFetch => request.decode::<OffsetFetchRequest>().map(drop),
+            ApiKey::DescribeGroups => request.decode::<DescribeGroupsRequest>().map(drop),
+            ApiKey::ListGroups => request.decode::<ListGroupsRequest>().map(drop),
+            ApiKey::CreateTopics => request.decode::<CreateTopicsRequest>().map(drop),
+            ApiKey::DeleteTopics => request.decode::<DeleteTopicsRequest>().map(drop),
+            ApiKey::DescribeConfigs => request.decode::<DescribeConfigsRequest>().map(drop),
+            other => panic!("{other:?} is served but not decoded here"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        /// Any bytes after a served API key and version: the header and the
+        /// body decode or fail, never panic, and never allocate for a count
+        /// the frame cannot hold (that aborted the process before the patch).
+        #[test]
+        fn any_frame_of_a_served_api_decodes_or_fails_cleanly(
+            served in 0..super::super::versions::SERVED.len(),
+            version_pick in any::<u16>(),
+            rest in proptest::collection::vec(any::<u8>(), 4..600),
+            counts in proptest::collection::vec((any::<prop::sample::Index>(), prop_oneof![Just(0x7fff_ffffu32), Just(0x0100_0000), any::<u32>()]), 0..3),
+        ) {
+            let (key, min, max) = super::super::versions::SERVED[served];
+            let version = min + (version_pick % (max - min + 1) as u16) as i16;
+            let mut frame = Vec::new();
+            frame.extend_from_slice(&(key as i16).to_be_bytes());
+            frame.extend_from_slice(&version.to_be_bytes());
+            frame.extend_from_slice(&rest);
+            // Plant large counts where an array length may sit.
+            for (at, count) in counts {
+                let at = 4 + at.index(frame.len() - 4);
+                let end = (at + 4).min(frame.len());
+                frame[at..end].copy_from_slice(&count.to_be_bytes()[..end - at]);
+            }
+            if let Ok(request) = parse(Bytes::from(frame)) {
+                if super::super::versions::advertised(request.api_key, request.version()) {
+                    let _ = decode_served(&request);
+                }
+            }
+        }
+    }
+}
