@@ -214,10 +214,10 @@ mod tests {
                 let end = (at + 4).min(frame.len());
                 frame[at..end].copy_from_slice(&count.to_be_bytes()[..end - at]);
             }
-            if let Ok(request) = parse(Bytes::from(frame)) {
-                if super::super::versions::advertised(request.api_key, request.version()) {
-                    let _ = decode_served(&request);
-                }
+            if let Ok(request) = parse(Bytes::from(frame))
+                && super::super::versions::advertised(request.api_key, request.version())
+            {
+                let _ = decode_served(&request);
             }
         }
     }
