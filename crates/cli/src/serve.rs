@@ -68,7 +68,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = millpond_server::MESSAGE_BYTES_MAX_DEFAULT)]
     message_bytes_max: usize,
     /// Require SCRAM-SHA-256 authentication with this password (any user
-    /// name); unset, clients are trusted (the endpoint binds loopback by default).
+    /// name), and SASL/PLAIN with it on the Kafka endpoint; unset, clients are
+    /// trusted (the endpoints bind loopback by default).
     #[arg(long, env = "MILLPOND_PASSWORD", hide_env_values = true)]
     password: Option<String>,
     /// Checkpoint interval of the views.
@@ -116,6 +117,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
             config.auto_create_partitions = Some(args.kafka_auto_create_partitions).filter(|&n| n > 0);
             config.request_bytes_max = args.kafka_request_bytes_max;
             config.connections_max = args.kafka_connections_max;
+            config.password = args.password.clone();
             Some(KafkaEndpoint::start(engine.clone(), config)?)
         }
         None => None,

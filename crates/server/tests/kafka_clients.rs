@@ -318,3 +318,49 @@ fn kafkas_own_tools_create_describe_produce_consume_and_reset_a_group() {
     let configs = [&bootstrap[..], &["--describe", "--entity-type", "topics", "--entity-name", "jt"]].concat();
     assert!(kafka_tool("org.apache.kafka.tools.ConfigCommand", &configs, None).contains("retention.ms=60000"));
 }
+
+/// kcat with `args`: whether it succeeded, and its stdout.
+fn kcat_status(broker: &str, args: &[&str]) -> (bool, String) {
+    let output =
+        Command::new("kcat").arg("-b").arg(broker).args(args).stdin(Stdio::null()).output().expect("kcat runs");
+    (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[test]
+fn with_a_password_only_clients_that_authenticate_with_sasl_plain_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig { epoch_interval_ms: 50, ..EngineConfig::new(dir.path()) }).unwrap();
+    let mut config = KafkaConfig::new("127.0.0.1:0".parse().unwrap());
+    config.password = Some("s3cret".to_owned());
+    let endpoint = KafkaEndpoint::start(engine.clone(), config).unwrap();
+    let broker = endpoint.addr().to_string();
+    let sasl = |password: &str| {
+        ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=anyone"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(["-X".to_owned(), format!("sasl.password={password}")])
+            .collect::<Vec<String>>()
+    };
+    let with = |password: &str, rest: &[&str]| {
+        let mut args: Vec<String> = sasl(password);
+        args.extend(rest.iter().map(|s| (*s).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kcat_status(&broker, &args)
+    };
+    let (ok, listing) = with("s3cret", &["-L", "-m", "5"]);
+    assert!(ok && listing.contains("1 brokers:"), "{listing}");
+    let mut child = Command::new("kcat")
+        .args(["-b", &broker, "-P", "-t", "secure"])
+        .args(sasl("s3cret"))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"one\ntwo\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(engine.records_in("secure").unwrap(), 2);
+    let (ok, _) = with("wrong", &["-L", "-m", "3"]);
+    assert!(!ok, "a wrong password was served");
+    let (ok, _) = kcat_status(&broker, &["-L", "-m", "3"]);
+    assert!(!ok, "a client without SASL was served");
+    assert_eq!(engine.records_in("secure").unwrap(), 2);
+}

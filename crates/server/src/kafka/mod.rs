@@ -32,6 +32,7 @@ mod list_offsets;
 mod metadata;
 mod produce;
 mod producers;
+mod sasl;
 mod versions;
 
 use std::net::SocketAddr;
@@ -72,6 +73,9 @@ pub struct KafkaConfig {
     /// How long the rest of a started frame may take to arrive before its
     /// connection is closed (a client that stalls mid-frame holds nothing long).
     pub frame_timeout_ms: u64,
+    /// With a password, clients authenticate with SASL/PLAIN (any user name)
+    /// before any request but ApiVersions and SaslHandshake is answered.
+    pub password: Option<String>,
     /// Partitions of a topic created because a client asked Metadata for it
     /// (Kafka's `auto.create.topics.enable` and `num.partitions`); `None`:
     /// unknown topics stay unknown.
@@ -88,6 +92,7 @@ impl KafkaConfig {
             idle_ms: IDLE_MS_DEFAULT,
             frame_timeout_ms: FRAME_TIMEOUT_MS_DEFAULT,
             auto_create_partitions: Some(1),
+            password: None,
         }
     }
 }
@@ -210,6 +215,7 @@ async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
     let (reader, mut writer) = socket.into_split();
     let mut reader = BufReader::new(reader);
     let mut out = BytesMut::new();
+    let mut authenticated = broker.config.password.is_none();
     loop {
         let limits = frame::ReadLimits {
             max_bytes: broker.config.request_bytes_max,
@@ -221,6 +227,18 @@ async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
             Ok(None) | Err(_) => return,
         };
         out.clear();
+        if !authenticated {
+            match authenticate(broker, &request, &mut out) {
+                Ok(done) => {
+                    authenticated = done == Some(true);
+                    if writer.write_all(&out).await.is_err() || done == Some(false) {
+                        return;
+                    }
+                    continue;
+                }
+                Err(_) => return,
+            }
+        }
         match answer(broker, request, peer, &mut out).await {
             Ok(true) => {
                 if writer.write_all(&out).await.is_err() {
@@ -231,6 +249,33 @@ async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
             Err(_) => return,
         }
     }
+}
+
+/// A request before the connection authenticated: ApiVersions and
+/// SaslHandshake answered (`None`), SaslAuthenticate answered with whether
+/// the password matched; anything else an error (the connection closes).
+fn authenticate(
+    broker: &Broker,
+    request: &frame::Request,
+    out: &mut BytesMut,
+) -> std::result::Result<Option<bool>, frame::FrameError> {
+    use kafka_protocol::messages::ApiKey;
+    let password = broker.config.password.as_deref();
+    let version = request.version();
+    if !versions::advertised(request.api_key, version) && request.api_key != ApiKey::ApiVersions {
+        return Err(frame::FrameError::Unsupported { api_key: request.header.request_api_key, version });
+    }
+    let (body, done) = match request.api_key {
+        ApiKey::ApiVersions => (versions::answer(request)?, None),
+        ApiKey::SaslHandshake => (sasl::handshake(password, &request.decode()?, version)?, None),
+        ApiKey::SaslAuthenticate => {
+            let (body, matched) = sasl::authenticate(password, &request.decode()?, version)?;
+            (body, Some(matched))
+        }
+        other => return Err(frame::FrameError::Unsupported { api_key: other as i16, version }),
+    };
+    frame::write_response(out, &request.header, body)?;
+    Ok(done)
 }
 
 /// Handles one request, writing its response frame into `out`; false: the
@@ -297,6 +342,11 @@ async fn answer(
                 }
             };
             answered.map_err(frame::FrameError::join)??
+        }
+        ApiKey::SaslHandshake => sasl::handshake(broker.config.password.as_deref(), &request.decode()?, version)?,
+        // Authenticated already: a second authentication is not a state SASL has.
+        ApiKey::SaslAuthenticate => {
+            return Err(frame::FrameError::Unsupported { api_key: header.request_api_key, version });
         }
         ApiKey::FindCoordinator => group_apis::find_coordinator(&broker, &request.decode()?, version)?,
         ApiKey::JoinGroup => {

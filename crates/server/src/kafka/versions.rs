@@ -37,6 +37,10 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DescribeConfigs, 1, 4),
+    // From 0, as librdkafka before 2.11.1 looks for; a client that then
+    // sends v0's raw, unframed tokens instead of SaslAuthenticate is closed.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The lowest Produce version decoded (the first with magic 2 batches).
