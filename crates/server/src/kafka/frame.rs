@@ -185,6 +185,8 @@ mod tests {
             ApiKey::CreateTopics => request.decode::<CreateTopicsRequest>().map(drop),
             ApiKey::DeleteTopics => request.decode::<DeleteTopicsRequest>().map(drop),
             ApiKey::DescribeConfigs => request.decode::<DescribeConfigsRequest>().map(drop),
+            ApiKey::SaslHandshake => request.decode::<SaslHandshakeRequest>().map(drop),
+            ApiKey::SaslAuthenticate => request.decode::<SaslAuthenticateRequest>().map(drop),
             other => panic!("{other:?} is served but not decoded here"),
         }
     }
