@@ -56,7 +56,8 @@ topic() { # server name [configs...]
   local configs=()
   for c in "$@"; do configs+=(--config "$c"); done
   java_run org.apache.kafka.tools.TopicCommand --bootstrap-server "$server" --create --topic "$name" \
-    --partitions 1 "${configs[@]}" > /dev/null 2>&1
+    --partitions 1 "${configs[@]}" > "$work/topic-$name.log" 2>&1 \
+    || { echo "creating $name on $server failed: $work/topic-$name.log" >&2; exit 1; }
 }
 
 produce() { # server topic records size acks -> "records/s MB/s p50 p99"
@@ -88,7 +89,8 @@ for size in 100 1024; do
         millpond-durable) server=127.0.0.1:19092; topic "$server" "$name" ;;
         millpond-flushing) server=127.0.0.1:19092; topic "$server" "$name" flush.messages=1000000000 flush.ms=1000 ;;
       esac
-      produced=$(produce "$server" "$name" "$records" "$size" "$acks")
+      produced=$(produce "$server" "$name" "$records" "$size" "$acks") \
+        || { echo "producing to $name on $server failed" >&2; exit 1; }
       consumed=$(consume "$server" "$name" "$records")
       e2e=$( [ "$size" = 100 ] && [ "$acks" = all ] && latency "$server" "e2e$run" || echo "- -")
       read -r rps mbps p50 p99 <<< "$produced"
