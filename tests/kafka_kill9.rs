@@ -8,85 +8,14 @@
 //! and its rows end equal to the view.
 //!
 //! `MILLPOND_KAFKA_KILL9_SEED=N` replays one seed.
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-struct Server {
-    dir: PathBuf,
-    child: Child,
-    pg: u16,
-    kafka: String,
-}
-
-/// A test that fails leaves no server behind.
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let address = dir.join("server.json");
-        let _ = std::fs::remove_file(&address);
-        let child = Command::new(env!("CARGO_BIN_EXE_millpond"))
-            .arg("--data-dir")
-            .arg(dir)
-            .args(["serve", "--pg-listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0", "--epoch-ms", "50"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let (pg, kafka) = loop {
-            if let Ok(text) = std::fs::read_to_string(&address)
-                && let Ok(record) = serde_json::from_str::<serde_json::Value>(&text)
-                && let (Some(pg), Some(kafka)) = (record["pg"].as_str(), record["kafka"].as_str())
-            {
-                break (pg.rsplit(':').next().unwrap().parse().unwrap(), kafka.to_owned());
-            }
-            assert!(Instant::now() < deadline, "the server never wrote its addresses");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Server { dir: dir.to_owned(), child, pg, kafka }
-    }
-
-    fn kill(mut self) -> PathBuf {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        std::mem::take(&mut self.dir)
-    }
-}
-
-fn psql(port: u16, sql: &str) -> Result<Vec<Vec<String>>, String> {
-    let output = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "millpond", "-X", "-q", "-A", "-t", "-F", "\t"])
-        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-        .env("PGCONNECT_TIMEOUT", "5")
-        .output()
-        .expect("psql runs (.ci/run installs postgresql-client)");
-    if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    Ok(text.lines().filter(|l| !l.is_empty()).map(|l| l.split('\t').map(str::to_owned).collect()).collect())
-}
+use common::server::{Rng, Server, psql};
 
 /// Produces `lines` (`key:json`) with kcat; a server that dies meanwhile may take some.
 fn produce(kafka: &str, lines: &str) {
@@ -151,31 +80,31 @@ fn run_seed(seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let state = work.path().join("consumer.json");
-    let mut server = Server::start(dir.path());
+    let mut server = Server::start(dir.path(), true);
     let setup = "CREATE SOURCE ev (k BIGINT, v BIGINT) FROM TOPIC 'ev' FORMAT JSON; \
                  CREATE MATERIALIZED VIEW v AS SELECT k % 7 AS g, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k % 7";
-    psql(server.pg, setup).unwrap();
+    psql(server.port, setup).unwrap();
     let (mut kills, mut consumer_kills) = (0, 0);
     for round in 0..10u64 {
         let lines: String = (0..200).map(|i| format!("{i}:{{\"k\":{},\"v\":{round}}}\n", rng.below(1000))).collect();
-        produce(&server.kafka, &lines);
+        produce(server.kafka.as_deref().unwrap(), &lines);
         let kill_after = (rng.below(3) == 0).then(|| Duration::from_millis(200 + rng.below(800)));
         consumer_kills += usize::from(kill_after.is_some());
-        consume(&server.kafka, &state, 0.3 + rng.below(10) as f64 / 10.0, kill_after);
+        consume(server.kafka.as_deref().unwrap(), &state, 0.3 + rng.below(10) as f64 / 10.0, kill_after);
         if rng.below(2) == 0 {
             std::thread::sleep(Duration::from_millis(rng.below(80)));
             let dir = server.kill();
-            server = Server::start(&dir);
+            server = Server::start(&dir, true);
             kills += 1;
         }
     }
     // The topic is the truth: once the view shows it, the consumer catches up.
-    let truth = truth(&server.kafka);
+    let truth = truth(server.kafka.as_deref().unwrap());
     let wanted: BTreeMap<String, i64> =
         truth.iter().map(|(g, (n, s))| (format!("{{\"g\":{g},\"n\":{n},\"s\":{s}}}"), 1)).collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let rows = consume(&server.kafka, &state, 1.0, None);
+        let rows = consume(server.kafka.as_deref().unwrap(), &state, 1.0, None);
         if rows == wanted {
             break;
         }
@@ -184,7 +113,7 @@ fn run_seed(seed: u64) {
             "seed {seed}: the consumer never reached the view: {rows:?} against {wanted:?}"
         );
     }
-    let view: Vec<Vec<String>> = psql(server.pg, "SELECT g, n, s FROM v ORDER BY g").unwrap();
+    let view: Vec<Vec<String>> = psql(server.port, "SELECT g, n, s FROM v ORDER BY g").unwrap();
     let expected: Vec<Vec<String>> =
         truth.iter().map(|(g, (n, s))| vec![g.to_string(), n.to_string(), s.to_string()]).collect();
     assert_eq!(view, expected, "seed {seed}: the view is its source's");

@@ -10,84 +10,12 @@
 //! subscription's position after the restart.
 //!
 //! `MILLPOND_SERVE_KILL9_SEED=N` replays one seed.
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-struct Server {
-    dir: PathBuf,
-    child: Child,
-    port: u16,
-}
-
-/// A test that fails leaves no server behind.
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let address = dir.join("server.json");
-        let _ = std::fs::remove_file(&address);
-        let child = Command::new(env!("CARGO_BIN_EXE_millpond"))
-            .arg("--data-dir")
-            .arg(dir)
-            .args(["serve", "--pg-listen", "127.0.0.1:0", "--epoch-ms", "50"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&address)
-                && let Ok(record) = serde_json::from_str::<serde_json::Value>(&text)
-            {
-                break record["pg"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "the server never wrote its address");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Server { dir: dir.to_owned(), child, port }
-    }
-
-    fn kill(mut self) -> PathBuf {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        std::mem::take(&mut self.dir)
-    }
-}
-
-/// psql's unaligned, tab-separated rows, or its error.
-fn psql(port: u16, sql: &str) -> Result<Vec<Vec<String>>, String> {
-    let output = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "millpond", "-X", "-q", "-A", "-t", "-F", "\t"])
-        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-        .env("PGCONNECT_TIMEOUT", "5")
-        .output()
-        .expect("psql runs (.ci/run installs postgresql-client)");
-    if !output.status.success() {
-        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    Ok(text.lines().filter(|l| !l.is_empty()).map(|l| l.split('\t').map(str::to_owned).collect()).collect())
-}
+use common::server::{Rng, Server, psql};
 
 /// The row multiset a client keeps: "k|v" to its count.
 type State = BTreeMap<String, i64>;
@@ -129,7 +57,7 @@ fn acked(port: u16) -> Option<u64> {
 fn run_seed(seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(dir.path());
+    let mut server = Server::start(dir.path(), false);
     let setup = "CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT); \
                  CREATE MATERIALIZED VIEW v AS SELECT k, v FROM t; CREATE SUBSCRIPTION s FOR v";
     psql(server.port, setup).unwrap();
@@ -159,7 +87,7 @@ fn run_seed(seed: u64) {
                     Err(_) => {
                         // The answer was lost: the position says whether it landed.
                         let dir = server.kill();
-                        server = Server::start(&dir);
+                        server = Server::start(&dir, false);
                         kills += 1;
                         if acked(server.port) == Some(through) {
                             (committed, committed_through) = (working, Some(through));
@@ -171,7 +99,7 @@ fn run_seed(seed: u64) {
         if rng.below(3) == 0 {
             std::thread::sleep(Duration::from_millis(rng.below(80)));
             let dir = server.kill();
-            server = Server::start(&dir);
+            server = Server::start(&dir, false);
             kills += 1;
         }
         assert_eq!(acked(server.port), committed_through, "seed {seed} round {round}: the position is the client's");

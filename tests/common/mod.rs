@@ -2,6 +2,8 @@
 //! scratch (the reference `millpond job nexmark` is checked against).
 #![allow(dead_code, unreachable_pub)]
 
+pub mod server;
+
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
