@@ -17,26 +17,25 @@ fn start(dir: &std::path::Path) -> (Arc<Engine>, KafkaEndpoint) {
     (engine, endpoint)
 }
 
-/// Runs kcat with `args` (and `input` on its stdin); its stdout.
-fn kcat(broker: &str, args: &[&str], input: Option<&str>) -> String {
-    let mut child = Command::new("kcat")
-        .arg("-b")
-        .arg(broker)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kcat is not installed: `apt-get install kcat` (.ci/run installs it)");
+/// Runs `command` with `input` on its stdin; its stdout, once it succeeded.
+fn run(mut command: Command, input: Option<&str>, missing: &str) -> String {
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect(missing);
     let mut stdin = child.stdin.take().unwrap();
     if let Some(input) = input {
         stdin.write_all(input.as_bytes()).unwrap();
     }
     drop(stdin);
     let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "kcat {args:?} failed: {stderr}");
-    String::from_utf8(output.stdout).unwrap()
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{command:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+/// Runs kcat with `args` (and `input` on its stdin); its stdout.
+fn kcat(broker: &str, args: &[&str], input: Option<&str>) -> String {
+    let mut command = Command::new("kcat");
+    command.arg("-b").arg(broker).args(args);
+    run(command, input, "kcat is not installed: `apt-get install kcat` (.ci/run installs it)")
 }
 
 #[test]
@@ -241,25 +240,9 @@ fn kafka_tool(class: &str, args: &[&str], input: Option<&str>) -> String {
         jars.display(),
         jars.display()
     );
-    let mut child = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{}/*", jars.display()))
-        .arg(class)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("java runs");
-    let mut stdin = child.stdin.take().unwrap();
-    if let Some(input) = input {
-        stdin.write_all(input.as_bytes()).unwrap();
-    }
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(output.status.success(), "{class} {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    stdout
+    let mut command = Command::new("java");
+    command.arg("-cp").arg(format!("{}/*", jars.display())).arg(class).args(args);
+    run(command, input, "java runs")
 }
 
 #[test]
