@@ -19,21 +19,16 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest,
     DescribeConfigsResponse, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use super::Broker;
 use super::errors::{WireError, wire};
-use super::frame::{Body, FrameError};
+use super::frame::{Body, FrameError, text};
 
 /// DescribeConfigs' resource type of a topic (2) and of a broker (4).
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 /// A config's source: set on the topic (1) or the default (5).
 const SOURCE_TOPIC: i8 = 1;
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
 
 pub(crate) fn create_topics(broker: &Broker, request: &CreateTopicsRequest, version: i16) -> Result<Body, FrameError> {
     let mut response = CreateTopicsResponse::default();

@@ -139,6 +139,11 @@ fn parse(mut frame: Bytes) -> Result<Request, FrameError> {
     Ok(Request { api_key, header, body: frame })
 }
 
+/// A string field of a response.
+pub(crate) fn text(s: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(s.to_owned())
+}
+
 /// Appends the response frame for `request` (its size, header and body) to `out`.
 pub(crate) fn write_response(out: &mut BytesMut, request: &RequestHeader, body: Body) -> Result<(), FrameError> {
     let api_key =

@@ -29,12 +29,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Broker;
 use super::errors::wire;
-use super::frame::{Body, FrameError};
+use super::frame::{Body, FrameError, text};
 use super::groups::{Join, JoinAnswer, Joined, State, SyncAnswer};
-
-fn text(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
 
 fn code(error: Option<ResponseError>) -> i16 {
     error.map_or(0, |e| e.code())
