@@ -46,7 +46,10 @@ pub use cleaner::CompactionStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};
 pub use error::{Error, Result};
-pub use log::{CONSUMER_OFFSETS_TOPIC, Fetch, INTERNAL_TOPIC_PREFIX, Log, LogOptions, Repair, is_internal_topic};
+pub use log::{
+    CONSUMER_OFFSETS_TOPIC, Fetch, FetchSlice, INTERNAL_TOPIC_PREFIX, Log, LogOptions, Repair, StoredSlice,
+    is_internal_topic,
+};
 pub use meta::{TopicId, read_topic_id};
 pub use partition::{AppendInfo, CutReason, PartitionInfo, RecoveryCut};
 pub use reader::{OffsetRecord, PartitionReader};

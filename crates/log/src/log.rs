@@ -123,6 +123,55 @@ pub struct Log {
     background: Option<JoinHandle<()>>,
 }
 
+/// The result of [`Log::fetch_slice`]: where whole batches lie in a
+/// segment file.
+#[derive(Debug, Clone)]
+pub struct FetchSlice {
+    pub partition: u32,
+    pub offset: u64,
+    pub high_watermark: u64,
+    pub low_watermark: u64,
+    /// `None`: nothing to send (at the end, or the next batch reaches the end asked for).
+    pub slice: Option<StoredSlice>,
+}
+
+/// Whole stored batches in a segment file, located and not read. The file
+/// stays open while this lives, so its bytes stay readable even if
+/// retention or compaction removes the segment meanwhile.
+#[derive(Debug, Clone)]
+pub struct StoredSlice {
+    file: Arc<dyn storage::StorageFile>,
+    position: u64,
+    len: u64,
+}
+
+impl StoredSlice {
+    /// Where the batches start in the file.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The operating system's file, where the log's storage is the real
+    /// filesystem (`sendfile` applies); `None` for the test doubles.
+    pub fn os_file(&self) -> Option<&std::fs::File> {
+        self.file.os_file()
+    }
+    /// Appends the batches' bytes to `out` (the buffered path).
+    pub fn read_into(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let start = out.len();
+        let len = usize::try_from(self.len).map_err(std::io::Error::other)?;
+        out.resize(start + len, 0);
+        self.file.read_exact_at(&mut out[start..], self.position)?;
+        debug_assert!(batch::Batches::new(&out[start..]).count() > 0);
+        Ok(())
+    }
+}
+
 /// The result of a fetch: whole, validated batches.
 #[derive(Debug, Clone)]
 pub struct Fetch {
@@ -500,6 +549,25 @@ impl Log {
         let (bytes, high_watermark, low_watermark) = self.partition(topic, partition)?.read(offset, max_bytes)?;
         debug_assert!(batch::Batches::new(&bytes).count() > 0 || bytes.is_empty());
         Ok(Fetch { partition, offset, high_watermark, low_watermark, bytes })
+    }
+
+    /// Where the batches [`Log::fetch_stored`] would return lie, without
+    /// reading them, none reaching `end_offset` (a view changelog's
+    /// committed end; `u64::MAX` for the high watermark): what a server
+    /// sends from the page cache with `sendfile`. Batch headers are checked,
+    /// bodies are not (consumers check each batch's CRC).
+    pub fn fetch_slice(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: usize,
+        end_offset: u64,
+    ) -> Result<FetchSlice> {
+        let (found, high_watermark, low_watermark) =
+            self.partition(topic, partition)?.locate(offset, max_bytes, end_offset)?;
+        let slice = found.map(|(file, position, len)| StoredSlice { file, position, len });
+        Ok(FetchSlice { partition, offset, high_watermark, low_watermark, slice })
     }
 
     /// The log start offset: the first offset that may still be read.

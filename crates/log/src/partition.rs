@@ -707,6 +707,52 @@ impl Partition {
     /// `offset`, up to about `max_bytes` (always at least one batch).
     /// Returns the bytes and the high watermark read before the lookup.
     pub(crate) fn read(&self, offset: u64, max_bytes: usize) -> Result<(Vec<u8>, u64, u64)> {
+        let (bytes, high, low) = self.in_segments(offset, |segment, high| {
+            let Some(mut bytes) = segment.read(offset, max_bytes)? else { return Ok(None) };
+            // Bytes become visible just before the high watermark covers
+            // them. Return only batches below the `high` read first, so a
+            // fetch's `next_offset` never passes the high watermark it
+            // reports (the next fetch there would be out of range).
+            let mut end = 0;
+            while end < bytes.len() {
+                let batch = batch::BatchView::from_validated(&bytes[end..]);
+                if batch.base_offset() >= high {
+                    break;
+                }
+                end += batch.size_bytes();
+            }
+            bytes.truncate(end);
+            Ok(Some(bytes))
+        })?;
+        Ok((bytes.unwrap_or_default(), high, low))
+    }
+
+    /// Where [`Partition::read`]'s batches lie in their segment file, none
+    /// reaching `end_offset` (nor the high watermark): the file, the
+    /// position and the length, and the high and low watermarks.
+    pub(crate) fn locate(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        end_offset: u64,
+    ) -> Result<(Option<(Arc<dyn StorageFile>, u64, u64)>, u64, u64)> {
+        let (found, high, low) = self.in_segments(offset, |segment, high| {
+            let found = segment.locate(offset, max_bytes, end_offset.min(high))?;
+            Ok(found.map(|(position, len)| (segment.file.clone(), position, len)))
+        })?;
+        Ok((found.filter(|(_, _, len)| *len > 0), high, low))
+    }
+
+    /// The first segment's answer for `offset` from the segment holding it
+    /// on (`None`: nothing at or after `offset` there, a compaction gap),
+    /// with the high watermark read first and the low watermark. An offset
+    /// outside them is [`Error::OffsetOutOfRange`]; at the high watermark
+    /// the answer is `None`.
+    fn in_segments<T>(
+        &self,
+        offset: u64,
+        mut answer: impl FnMut(&Segment, u64) -> std::result::Result<Option<T>, (u64, u64, batch::BatchError)>,
+    ) -> Result<(Option<T>, u64, u64)> {
         let high = self.high_watermark();
         let segments = self.segments();
         let low = segments.first().map_or(0, |s| s.base_offset);
@@ -714,7 +760,7 @@ impl Partition {
             return Err(self.out_of_range(offset, low, high));
         }
         if offset == high {
-            return Ok((Vec::new(), high, low));
+            return Ok((None, high, low));
         }
         let first = segments.partition_point(|s| s.base_offset <= offset).saturating_sub(1);
         for (i, segment) in segments.iter().enumerate().skip(first) {
@@ -731,29 +777,13 @@ impl Partition {
                     to: segment.base_offset,
                 });
             }
-            match segment.read(offset, max_bytes) {
-                Ok(Some(mut bytes)) => {
-                    // Bytes become visible just before the high watermark
-                    // covers them. Return only batches below the `high` read
-                    // above, so a fetch's `next_offset` never passes the high
-                    // watermark it reports (the next fetch there would be out
-                    // of range).
-                    let mut end = 0;
-                    while end < bytes.len() {
-                        let batch = batch::BatchView::from_validated(&bytes[end..]);
-                        if batch.base_offset() >= high {
-                            break;
-                        }
-                        end += batch.size_bytes();
-                    }
-                    bytes.truncate(end);
-                    return Ok((bytes, high, low));
-                }
-                Ok(None) => continue, // nothing at or after `offset` here (compaction gap)
+            match answer(segment, high) {
+                Ok(Some(found)) => return Ok((Some(found), high, low)),
+                Ok(None) => continue,
                 Err(error) => return Err(self.corrupt(segment, error)),
             }
         }
-        Ok((Vec::new(), high, low))
+        Ok((None, high, low))
     }
 
     /// The first offset whose record timestamp is >= `timestamp_ms`, or the

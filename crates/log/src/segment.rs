@@ -510,6 +510,70 @@ impl Segment {
         Ok(Some(bytes))
     }
 
+    /// Where the whole batches that [`Segment::read`] would return lie in the
+    /// file, without reading them: the first batch whose last offset is at
+    /// least `offset`, then more while they fit in `max_bytes`, none of them
+    /// reaching `end_offset`. Returns `(position, length)` (a length of 0
+    /// when the first batch reaches `end_offset`), or `None` if no visible
+    /// batch reaches `offset`.
+    ///
+    /// Only batch headers are read (sizes and offsets checked, bodies not:
+    /// a consumer checks each batch's CRC, as with Kafka's zero-copy fetch),
+    /// and the offset index skips over the batches between the first and
+    /// the last, so a megabyte costs a few small reads.
+    pub(crate) fn locate(
+        &self,
+        offset: u64,
+        max_bytes: usize,
+        end_offset: u64,
+    ) -> std::result::Result<Option<(u64, u64)>, (u64, u64, BatchError)> {
+        let visible = self.visible_bytes();
+        let (start, check) = self.index_position(offset, visible);
+        let mut headers = HeaderScanner::new(&*self.file, start, visible, check).read_ahead(LOCATE_READ_AHEAD_BYTES);
+        let first = loop {
+            match headers.next_header() {
+                Ok(None) => return Ok(None),
+                Ok(Some(header)) if header.last_offset() >= offset => break header,
+                Ok(Some(_)) => {}
+                Err((position, error)) => return Err((headers.offset_of_error(position, &error), position, error)),
+            }
+        };
+        if first.last_offset() >= end_offset {
+            return Ok(Some((first.position, 0)));
+        }
+        let budget_end = first.position + (max_bytes as u64).max(first.size_bytes as u64);
+        let mut end = first.position + first.size_bytes as u64;
+        if let Some((position, base)) = self.index_entry_below(budget_end, end_offset, visible)
+            && position > end
+        {
+            // Every batch before an indexed batch start ends there, and below its base offset.
+            headers.resume_at(position, OffsetCheck::new(self.base_offset, self.rules(), Some(base)));
+            end = position;
+        }
+        while let Ok(Some(header)) = headers.next_header() {
+            let header_end = header.position + header.size_bytes as u64;
+            if header_end > budget_end || header.last_offset() >= end_offset {
+                break;
+            }
+            end = header_end;
+        }
+        debug_assert!(first.position < end && end <= visible);
+        Ok(Some((first.position, end - first.position)))
+    }
+
+    /// The last indexed batch start at or below `position` whose base offset
+    /// is below `end_offset`, among entries readers may see: its position
+    /// and base offset.
+    fn index_entry_below(&self, position: u64, end_offset: u64, visible: u64) -> Option<(u64, u64)> {
+        let indexes = self.indexes.read().expect("index lock");
+        let after = indexes.offsets.partition_point(|e| {
+            let entry = u64::from(e.position);
+            entry <= position && entry < visible && self.base_offset + u64::from(e.relative_offset) < end_offset
+        });
+        let entry = indexes.offsets[..after].last()?;
+        Some((u64::from(entry.position), self.base_offset + u64::from(entry.relative_offset)))
+    }
+
     /// The first offset in this segment whose timestamp is >= `timestamp_ms`.
     pub(crate) fn offset_for_time(
         &self,
@@ -752,11 +816,32 @@ struct HeaderScanner<'f> {
     buffer: Vec<u8>,
     buffer_start: u64,
     check: OffsetCheck,
+    read_ahead_bytes: usize,
 }
+
+/// How much a header scan reads at once by default.
+const SCAN_READ_AHEAD_BYTES: usize = 64 * 1024;
+/// How much [`Segment::locate`]'s scan reads at once: it reads headers only,
+/// and jumps over the batches between by the index.
+const LOCATE_READ_AHEAD_BYTES: usize = 4 * 1024;
 
 impl<'f> HeaderScanner<'f> {
     fn new(file: &'f dyn StorageFile, position: u64, end: u64, check: OffsetCheck) -> HeaderScanner<'f> {
-        HeaderScanner { file, position, end, buffer: Vec::new(), buffer_start: position, check }
+        let read_ahead_bytes = SCAN_READ_AHEAD_BYTES;
+        HeaderScanner { file, position, end, buffer: Vec::new(), buffer_start: position, check, read_ahead_bytes }
+    }
+
+    fn read_ahead(mut self, bytes: usize) -> HeaderScanner<'f> {
+        assert!(bytes >= BATCH_HEADER_BYTES);
+        self.read_ahead_bytes = bytes;
+        self
+    }
+
+    /// Goes on from a batch start at `position`, whose offsets `check` expects.
+    fn resume_at(&mut self, position: u64, check: OffsetCheck) {
+        assert!(position <= self.end);
+        self.position = position;
+        self.check = check;
     }
 
     /// The offset to name in an error at `position`: where the batch should
@@ -776,7 +861,7 @@ impl<'f> HeaderScanner<'f> {
         let position = self.position;
         let buffered_end = self.buffer_start + self.buffer.len() as u64;
         if position < self.buffer_start || position + BATCH_HEADER_BYTES as u64 > buffered_end {
-            let len = (self.end - position).min(64 * 1024) as usize;
+            let len = (self.end - position).min(self.read_ahead_bytes as u64) as usize;
             self.buffer.resize(len, 0);
             self.file.read_exact_at(&mut self.buffer, position).map_err(|e| (position, io_batch_error(&e)))?;
             self.buffer_start = position;

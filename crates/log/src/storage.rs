@@ -55,6 +55,11 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn sync_data(&self) -> io::Result<()>;
     /// `fsync`.
     fn sync_all(&self) -> io::Result<()>;
+    /// The operating system's file, where this is one (a server sends its
+    /// bytes with `sendfile`); doubles have none.
+    fn os_file(&self) -> Option<&File> {
+        None
+    }
 }
 
 /// Held while a data directory is locked; dropping it unlocks.
@@ -115,6 +120,9 @@ impl StorageFile for File {
     }
     fn sync_all(&self) -> io::Result<()> {
         File::sync_all(self)
+    }
+    fn os_file(&self) -> Option<&File> {
+        Some(self)
     }
 }
 

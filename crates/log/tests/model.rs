@@ -468,6 +468,24 @@ impl Harness {
         let got: Vec<(u64, Record)> = fetch.records().map(|r| (r.offset, r.to_record())).collect();
         let expected: Vec<(u64, Record)> = part.from(offset).into_iter().filter(|(o, _)| *o < next).collect();
         assert_eq!(got, expected, "fetch at {offset} (max_bytes {max_bytes}), next offset {next}");
+        for end_offset in [u64::MAX, next - 1, offset + 1] {
+            self.check_slice(p, offset, max_bytes, end_offset);
+        }
+    }
+
+    /// A located slice holds the bytes a stored fetch reads, but for the
+    /// batches that reach `end_offset`.
+    fn check_slice(&self, p: u32, offset: u64, max_bytes: usize, end_offset: u64) {
+        let stored = self.log().fetch_stored(TOPIC, p, offset, max_bytes).unwrap();
+        let below: usize = stored.batches().take_while(|b| b.last_offset() < end_offset).map(|b| b.size_bytes()).sum();
+        let located = self.log().fetch_slice(TOPIC, p, offset, max_bytes, end_offset).unwrap();
+        assert_eq!((located.low_watermark, located.high_watermark), (stored.low_watermark, stored.high_watermark));
+        let mut bytes = Vec::new();
+        if let Some(slice) = &located.slice {
+            assert!(slice.os_file().is_some(), "a real data directory's slice is a file");
+            slice.read_into(&mut bytes).unwrap();
+        }
+        assert_eq!(bytes, stored.bytes()[..below], "slice at {offset} (max_bytes {max_bytes}, end {end_offset})");
     }
 
     fn check_offset_for_time(&self, p: u32, timestamp_ms: i64) {
