@@ -37,6 +37,10 @@ pub(crate) struct ServeArgs {
     /// Most Kafka connections at once (more are closed as they come).
     #[arg(long, default_value_t = millpond_server::KAFKA_CONNECTIONS_MAX_DEFAULT)]
     kafka_connections_max: usize,
+    /// Fetch reads stored batches and writes their bytes instead of sending
+    /// them from the page cache with sendfile (for comparison).
+    #[arg(long)]
+    kafka_fetch_buffered: bool,
     /// Address of a Prometheus text endpoint (`GET /metrics`); off unless given.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -117,6 +121,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
             config.auto_create_partitions = Some(args.kafka_auto_create_partitions).filter(|&n| n > 0);
             config.request_bytes_max = args.kafka_request_bytes_max;
             config.connections_max = args.kafka_connections_max;
+            config.fetch_zero_copy = !args.kafka_fetch_buffered;
             config.password = args.password.clone();
             Some(KafkaEndpoint::start(engine.clone(), config)?)
         }

@@ -12,7 +12,7 @@ use millpond_log::{CleanupPolicy, Error as LogError, Header, Log, LogOptions, Re
 
 use crate::error::Result;
 
-pub use millpond_log::{Fetch, RecordView, Resolved, Start};
+pub use millpond_log::{Fetch, FetchSlice, RecordView, Resolved, Start, StoredSlice};
 
 /// How a topic is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +159,19 @@ impl Topics {
     /// compressed, where `fetch` decompresses them): what a Kafka consumer is sent.
     pub fn fetch_stored(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
         Ok(self.log.fetch_stored(topic, partition, offset, max_bytes)?)
+    }
+
+    /// Where [`Topics::fetch_stored`]'s batches lie in their segment file,
+    /// none reaching `end_offset`: what a server sends with `sendfile`.
+    pub fn fetch_slice(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+        max_bytes: usize,
+        end_offset: u64,
+    ) -> Result<FetchSlice> {
+        Ok(self.log.fetch_slice(topic, partition, offset, max_bytes, end_offset)?)
     }
 
     /// The first offset of `topic`'s `partition` that may still be read.

@@ -174,6 +174,9 @@ pub(crate) struct Partition {
     retired: AtomicBool,
 }
 
+/// Batches located in a segment file: the file, their position and length.
+pub(crate) type Located = (Arc<dyn StorageFile>, u64, u64);
+
 impl Partition {
     /// Opens (recovering) or creates the partition in `dir`. The last
     /// segment's torn tail is cut; a corrupt batch followed by a valid one is
@@ -730,12 +733,7 @@ impl Partition {
     /// Where [`Partition::read`]'s batches lie in their segment file, none
     /// reaching `end_offset` (nor the high watermark): the file, the
     /// position and the length, and the high and low watermarks.
-    pub(crate) fn locate(
-        &self,
-        offset: u64,
-        max_bytes: usize,
-        end_offset: u64,
-    ) -> Result<(Option<(Arc<dyn StorageFile>, u64, u64)>, u64, u64)> {
+    pub(crate) fn locate(&self, offset: u64, max_bytes: usize, end_offset: u64) -> Result<(Option<Located>, u64, u64)> {
         let (found, high, low) = self.in_segments(offset, |segment, high| {
             let found = segment.locate(offset, max_bytes, end_offset.min(high))?;
             Ok(found.map(|(position, len)| (segment.file.clone(), position, len)))

@@ -58,6 +58,22 @@ impl Client {
         response
     }
 
+    /// Sends `request` at `version` and returns its whole response frame,
+    /// read only after `delay` (so a large answer fills the socket first).
+    fn send_for_frame<R: Request>(&mut self, request: &R, version: i16, delay: Duration) -> Bytes {
+        self.correlation_id += 1;
+        let mut header = RequestHeader::default();
+        header.request_api_key = R::KEY;
+        header.request_api_version = version;
+        header.correlation_id = self.correlation_id;
+        let mut body = BytesMut::new();
+        header.encode(&mut body, R::header_version(version)).unwrap();
+        request.encode(&mut body, version).unwrap();
+        self.write_frame(&body);
+        std::thread::sleep(delay);
+        self.read_frame().expect("a response")
+    }
+
     fn write_frame(&mut self, body: &[u8]) {
         let mut frame = (body.len() as i32).to_be_bytes().to_vec();
         frame.extend_from_slice(body);
@@ -546,4 +562,122 @@ fn admin_requests_millpond_cannot_honour_are_refused_by_code_and_name_why() {
     assert_eq!(delete_topic(&mut client, "table.t").0, ResponseError::TopicAuthorizationFailed.code());
     assert_eq!(delete_topic(&mut client, "fine").0, 0);
     assert_eq!(delete_topic(&mut client, "fine").0, ResponseError::UnknownTopicOrPartition.code());
+}
+
+/// The records of every partition in a Fetch response frame, in order.
+/// A record as fetched: its offset, key and value.
+type Fetched = (i64, String, String);
+
+fn fetched_records(mut frame: Bytes, version: i16) -> Vec<(i32, Vec<Fetched>)> {
+    use kafka_protocol::messages::FetchResponse;
+    ResponseHeader::decode(&mut frame, FetchResponse::header_version(version)).unwrap();
+    let response = FetchResponse::decode(&mut frame, version).unwrap();
+    assert!(!frame.has_remaining(), "the response is read whole");
+    let partitions = response.responses.iter().flat_map(|t| t.partitions.iter());
+    partitions.map(|p| (p.partition_index, records_of(p.records.as_ref().unwrap()))).collect()
+}
+
+#[test]
+fn fetch_sends_the_same_frames_with_sendfile_and_buffered_across_segments_and_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, zero_copy) = start(dir.path());
+    let mut config = KafkaConfig::new("127.0.0.1:0".parse().unwrap());
+    config.fetch_zero_copy = false;
+    let buffered = KafkaEndpoint::start(engine.clone(), config).unwrap();
+    let (mut client, mut other) = (Client::connect(zero_copy.addr()), Client::connect(buffered.addr()));
+    let settings = [("segment.bytes", "65536"), ("index.interval.bytes", "1024")];
+    assert_eq!(create_topic(&mut client, "s", 1, &settings).0, 0);
+    // ~6 MiB over ~100 segments, in batches of 1..40 records of 0..2000 bytes.
+    let mut rng = 7u64;
+    let mut next = move || {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (rng >> 33) as usize
+    };
+    let mut produced = vec![Vec::new(), Vec::new()];
+    while produced.iter().map(Vec::len).sum::<usize>() < 6_000 {
+        let partition = next() % 2;
+        let records: Vec<(String, String)> =
+            (0..1 + next() % 40).map(|i| (format!("k{i}"), "v".repeat(next() % 2000))).collect();
+        produced[partition].extend(produce_now(&mut client, "s", partition as i32, records));
+    }
+    for version in [4, 7, 11, 12] {
+        for (partition_max_bytes, max_bytes) in [(1, 1), (100_000, 300_000), (16 << 20, 50 << 20)] {
+            let fetched = fetch_both(&mut client, &mut other, "s", 2, version, partition_max_bytes, max_bytes);
+            assert_eq!(fetched, produced, "v{version} max {partition_max_bytes}/{max_bytes}");
+        }
+    }
+    // 16 MiB in one answer, read late: more than the loopback socket's
+    // buffers hold, so sendfile sends part, meets a full socket and resumes.
+    assert_eq!(create_topic(&mut client, "big", 1, &[]).0, 0);
+    let mut big = Vec::new();
+    for _ in 0..250 {
+        let records: Vec<(String, String)> = (0..64).map(|i| (format!("k{i}"), "b".repeat(1000))).collect();
+        big.extend(produce_now(&mut client, "big", 0, records));
+    }
+    let request = fetch_all_request("big", &[0], 16 << 20, 50 << 20);
+    let sent = client.send_for_frame(&request, 12, Duration::from_millis(300));
+    assert!(sent.len() > 16_000_000, "one answer of {} bytes", sent.len());
+    assert!(sent.len() < 16 << 20, "the whole partition in one answer: {} bytes", sent.len());
+    let read = other.send_for_frame(&request, 12, Duration::ZERO);
+    assert!(sent[4..] == read[4..], "the same frame but for the correlation id");
+    assert!(fetched_records(sent, 12) == vec![(0, big)], "every record of the big answer");
+}
+
+/// Produces `records` to `topic`'s `partition` stamped now (retention keeps
+/// them); their offsets, keys and values.
+fn produce_now(client: &mut Client, topic: &str, partition: i32, records: Vec<(String, String)>) -> Vec<Fetched> {
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let pairs: Vec<(&str, &str)> = records.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (error, base) = produce(client, topic, partition, batch(&pairs, now_ms), 8);
+    assert_eq!(error, 0);
+    records.into_iter().enumerate().map(|(i, (k, v))| (base + i as i64, k, v)).collect()
+}
+
+/// A Fetch of `partitions` from their `offsets`.
+fn fetch_all_request(topic: &str, offsets: &[i64], partition_max_bytes: i32, max_bytes: i32) -> FetchRequest {
+    let mut request = fetch_request(topic, 0, offsets[0], 0);
+    request.max_bytes = max_bytes;
+    let template = request.topics[0].partitions[0].clone();
+    request.topics[0].partitions = offsets
+        .iter()
+        .enumerate()
+        .map(|(p, offset)| {
+            let mut asked = template.clone();
+            (asked.partition, asked.fetch_offset, asked.partition_max_bytes) = (p as i32, *offset, partition_max_bytes);
+            asked
+        })
+        .collect();
+    request
+}
+
+/// Every record of `topic`'s `partitions`, fetched at `version` from both
+/// endpoints in the same steps; each step's frames must be the same bytes.
+fn fetch_both(
+    client: &mut Client,
+    other: &mut Client,
+    topic: &str,
+    partitions: usize,
+    version: i16,
+    partition_max_bytes: i32,
+    max_bytes: i32,
+) -> Vec<Vec<Fetched>> {
+    let mut fetched = vec![Vec::new(); partitions];
+    let mut offsets = vec![0i64; partitions];
+    loop {
+        let request = fetch_all_request(topic, &offsets, partition_max_bytes, max_bytes);
+        let sent = client.send_for_frame(&request, version, Duration::ZERO);
+        let read = other.send_for_frame(&request, version, Duration::ZERO);
+        assert!(sent[4..] == read[4..], "v{version}: the same frame but for the correlation id");
+        let mut any = false;
+        for (partition, records) in fetched_records(sent, version) {
+            let p = partition as usize;
+            let new: Vec<_> = records.into_iter().filter(|r| r.0 >= offsets[p]).collect();
+            offsets[p] = new.last().map_or(offsets[p], |r| r.0 + 1);
+            any |= !new.is_empty();
+            fetched[p].extend(new);
+        }
+        if !any {
+            return fetched;
+        }
+    }
 }

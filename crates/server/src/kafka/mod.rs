@@ -4,7 +4,8 @@
 //!
 //! Module map: `frame` (size-prefixed frames, request and response
 //! headers), `versions` (what is advertised, ApiVersions), `metadata`,
-//! `produce`, `fetch`, `list_offsets` (one module per API), `producers`
+//! `produce`, `fetch`, `list_offsets` (one module per API), `send`
+//! (response frames to the socket, stored batches with `sendfile`), `producers`
 //! (idempotent producers: ids, sequence checks), `groups` (the group
 //! coordinator's state machine), `admin` (CreateTopics, DeleteTopics,
 //! DescribeConfigs), `group_apis` (the consumer-group APIs and
@@ -33,6 +34,7 @@ mod metadata;
 mod produce;
 mod producers;
 mod sasl;
+mod send;
 mod versions;
 
 use std::net::SocketAddr;
@@ -40,7 +42,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
-use bytes::BytesMut;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -80,6 +81,10 @@ pub struct KafkaConfig {
     /// (Kafka's `auto.create.topics.enable` and `num.partitions`); `None`:
     /// unknown topics stay unknown.
     pub auto_create_partitions: Option<u32>,
+    /// Fetch sends stored batches from their segment files with `sendfile`
+    /// (true, the default) or reads them and writes the bytes (false: the
+    /// buffered path, for comparison).
+    pub fetch_zero_copy: bool,
 }
 
 impl KafkaConfig {
@@ -93,6 +98,7 @@ impl KafkaConfig {
             frame_timeout_ms: FRAME_TIMEOUT_MS_DEFAULT,
             auto_create_partitions: Some(1),
             password: None,
+            fetch_zero_copy: true,
         }
     }
 }
@@ -214,7 +220,8 @@ async fn accept(
 async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
     let (reader, mut writer) = socket.into_split();
     let mut reader = BufReader::new(reader);
-    let mut out = BytesMut::new();
+    let (mut out, mut scratch) = (frame::Outgoing::default(), Vec::new());
+    let zero_copy = broker.config.fetch_zero_copy;
     let mut authenticated = broker.config.password.is_none();
     loop {
         let limits = frame::ReadLimits {
@@ -231,7 +238,7 @@ async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
             match authenticate(broker, &request, &mut out) {
                 Ok(done) => {
                     authenticated = done == Some(true);
-                    if writer.write_all(&out).await.is_err() || done == Some(false) {
+                    if writer.write_all(&out.bytes).await.is_err() || done == Some(false) {
                         return;
                     }
                     continue;
@@ -241,7 +248,7 @@ async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
         }
         match answer(broker, request, peer, &mut out).await {
             Ok(true) => {
-                if writer.write_all(&out).await.is_err() {
+                if send::send(&mut writer, &out, zero_copy, &mut scratch).await.is_err() {
                     return;
                 }
             }
@@ -257,7 +264,7 @@ async fn serve(socket: TcpStream, peer: SocketAddr, broker: &Arc<Broker>) {
 fn authenticate(
     broker: &Broker,
     request: &frame::Request,
-    out: &mut BytesMut,
+    out: &mut frame::Outgoing,
 ) -> std::result::Result<Option<bool>, frame::FrameError> {
     use kafka_protocol::messages::ApiKey;
     let password = broker.config.password.as_deref();
@@ -284,7 +291,7 @@ async fn answer(
     broker: &Arc<Broker>,
     request: frame::Request,
     peer: SocketAddr,
-    out: &mut BytesMut,
+    out: &mut frame::Outgoing,
 ) -> std::result::Result<bool, frame::FrameError> {
     use kafka_protocol::messages::ApiKey;
     let header = request.header.clone();
