@@ -12,6 +12,7 @@ use millpond_log::{CleanupPolicy, Error as LogError, Header, Log, LogOptions, Re
 
 use crate::error::Result;
 
+pub use millpond_log::config::PARTITIONS_MAX;
 pub use millpond_log::{Fetch, FetchSlice, RecordView, Resolved, Start, StoredSlice};
 
 /// How a topic is laid out.
@@ -111,6 +112,35 @@ impl Topics {
             config.set_kafka(name, value)?;
         }
         Ok(self.log.create_topic(topic, config)?)
+    }
+
+    /// Changes `topic`'s settings by their Kafka names: `Some(value)` sets
+    /// one, `None` puts back its default. With `validate_only` nothing
+    /// changes. The cleanup policy is fixed at creation (an error names it).
+    pub fn alter_kafka_settings(
+        &self,
+        topic: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<()> {
+        let mut config = self.log.topic_config(topic)?;
+        let defaults = TopicConfig::default().kafka_entries();
+        for (name, value) in changes {
+            let default = || defaults.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+            match value.clone().or_else(default) {
+                Some(value) => config.set_kafka(name, &value)?,
+                None => config.set_kafka(name, "")?, // not a setting: the error names it
+            }
+        }
+        if validate_only {
+            return Ok(self.log.check_topic_config(topic, &config)?);
+        }
+        Ok(self.log.alter_topic_config(topic, config)?)
+    }
+
+    /// Grows `topic` to `partitions` partitions (only ever more).
+    pub fn add_partitions(&self, topic: &str, partitions: u32) -> Result<()> {
+        Ok(self.log.add_partitions(topic, partitions)?)
     }
 
     /// `topic`'s settings by their Kafka names ([`millpond_log::config::KAFKA_SETTINGS`]).

@@ -77,7 +77,7 @@ fn for_each_batch(
 /// Cleans the closed segments of `partition` once.
 pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
     let mut stats = CompactionStats::default();
-    if !partition.config.cleanup_policy.compacts() {
+    if !partition.config().cleanup_policy.compacts() {
         return Ok(stats);
     }
     let _maintenance = partition.maintenance.lock().expect("maintenance lock");
@@ -123,7 +123,7 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
         })?;
     }
     let now = partition.now_ms();
-    let delete_retention_ms = partition.config.delete_retention_ms as i64;
+    let delete_retention_ms = partition.config().delete_retention_ms as i64;
     let keep = |record: &batch::RecordView<'_>| {
         let Some(key) = record.key else { return true }; // not reached: the map pass refuses unkeyed records
         latest.get(key) == Some(&record.offset)
@@ -140,7 +140,7 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
         let mut end = start + 1;
         let mut group_bytes = closed[start].visible_bytes();
         while end < closed.len()
-            && group_bytes + closed[end].visible_bytes() <= partition.config.segment_bytes
+            && group_bytes + closed[end].visible_bytes() <= partition.config().segment_bytes
             && base_after(end + 1) - first <= u64::from(u32::MAX)
         {
             group_bytes += closed[end].visible_bytes();
@@ -220,7 +220,7 @@ fn clean_group(
     partition::sync_dir(st, dir)?;
     let rules = OffsetRules { contiguous: false, limit: end_offset };
     let (cleaned, _, _) =
-        Segment::open(st, dir, first, false, segment::Tail::Keep, partition.config.index_interval_bytes, rules)?;
+        Segment::open(st, dir, first, false, segment::Tail::Keep, partition.config().index_interval_bytes, rules)?;
     assert_eq!(cleaned.visible_bytes(), output.len() as u64, "the cleaned segment reads back whole");
     partition.replace_segments(first, end_offset, Arc::new(cleaned));
     stats.segments_rewritten += group.len();

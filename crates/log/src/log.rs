@@ -93,7 +93,7 @@ impl Default for LogOptions {
 #[derive(Debug)]
 struct Topic {
     id: TopicId,
-    config: TopicConfig,
+    /// At least one; each holds the topic's settings.
     partitions: Vec<Arc<Partition>>,
     /// Unkeyed records of one produce call go to one partition; the next
     /// call moves on (Kafka's sticky partitioning, per call).
@@ -380,6 +380,76 @@ impl Log {
         Ok(())
     }
 
+    /// Gives `name` new settings, in effect for every later append,
+    /// retention pass and compaction. The partition count, the cleanup
+    /// policy and the compaction bound rule are fixed
+    /// ([`Log::add_partitions`] adds partitions): changing them is
+    /// [`Error::InvalidConfig`]. `meta.json` is replaced atomically (temp +
+    /// fsync, rename, directory fsync) before the partitions see the change.
+    pub fn alter_topic_config(&self, name: &str, config: TopicConfig) -> Result<()> {
+        self.check_open()?;
+        // Held for writing: two alters of one topic apply in one order to the file and the partitions.
+        let topics = self.inner.topics.write().expect("topics lock");
+        let handle = topics.get(name).cloned().ok_or_else(|| Error::UnknownTopic(name.to_owned()))?;
+        check_config_change(&handle.partitions[0].config(), &config)?;
+        let path = self.inner.dir.join("topics").join(name);
+        meta::replace(&*self.inner.storage, &path, name, handle.id, &config)?;
+        for partition in &handle.partitions {
+            partition.set_config(config.clone());
+        }
+        Ok(())
+    }
+
+    /// Whether [`Log::alter_topic_config`] would take `config` for `name`;
+    /// changes nothing.
+    pub fn check_topic_config(&self, name: &str, config: &TopicConfig) -> Result<()> {
+        check_config_change(&self.topic_config(name)?, config)
+    }
+
+    /// Grows `name` to `partitions` partitions (Kafka's CreatePartitions):
+    /// the new ones are empty, and keys route over the new count from now
+    /// on. The new partition directories are made and synced first, then
+    /// `meta.json` is replaced atomically with the new count; a crash
+    /// between the two leaves directories that the next open removes.
+    /// Fewer partitions than now is [`Error::InvalidConfig`].
+    pub fn add_partitions(&self, name: &str, partitions: u32) -> Result<()> {
+        self.check_open()?;
+        let mut topics = self.inner.topics.write().expect("topics lock");
+        let handle = topics.get(name).cloned().ok_or_else(|| Error::UnknownTopic(name.to_owned()))?;
+        let current = handle.partitions.len() as u32;
+        let mut config = handle.partitions[0].config();
+        config.partitions = partitions;
+        config.validate()?;
+        if partitions <= current {
+            let reason = format!("{name} has {current} partitions; asked for {partitions} (partitions are only added)");
+            return Err(Error::InvalidConfig { field: "partitions", reason });
+        }
+        let path = self.inner.dir.join("topics").join(name);
+        let st = &*self.inner.storage;
+        for partition in current..partitions {
+            let dir = path.join(partition.to_string());
+            // Left by an earlier call that failed before meta.json counted it: empty.
+            let _ = st.remove_dir_all(&dir);
+            st.create_dir(&dir).map_err(Error::io("creating", &dir))?;
+        }
+        partition::sync_dir(st, &path)?;
+        meta::replace(st, &path, name, handle.id, &config)?;
+        let mut opened = handle.partitions.clone();
+        for partition in current..partitions {
+            let dir = path.join(partition.to_string());
+            let clock = self.inner.clock.clone();
+            let fresh =
+                Partition::open(self.inner.storage.clone(), name, partition, dir, config.clone(), clock, false, false)?;
+            opened.push(Arc::new(fresh));
+        }
+        for partition in &handle.partitions {
+            partition.set_config_partitions(partitions);
+        }
+        let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
+        topics.insert(name.to_owned(), Arc::new(Topic { id: handle.id, partitions: opened, next_unkeyed }));
+        Ok(())
+    }
+
     /// Deletes a topic and all its data. Internal topics (names starting
     /// with `__`) are refused with [`Error::InternalTopic`]: their owner
     /// deletes them with [`Log::delete_topic_forced`].
@@ -431,7 +501,7 @@ impl Log {
     }
 
     pub fn topic_config(&self, name: &str) -> Result<TopicConfig> {
-        Ok(self.topic(name)?.config.clone())
+        Ok(self.topic(name)?.partitions[0].config())
     }
 
     /// Watermarks, segment counts and sizes of every partition.
@@ -663,7 +733,7 @@ impl Log {
             topic,
             partition,
             old.dir.clone(),
-            handle.config.clone(),
+            old.config(),
             self.inner.clock.clone(),
             false,
             false,
@@ -671,16 +741,13 @@ impl Log {
         assert_eq!(fresh.high_watermark(), offset, "truncation leaves the partition ending at the cut");
         // New records will take the cut offsets: a persisted bound above the
         // cut would let them be compacted before they are committed.
-        if handle.config.compaction_bound_required && fresh.cleanable_below() > offset {
+        if fresh.config().compaction_bound_required && fresh.cleanable_below() > offset {
             fresh.set_cleanable_below(offset)?;
         }
         let mut partitions = handle.partitions.clone();
         partitions[partition as usize] = Arc::new(fresh);
         let next_unkeyed = AtomicU32::new(handle.next_unkeyed.load(Ordering::Relaxed));
-        topics.insert(
-            topic.to_owned(),
-            Arc::new(Topic { id: handle.id, config: handle.config.clone(), partitions, next_unkeyed }),
-        );
+        topics.insert(topic.to_owned(), Arc::new(Topic { id: handle.id, partitions, next_unkeyed }));
         Ok(())
     }
 
@@ -808,7 +875,42 @@ fn open_topic(
                 .map(Arc::new)
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Topic { id: meta.id, config: meta.config, partitions, next_unkeyed: AtomicU32::new(0) })
+    remove_unfinished_partitions(&**storage, path, meta.config.partitions)?;
+    Ok(Topic { id: meta.id, partitions, next_unkeyed: AtomicU32::new(0) })
+}
+
+/// A topic's settings may go from `current` to `config`: valid, and the
+/// fixed ones unchanged.
+fn check_config_change(current: &TopicConfig, config: &TopicConfig) -> Result<()> {
+    config.validate()?;
+    let fixed = |field: &'static str, reason: &str| Err(Error::InvalidConfig { field, reason: reason.to_owned() });
+    if config.partitions != current.partitions {
+        return fixed("partitions", "partitions are added with add_partitions, never removed");
+    }
+    if config.cleanup_policy != current.cleanup_policy {
+        let reason = "fixed at creation (a compacted topic's segments have gaps that a deleting topic's may not have)";
+        return fixed("cleanup_policy", reason);
+    }
+    if config.compaction_bound_required != current.compaction_bound_required {
+        return fixed("compaction_bound_required", "fixed at creation");
+    }
+    Ok(())
+}
+
+/// Removes partition directories numbered at or past `partitions`: made by
+/// a [`Log::add_partitions`] that crashed before its `meta.json` counted
+/// them (so nothing was ever written into them).
+fn remove_unfinished_partitions(storage: &dyn Storage, path: &Path, partitions: u32) -> Result<()> {
+    let names = storage.list_dir(path).map_err(Error::io("listing", path))?;
+    let mut removed = false;
+    for name in names {
+        if name.parse::<u32>().is_ok_and(|p| p >= partitions) && name.bytes().all(|b| b.is_ascii_digit()) {
+            let dir = path.join(&name);
+            storage.remove_dir_all(&dir).map_err(Error::io("removing an unfinished partition", &dir))?;
+            removed = true;
+        }
+    }
+    if removed { partition::sync_dir(storage, path) } else { Ok(()) }
 }
 
 fn background_loop(inner: &Inner, options: &LogOptions) {

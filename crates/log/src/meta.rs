@@ -166,6 +166,24 @@ fn write_file(storage: &dyn Storage, path: &Path, name: &str, id: TopicId, confi
     storage::write_file(storage, path, &text, true).map_err(Error::io("writing", path))
 }
 
+/// Replaces `topic_dir`'s `meta.json` atomically: the new file is written
+/// and synced as `meta.json.tmp`, renamed over the old one, and the
+/// directory synced. A crash leaves the old file or the new one (a leftover
+/// temp file is removed by the next open).
+pub(crate) fn replace(
+    storage: &dyn Storage,
+    topic_dir: &Path,
+    name: &str,
+    id: TopicId,
+    config: &TopicConfig,
+) -> Result<()> {
+    let tmp = topic_dir.join(META_TMP_FILE);
+    write_file(storage, &tmp, name, id, config)?;
+    let path = meta_path(topic_dir);
+    storage.rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
+    crate::partition::sync_dir(storage, topic_dir)
+}
+
 /// Reads topic `name`'s metadata for the log's owner; a version-1 file gets
 /// an id, persisted atomically (temp + fsync, rename, directory fsync)
 /// before this returns.
@@ -180,10 +198,7 @@ pub(crate) fn load_or_upgrade(storage: &dyn Storage, topic_dir: &Path, name: &st
         Some(id) => id,
         None => {
             let id = TopicId::random();
-            write_file(storage, &tmp, name, id, &config)?;
-            let path = meta_path(topic_dir);
-            storage.rename(&tmp, &path).map_err(Error::io("replacing", &path))?;
-            crate::partition::sync_dir(storage, topic_dir)?;
+            replace(storage, topic_dir, name, id, &config)?;
             id
         }
     };

@@ -138,7 +138,12 @@ pub(crate) struct Partition {
     pub(crate) topic: String,
     pub(crate) id: u32,
     pub(crate) dir: PathBuf,
-    pub(crate) config: TopicConfig,
+    /// The topic's settings; all but the partition count, the cleanup
+    /// policy and the compaction bound may change while the log is open
+    /// ([`crate::Log::alter_topic_config`]).
+    config: RwLock<TopicConfig>,
+    /// The cleanup policy compacts (fixed for the partition's life).
+    compacts: bool,
     clock: Arc<dyn Clock>,
     pub(crate) segments: RwLock<Arc<Vec<Arc<Segment>>>>,
     writer: Mutex<Writer>,
@@ -178,6 +183,27 @@ pub(crate) struct Partition {
 pub(crate) type Located = (Arc<dyn StorageFile>, u64, u64);
 
 impl Partition {
+    /// The topic's settings now.
+    pub(crate) fn config(&self) -> TopicConfig {
+        self.config.read().expect("config lock").clone()
+    }
+
+    /// The topic grew to `partitions` partitions.
+    pub(crate) fn set_config_partitions(&self, partitions: u32) {
+        let mut current = self.config.write().expect("config lock");
+        assert!(partitions > current.partitions, "partitions are only added");
+        current.partitions = partitions;
+    }
+
+    /// Takes new settings; the fixed ones must not change.
+    pub(crate) fn set_config(&self, config: TopicConfig) {
+        let mut current = self.config.write().expect("config lock");
+        assert_eq!(current.partitions, config.partitions, "partitions change by adding partitions only");
+        assert_eq!(current.cleanup_policy, config.cleanup_policy, "the cleanup policy is fixed");
+        assert_eq!(current.compaction_bound_required, config.compaction_bound_required, "the bound rule is fixed");
+        *current = config;
+    }
+
     /// Opens (recovering) or creates the partition in `dir`. The last
     /// segment's torn tail is cut; a corrupt batch followed by a valid one is
     /// [`Error::CorruptSegment`] (nothing is changed) unless `repair`, which
@@ -284,7 +310,8 @@ impl Partition {
             topic: topic.to_owned(),
             id,
             dir,
-            config,
+            compacts: config.cleanup_policy.compacts(),
+            config: RwLock::new(config),
             last_sync_ms: AtomicU64::new(clock.now_ms().max(0) as u64),
             clock,
             segments: RwLock::new(Arc::new(segments)),
@@ -387,7 +414,7 @@ impl Partition {
         if records.is_empty() {
             return Err(Error::EmptyBatch);
         }
-        if self.config.cleanup_policy.compacts() && records.iter().any(|r| r.key.is_none()) {
+        if self.compacts && records.iter().any(|r| r.key.is_none()) {
             return Err(Error::KeyRequired(self.topic.clone()));
         }
         self.check_healthy()?;
@@ -421,7 +448,7 @@ impl Partition {
             let normalized = batch::normalized(bytes).map_err(invalid)?;
             let view = batch::BatchView::from_validated(&normalized);
             check_produced(&view).map_err(invalid)?;
-            if self.config.cleanup_policy.compacts() && view.records().any(|r| r.key.is_none()) {
+            if self.compacts && view.records().any(|r| r.key.is_none()) {
                 return Err(Error::KeyRequired(self.topic.clone()));
             }
             (view.record_count() as u64, view.max_timestamp())
@@ -448,16 +475,14 @@ impl Partition {
         }
         let base_offset = writer.next_offset;
         debug_assert_eq!(batch::peek_base_offset(bytes), Some(base_offset));
-        if bytes.len() as u64 > self.config.max_batch_bytes {
-            return Err(Error::BatchTooLarge {
-                size_bytes: bytes.len(),
-                max_bytes: self.config.max_batch_bytes as usize,
-            });
+        let config = self.config();
+        if bytes.len() as u64 > config.max_batch_bytes {
+            return Err(Error::BatchTooLarge { size_bytes: bytes.len(), max_bytes: config.max_batch_bytes as usize });
         }
         let last_offset = base_offset + count - 1;
         self.maybe_roll(writer, bytes.len() as u64, last_offset, max_timestamp)?;
         self.write_batch(writer, bytes, base_offset, last_offset, max_timestamp)?;
-        let needs_sync = match self.config.flush {
+        let needs_sync = match config.flush {
             FlushPolicy::Durable => true,
             FlushPolicy::Interval { records: records_max, .. } => {
                 writer.active.segment.publish(writer.active.written_bytes);
@@ -488,7 +513,7 @@ impl Partition {
             }
             return Err(Error::Io { action: "appending to", path: segment.path.clone(), source });
         }
-        if active.bytes_since_index >= self.config.index_interval_bytes && position > 0 {
+        if active.bytes_since_index >= self.config().index_interval_bytes && position > 0 {
             let relative_offset =
                 u32::try_from(base_offset - segment.base_offset).expect("roll keeps relative offsets in u32");
             let position = u32::try_from(position).expect("segment_bytes keeps positions in u32");
@@ -520,10 +545,11 @@ impl Partition {
         if active.written_bytes == 0 {
             return Ok(());
         }
-        let too_big = active.written_bytes + batch_bytes > self.config.segment_bytes;
+        let config = self.config();
+        let too_big = active.written_bytes + batch_bytes > config.segment_bytes;
         let too_old = active
             .first_batch_max_timestamp
-            .is_some_and(|t| batch_timestamp.saturating_sub(t) >= self.config.segment_ms as i64);
+            .is_some_and(|t| batch_timestamp.saturating_sub(t) >= config.segment_ms as i64);
         let offsets_overflow = last_offset - active.segment.base_offset > u64::from(u32::MAX);
         if too_big || too_old || offsets_overflow {
             self.roll(writer)?;
@@ -635,7 +661,7 @@ impl Partition {
         if self.durable_offset.load(Ordering::Acquire) >= next {
             return Ok(());
         }
-        let due = match self.config.flush {
+        let due = match self.config().flush {
             FlushPolicy::Durable => true,
             FlushPolicy::Interval { interval_ms, .. } => {
                 let now = self.clock.now_ms().max(0) as u64;
@@ -767,7 +793,7 @@ impl Partition {
             }
             // Moving past a segment that ended early: in a topic that was never
             // compacted every offset exists, so skipping some is data loss.
-            if i > first && offset < segment.base_offset && !self.config.cleanup_policy.compacts() {
+            if i > first && offset < segment.base_offset && !self.compacts {
                 return Err(Error::MissingOffsets {
                     topic: self.topic.clone(),
                     partition: self.id,
@@ -802,7 +828,7 @@ impl Partition {
     /// Deletes closed segments past `retention_ms` (by their newest
     /// timestamp) or beyond `retention_bytes`, oldest first. Returns how many.
     pub(crate) fn apply_retention(&self) -> Result<usize> {
-        if !self.config.cleanup_policy.deletes() {
+        if !self.config().cleanup_policy.deletes() {
             return Ok(0);
         }
         let _maintenance = self.maintenance.lock().expect("maintenance lock");
@@ -812,11 +838,12 @@ impl Partition {
         let segments = self.segments();
         let closed = &segments[..segments.len() - 1];
         let now = self.clock.now_ms();
-        let by_time = match self.config.retention_ms {
+        let config = self.config();
+        let by_time = match config.retention_ms {
             Some(ms) => closed.iter().take_while(|s| s.max_timestamp() < now.saturating_sub(ms as i64)).count(),
             None => 0,
         };
-        let by_size = match self.config.retention_bytes {
+        let by_size = match config.retention_bytes {
             Some(limit) => {
                 let mut excess = segments.iter().map(|s| s.visible_bytes()).sum::<u64>().saturating_sub(limit);
                 closed
@@ -881,7 +908,7 @@ impl Partition {
     pub(crate) fn set_cleanable_below(&self, offset: u64) -> Result<()> {
         // Under the maintenance lock: a pass in progress finishes first.
         let _maintenance = self.maintenance.lock().expect("maintenance lock");
-        if !self.config.compaction_bound_required {
+        if !self.config().compaction_bound_required {
             self.cleanable_below.store(offset, Ordering::Release);
             return Ok(());
         }

@@ -475,3 +475,65 @@ fn a_compressed_batch_is_stored_as_produced_and_read_decompressed_everywhere() {
     let log = Log::open(dir.path(), options(&clock)).unwrap();
     assert_eq!(read_all(&log, "c", 0).last().unwrap().1.value.as_deref(), Some(b"19".as_slice()));
 }
+
+#[test]
+fn settings_change_live_and_persist_and_only_the_fixed_ones_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { segment_bytes: 600, retention_ms: None, ..Default::default() }).unwrap();
+    for i in 0..60 {
+        log.append("t", 0, &[record("k", Some("0123456789"), 10_000 + i * 100)]).unwrap();
+    }
+    clock.set_ms(1_000_000);
+    assert_eq!(log.enforce_retention().unwrap(), 0, "kept forever");
+    let mut config = log.topic_config("t").unwrap();
+    config.retention_ms = Some(5_000);
+    log.check_topic_config("t", &config).unwrap();
+    assert_eq!(log.topic_config("t").unwrap().retention_ms, None, "a check changes nothing");
+    log.alter_topic_config("t", config.clone()).unwrap();
+    assert!(log.enforce_retention().unwrap() > 0, "the next retention pass uses the new setting");
+    for (field, change) in [
+        ("cleanup_policy", TopicConfig { cleanup_policy: CleanupPolicy::Compact, ..config.clone() }),
+        ("partitions", TopicConfig { partitions: 2, ..config.clone() }),
+        ("segment_bytes", TopicConfig { segment_bytes: 10, ..config.clone() }),
+    ] {
+        let error = log.alter_topic_config("t", change).unwrap_err();
+        assert!(matches!(&error, Error::InvalidConfig { field: f, .. } if *f == field), "{error}");
+    }
+    drop(log);
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert_eq!(log.topic_config("t").unwrap(), config, "the new settings are the topic's meta.json");
+}
+
+#[test]
+fn partitions_are_added_routed_to_and_kept_and_a_crashed_add_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    log.create_topic("t", TopicConfig { partitions: 2, ..Default::default() }).unwrap();
+    log.append("t", 1, &[record("a", Some("1"), 10_000)]).unwrap();
+    assert!(matches!(log.add_partitions("t", 2), Err(Error::InvalidConfig { field: "partitions", .. })));
+    log.add_partitions("t", 5).unwrap();
+    assert_eq!(log.describe("t").unwrap().len(), 5);
+    assert_eq!(log.topic_config("t").unwrap().partitions, 5);
+    log.append("t", 4, &[record("b", Some("2"), 10_000)]).unwrap();
+    // Keys route over the new count, as Kafka's partitioner does.
+    let keys: Vec<String> = (0..200).map(|i| format!("key-{i}")).collect();
+    let records: Vec<Record> = keys.iter().map(|k| record(k, Some("v"), 10_000)).collect();
+    let appended = log.produce("t", &records).unwrap();
+    let used: std::collections::BTreeSet<u32> = appended.iter().map(|a| a.partition).collect();
+    assert!(used.iter().any(|p| *p >= 2), "keys reach the added partitions: {used:?}");
+    drop(log);
+    // A crash after the new directories were made but before meta.json counted them.
+    std::fs::create_dir(dir.path().join("topics/t/5")).unwrap();
+    let log = Log::open(dir.path(), options(&clock)).unwrap();
+    assert!(!dir.path().join("topics/t/5").exists(), "the unfinished partition is removed");
+    assert_eq!(log.describe("t").unwrap().len(), 5);
+    let kept = read_all(&log, "t", 4);
+    assert_eq!(kept[0], (0, record("b", Some("2"), 10_000)), "the added partition's records are kept");
+    let routed: u64 = appended.iter().filter(|a| a.partition == 4).map(|a| a.last_offset - a.base_offset + 1).sum();
+    assert_eq!(kept.len() as u64, 1 + routed);
+    log.add_partitions("t", 6).unwrap();
+    assert_eq!(log.describe("t").unwrap().len(), 6);
+}
