@@ -11,6 +11,10 @@
 #
 # Prints one line per run: target, record size, acks, records/s, MB/s,
 # latency p50/p99 ms (produce), then consume MB/s and end-to-end p50/p99 ms.
+# Then the consume passes: the acks=all topics read again by Kafka's
+# ConsumerPerformance and by kcat (librdkafka), from Kafka and from Millpond
+# serving Fetch with sendfile and buffered (`--kafka-fetch-buffered`, a
+# restart of the same data directory), alternating, two rounds.
 set -euo pipefail
 bin=${1:?the millpond binary}
 n_small=${2:-2000000}
@@ -42,9 +46,18 @@ java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool r
   -c "$work/server.properties" > "$work/format.log" 2>&1
 java_run -Xmx2g kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
 kafka_pid=$!
-"$bin" --data-dir "$work/millpond-data" serve --pg-listen 127.0.0.1:26875 --kafka-listen 127.0.0.1:19092 \
-  > "$work/millpond.log" 2>&1 &
-millpond_pid=$!
+start_millpond() { # [serve flags...]
+  "$bin" --data-dir "$work/millpond-data" serve --pg-listen 127.0.0.1:26875 --kafka-listen 127.0.0.1:19092 "$@" \
+    >> "$work/millpond.log" 2>&1 &
+  millpond_pid=$!
+  for _ in $(seq 1 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/19092) 2>/dev/null && return
+    sleep 0.1
+  done
+  echo "millpond did not start: $work/millpond.log" >&2; exit 1
+}
+stop_millpond() { kill "$millpond_pid" 2>/dev/null; wait "$millpond_pid" 2>/dev/null || true; }
+start_millpond
 trap 'kill $kafka_pid $millpond_pid 2>/dev/null; wait 2>/dev/null' EXIT
 for _ in $(seq 1 60); do
   java_run org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:29092 --list > /dev/null 2>&1 && break
@@ -71,6 +84,14 @@ consume() { # server topic records -> "MB/s"
     --timeout 60000 2>/dev/null | tail -1 | awk -F', *' '{print $4}'
 }
 
+kcat_consume() { # server topic records size -> "MB/s" (MiB, as ConsumerPerformance counts)
+  local start end
+  start=$(date +%s%N)
+  kcat -C -b "$1" -t "$2" -o beginning -e -q -c "$3" -f '%s' -X fetch.max.bytes=52428800 > /dev/null
+  end=$(date +%s%N)
+  awk -v n="$3" -v s="$4" -v ns=$((end - start)) 'BEGIN { printf "%.1f", n * s / 1048576 / (ns / 1e9) }'
+}
+
 latency() { # server topic -> "p50 p99" (ms), 10 000 round trips of 100 B at acks=all
   java_run org.apache.kafka.tools.EndToEndLatency "$1" "$2" 10000 all 100 2>/dev/null \
     | awk '/Percentiles/ {gsub(/,/, ""); print $4, $10}'
@@ -78,6 +99,7 @@ latency() { # server topic -> "p50 p99" (ms), 10 000 round trips of 100 B at ack
 
 printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' target size acks 'records/s' 'MB/s' 'p50 ms' 'p99 ms' 'consume MB/s' 'e2e p50' 'e2e p99'
 run=0
+passes=()
 for size in 100 1024; do
   records=$([ "$size" = 100 ] && echo "$n_small" || echo "$n_large")
   for acks in 1 all; do
@@ -96,6 +118,26 @@ for size in 100 1024; do
       read -r rps mbps p50 p99 <<< "$produced"
       read -r e50 e99 <<< "$e2e"
       printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' "$target" "$size" "$acks" "$rps" "$mbps" "$p50" "$p99" "$consumed" "$e50" "$e99"
+      if [ "$acks" = all ]; then passes+=("$target $name $size $records"); fi
+    done
+  done
+done
+
+# The consume passes: each acks=all topic read whole again, by both clients.
+echo
+printf '%-8s %-22s %6s %-10s %12s %12s\n' round target size fetch 'java MB/s' 'kcat MB/s'
+for round in 1 2; do
+  for mode in sendfile buffered; do
+    stop_millpond
+    if [ "$mode" = buffered ]; then start_millpond --kafka-fetch-buffered; else start_millpond; fi
+    for pass in "${passes[@]}"; do
+      read -r target name size records <<< "$pass"
+      case $target in
+        kafka) server=127.0.0.1:29092; [ "$mode" = sendfile ] || continue; fetch=sendfile ;;
+        *) server=127.0.0.1:19092; fetch=$mode ;;
+      esac
+      printf '%-8s %-22s %6s %-10s %12s %12s\n' "$round" "$target" "$size" "$fetch" \
+        "$(consume "$server" "$name" "$records")" "$(kcat_consume "$server" "$name" "$records" "$size")"
     done
   done
 done

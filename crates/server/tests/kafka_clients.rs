@@ -298,8 +298,37 @@ fn kafkas_own_tools_create_describe_produce_consume_and_reset_a_group() {
     assert!(after.iter().all(|(current, _)| current == "0"), "reset to the earliest offsets: {after:?}");
     let listed = kafka_tool(groups, &[&bootstrap[..], &["--list"]].concat(), None);
     assert!(listed.lines().any(|l| l.trim() == "jg"), "{listed}");
-    let configs = [&bootstrap[..], &["--describe", "--entity-type", "topics", "--entity-name", "jt"]].concat();
-    assert!(kafka_tool("org.apache.kafka.tools.ConfigCommand", &configs, None).contains("retention.ms=60000"));
+    let config_tool = "org.apache.kafka.tools.ConfigCommand";
+    let entity = ["--entity-type", "topics", "--entity-name", "jt"];
+    let configs = [&bootstrap[..], &entity[..], &["--describe"]].concat();
+    assert!(kafka_tool(config_tool, &configs, None).contains("retention.ms=60000"));
+    // kafka-configs --alter (IncrementalAlterConfigs): set, then delete back to the default.
+    let add = [&bootstrap[..], &entity[..], &["--alter", "--add-config", "retention.ms=90000,segment.bytes=200000"]];
+    kafka_tool(config_tool, &add.concat(), None);
+    let shown = kafka_tool(config_tool, &configs, None);
+    assert!(shown.contains("retention.ms=90000") && shown.contains("segment.bytes=200000"), "{shown}");
+    kafka_tool(
+        config_tool,
+        &[&bootstrap[..], &entity[..], &["--alter", "--delete-config", "segment.bytes"]].concat(),
+        None,
+    );
+    assert!(kafka_tool(config_tool, &configs, None).contains("segment.bytes=1073741824"));
+    // kafka-topics --alter --partitions (CreatePartitions): the new partitions take records.
+    kafka_tool(topics, &[&bootstrap[..], &["--alter", "--topic", "jt", "--partitions", "5"]].concat(), None);
+    let described = kafka_tool(topics, &[&bootstrap[..], &["--describe", "--topic", "jt"]].concat(), None);
+    assert!(described.contains("PartitionCount: 5"), "{described}");
+    let lines: String = (30..230).map(|i| format!("key{i}:value{i}\n")).collect();
+    kafka_tool("org.apache.kafka.tools.ConsoleProducer", &produce, Some(&lines));
+    assert_eq!(engine.records_in("jt").unwrap(), 230);
+    // kafka-get-offsets: each partition's end offset.
+    let ends =
+        kafka_tool("org.apache.kafka.tools.GetOffsetShell", &[&bootstrap[..], &["--topic", "jt"]].concat(), None);
+    let added: u64 = ends
+        .lines()
+        .filter(|l| l.starts_with("jt:3:") || l.starts_with("jt:4:"))
+        .map(|l| l.rsplit(':').next().unwrap().trim().parse::<u64>().unwrap())
+        .sum();
+    assert!(ends.lines().count() == 5 && added > 0, "keys reach the added partitions: {ends}");
 }
 
 /// kcat with `args`: whether it succeeded, and its stdout.

@@ -681,3 +681,122 @@ fn fetch_both(
         }
     }
 }
+
+/// Grows `topic` to `count` partitions; the answer's code and message.
+fn create_partitions(client: &mut Client, topic: &str, count: i32, validate_only: bool) -> (i16, Option<String>) {
+    use kafka_protocol::messages::CreatePartitionsRequest;
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    let mut asked = CreatePartitionsTopic::default();
+    (asked.name, asked.count) = (name(topic), count);
+    let mut request = CreatePartitionsRequest::default();
+    (request.topics, request.timeout_ms, request.validate_only) = (vec![asked], 5000, validate_only);
+    let response = client.send(&request, 3);
+    let result = &response.results[0];
+    (result.error_code, result.error_message.as_ref().map(|m| m.to_string()))
+}
+
+/// Alters one resource's settings: (name, operation, value) each.
+fn alter_configs(
+    client: &mut Client,
+    resource_type: i8,
+    resource: &str,
+    changes: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> (i16, Option<String>) {
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let mut asked = AlterConfigsResource::default();
+    (asked.resource_type, asked.resource_name) = (resource_type, StrBytes::from_string(resource.to_owned()));
+    asked.configs = changes
+        .iter()
+        .map(|(n, op, value)| {
+            let mut config = AlterableConfig::default();
+            config.name = StrBytes::from_string((*n).to_owned());
+            config.config_operation = *op;
+            config.value = value.map(|v| StrBytes::from_string(v.to_owned()));
+            config
+        })
+        .collect();
+    let mut request = IncrementalAlterConfigsRequest::default();
+    (request.resources, request.validate_only) = (vec![asked], validate_only);
+    let response = client.send(&request, 1);
+    let result = &response.responses[0];
+    (result.error_code, result.error_message.as_ref().map(|m| m.to_string()))
+}
+
+/// A topic's setting as DescribeConfigs answers it.
+fn described(client: &mut Client, topic: &str, setting: &str) -> String {
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let mut resource = DescribeConfigsResource::default();
+    (resource.resource_type, resource.resource_name) = (2, StrBytes::from_string(topic.to_owned()));
+    resource.configuration_keys = None;
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![resource];
+    let response = client.send(&request, 4);
+    let configs = &response.results[0].configs;
+    let found = configs.iter().find(|c| c.name.as_str() == setting).unwrap_or_else(|| panic!("{setting} described"));
+    found.value.as_ref().unwrap().to_string()
+}
+
+#[test]
+fn topics_grow_partitions_and_change_settings_live_and_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = start(dir.path());
+    engine.execute("CREATE SOURCE ev (k BIGINT) FROM TOPIC 'ev' FORMAT JSON").unwrap();
+    let mut client = Client::connect(endpoint.addr());
+    assert_eq!(create_topic(&mut client, "g", 1, &[]).0, 0);
+    assert_eq!(produce(&mut client, "g", 1, batch(&[("a", "1")], 1_000), 8), (0, 0));
+    // Only ever more partitions; a check changes nothing.
+    assert_eq!(create_partitions(&mut client, "g", 4, true).0, 0);
+    assert_eq!(metadata(&mut client, Some(&["g"]), false, 12), vec![("g".to_owned(), 0, 2)]);
+    assert_eq!(create_partitions(&mut client, "g", 4, false).0, 0);
+    assert_eq!(metadata(&mut client, Some(&["g"]), false, 12), vec![("g".to_owned(), 0, 4)]);
+    assert_eq!(produce(&mut client, "g", 3, batch(&[("b", "2")], 1_000), 8), (0, 0));
+    for (count, code) in [(4, ResponseError::InvalidPartitions), (2, ResponseError::InvalidPartitions)] {
+        let (got, message) = create_partitions(&mut client, "g", count, false);
+        assert_eq!(got, code.code(), "{count}: {message:?}");
+        assert!(message.unwrap().contains("has 4 partitions"));
+    }
+    let (code, message) = create_partitions(&mut client, "ev", 3, false);
+    assert_eq!(code, ResponseError::InvalidRequest.code());
+    assert!(message.unwrap().contains("DROP SOURCE ev"));
+    assert_eq!(create_partitions(&mut client, "view.x", 3, false).0, ResponseError::TopicAuthorizationFailed.code());
+    assert_eq!(create_partitions(&mut client, "nope", 3, false).0, ResponseError::UnknownTopicOrPartition.code());
+
+    // SET and DELETE (back to the default); a check changes nothing.
+    let set = |value| vec![("retention.ms", 0i8, Some(value)), ("segment.bytes", 0, Some("100000"))];
+    assert_eq!(alter_configs(&mut client, 2, "g", &set("5000"), true).0, 0);
+    assert_eq!(described(&mut client, "g", "retention.ms"), "604800000");
+    assert_eq!(alter_configs(&mut client, 2, "g", &set("5000"), false).0, 0);
+    assert_eq!(described(&mut client, "g", "retention.ms"), "5000");
+    assert_eq!(described(&mut client, "g", "segment.bytes"), "100000");
+    assert_eq!(alter_configs(&mut client, 2, "g", &[("segment.bytes", 1, None)], false).0, 0);
+    assert_eq!(described(&mut client, "g", "segment.bytes"), "1073741824");
+    for (changes, needle) in [
+        (vec![("cleanup.policy", 0i8, Some("compact"))], "fixed at creation"),
+        (vec![("compression.type", 0, Some("zstd"))], "compression.type"),
+        (vec![("segment.bytes", 0, Some("10"))], "segment_bytes"),
+        (vec![("retention.ms", 2, Some("1"))], "APPEND and SUBTRACT"),
+    ] {
+        let (code, message) = alter_configs(&mut client, 2, "g", &changes, false);
+        assert_eq!(code, ResponseError::InvalidConfig.code(), "{changes:?}: {message:?}");
+        assert!(message.as_deref().unwrap_or("").contains(needle), "{changes:?}: {message:?}");
+    }
+    assert_eq!(described(&mut client, "g", "retention.ms"), "5000", "a refused change changes nothing");
+    assert_eq!(alter_configs(&mut client, 4, "0", &set("1"), false).0, ResponseError::InvalidRequest.code());
+    assert_eq!(
+        alter_configs(&mut client, 2, "table.t", &set("1"), false).0,
+        ResponseError::TopicAuthorizationFailed.code()
+    );
+
+    // Both outlive a restart, and the grown partitions hold their records.
+    drop((client, endpoint, engine));
+    let (_engine, endpoint) = start(dir.path());
+    let mut client = Client::connect(endpoint.addr());
+    assert_eq!(metadata(&mut client, Some(&["g"]), false, 12), vec![("g".to_owned(), 0, 4)]);
+    assert_eq!(described(&mut client, "g", "retention.ms"), "5000");
+    let response = client.send(&fetch_request("g", 3, 0, 0), 12);
+    let records = records_of(response.responses[0].partitions[0].records.as_ref().unwrap());
+    assert_eq!(records, vec![(0, "b".to_owned(), "2".to_owned())]);
+}

@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
 };
 
 use super::Broker;
-use super::errors::{WireError, wire};
+use super::errors::{WireError, refuse_protected, wire};
 use super::frame::{Body, FrameError, text};
 
 /// DescribeConfigs' resource type of a topic (2) and of a broker (4).
@@ -59,9 +59,7 @@ fn create(
     partitions: i32,
     validate_only: bool,
 ) -> Result<u128, WireError> {
-    if let Some(reason) = crate::engine::client_write_refusal(name) {
-        return Err(WireError::new(ResponseError::TopicAuthorizationFailed, format!("{name}: {reason}")));
-    }
+    refuse_protected(name)?;
     if !matches!(topic.replication_factor, -1 | 1) {
         let message = format!("replication factor {}: one broker keeps one copy", topic.replication_factor);
         return Err(WireError::new(ResponseError::InvalidReplicationFactor, message));
@@ -104,9 +102,7 @@ pub(crate) fn delete_topics(broker: &Broker, request: &DeleteTopicsRequest, vers
 }
 
 fn delete(broker: &Broker, name: &str) -> Result<u128, WireError> {
-    if let Some(reason) = crate::engine::client_write_refusal(name) {
-        return Err(WireError::new(ResponseError::TopicAuthorizationFailed, format!("{name}: {reason}")));
-    }
+    refuse_protected(name)?;
     if let Some(source) = broker.engine.source_reading(name) {
         let message = format!("topic {name} is read by source {source}: DROP SOURCE {source} first");
         return Err(WireError::new(ResponseError::InvalidRequest, message));

@@ -45,3 +45,13 @@ pub(crate) fn code_of(error: &Error) -> ResponseError {
 pub(crate) fn wire(error: &Error) -> WireError {
     WireError::new(code_of(error), error.to_string())
 }
+
+/// TOPIC_AUTHORIZATION_FAILED for a topic whose partitions and settings
+/// are the server's alone (internal, a table's, a view's changelog or
+/// dead-letter topic), naming why.
+pub(crate) fn refuse_protected(name: &str) -> Result<(), WireError> {
+    match crate::engine::client_write_refusal(name) {
+        Some(reason) => Err(WireError::new(ResponseError::TopicAuthorizationFailed, format!("{name}: {reason}"))),
+        None => Ok(()),
+    }
+}

@@ -52,7 +52,7 @@ pub(crate) async fn answer(broker: Arc<Broker>, request: FetchRequest, version: 
     loop {
         let (broker, asked) = (broker.clone(), request.clone());
         let (topics, bytes, failed) =
-            tokio::task::spawn_blocking(move || gather(&broker, &asked)).await.map_err(FrameError::join)?;
+            tokio::task::spawn_blocking(move || gather(&broker, &asked)).await.map_err(super::frame::join)?;
         if bytes >= min_bytes || failed || Instant::now() >= deadline {
             return Ok(encode(0, topics, version));
         }

@@ -8,7 +8,7 @@
 //! (response frames to the socket, stored batches with `sendfile`), `producers`
 //! (idempotent producers: ids, sequence checks), `groups` (the group
 //! coordinator's state machine), `admin` (CreateTopics, DeleteTopics,
-//! DescribeConfigs), `group_apis` (the consumer-group APIs and
+//! DescribeConfigs), `alter` (CreatePartitions, IncrementalAlterConfigs), `group_apis` (the consumer-group APIs and
 //! committed offsets), `errors`
 //! (Kafka's error codes for the log's errors). The wire surface, its
 //! limits and invariants are in docs/kafka-wire.md.
@@ -24,6 +24,7 @@
 //! (vendor/kafka-protocol/README.millpond.md).
 
 mod admin;
+mod alter;
 mod errors;
 mod fetch;
 mod frame;
@@ -48,7 +49,7 @@ use tokio::net::TcpStream;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 
-pub use frame::REQUEST_BYTES_MAX_DEFAULT;
+pub use millpond_kafka_frame::REQUEST_BYTES_MAX_DEFAULT;
 
 /// Kafka's `connections.max.idle.ms` default: 10 minutes.
 pub(crate) const IDLE_MS_DEFAULT: u64 = 600_000;
@@ -309,12 +310,12 @@ async fn answer(
             let body = request.decode()?;
             tokio::task::spawn_blocking(move || metadata::answer(&broker, body, version))
                 .await
-                .map_err(frame::FrameError::join)??
+                .map_err(frame::join)??
         }
         ApiKey::Produce => {
             let body = request.decode()?;
             let answered = tokio::task::spawn_blocking(move || produce::answer(&broker, body, version)).await;
-            match answered.map_err(frame::FrameError::join)?? {
+            match answered.map_err(frame::join)?? {
                 Some(response) => response,
                 None => return Ok(false),
             }
@@ -324,13 +325,24 @@ async fn answer(
             let body = request.decode()?;
             tokio::task::spawn_blocking(move || list_offsets::answer(&broker, body, version))
                 .await
-                .map_err(frame::FrameError::join)??
+                .map_err(frame::join)??
         }
         ApiKey::InitProducerId => {
             let body = request.decode()?;
             let answered =
                 tokio::task::spawn_blocking(move || producers::init_producer_id(&broker.producers, &body, version));
-            answered.await.map_err(frame::FrameError::join)??
+            answered.await.map_err(frame::join)??
+        }
+        ApiKey::CreatePartitions => {
+            let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || alter::create_partitions(&broker, &body, version));
+            answered.await.map_err(frame::join)??
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let body = request.decode()?;
+            let answered =
+                tokio::task::spawn_blocking(move || alter::incremental_alter_configs(&broker, &body, version));
+            answered.await.map_err(frame::join)??
         }
         ApiKey::CreateTopics | ApiKey::DeleteTopics | ApiKey::DescribeConfigs => {
             let api_key = request.api_key;
@@ -348,7 +360,7 @@ async fn answer(
                     tokio::task::spawn_blocking(move || admin::describe_configs(&broker, &body, version)).await
                 }
             };
-            answered.map_err(frame::FrameError::join)??
+            answered.map_err(frame::join)??
         }
         ApiKey::SaslHandshake => sasl::handshake(broker.config.password.as_deref(), &request.decode()?, version)?,
         // Authenticated already: a second authentication is not a state SASL has.
@@ -366,7 +378,7 @@ async fn answer(
         ApiKey::OffsetCommit => {
             let body = request.decode()?;
             let answered = tokio::task::spawn_blocking(move || group_apis::offset_commit(&broker, &body, version));
-            answered.await.map_err(frame::FrameError::join)??
+            answered.await.map_err(frame::join)??
         }
         ApiKey::OffsetFetch => group_apis::offset_fetch(&broker, &request.decode()?, version)?,
         ApiKey::DescribeGroups => group_apis::describe_groups(&broker, &request.decode()?, version)?,
