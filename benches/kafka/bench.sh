@@ -9,12 +9,17 @@
 #
 #   bash benches/kafka/bench.sh MILLPOND_BINARY [RECORDS_100B] [RECORDS_1KIB]
 #
+# With BENCH_PASSES_ONLY=1, only the consume passes run again, on the data
+# an earlier full run left in BENCH_DIR.
+#
 # Prints one line per run: target, record size, acks, records/s, MB/s,
 # latency p50/p99 ms (produce), then consume MB/s and end-to-end p50/p99 ms.
 # Then the consume passes: the acks=all topics read again by Kafka's
-# ConsumerPerformance and by kcat (librdkafka), from Kafka and from Millpond
-# serving Fetch with sendfile and buffered (`--kafka-fetch-buffered`, a
-# restart of the same data directory), alternating, two rounds.
+# ConsumerPerformance, by kcat (librdkafka) and by raw_fetch.py (Fetch
+# requests whose answers are thrown away: the server's send path alone),
+# from Kafka and from Millpond serving Fetch with sendfile and buffered
+# (`--kafka-fetch-buffered`, a restart of the same data directory),
+# alternating, two rounds.
 set -euo pipefail
 bin=${1:?the millpond binary}
 n_small=${2:-2000000}
@@ -23,7 +28,8 @@ jars="$HOME/.cache/millpond/kafka-4.4.0"
 [ -f "$jars/kafka-tools-4.4.0.jar" ] \
   || mvn -q -f "$(dirname "$0")/pom.xml" dependency:copy-dependencies -DoutputDirectory="$jars"
 work=${BENCH_DIR:-/tmp/kafka-bench}
-rm -rf "$work" && mkdir -p "$work"
+passes_only=${BENCH_PASSES_ONLY:-0}
+[ "$passes_only" = 1 ] || { rm -rf "$work" && mkdir -p "$work"; }
 java_run() { java -Xmx1g -cp "$jars/*" "$@"; }
 
 # Apache Kafka: a KRaft broker and controller in one process.
@@ -42,7 +48,7 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 PROPS
-java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
+[ "$passes_only" = 1 ] || java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
   -c "$work/server.properties" > "$work/format.log" 2>&1
 java_run -Xmx2g kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
 kafka_pid=$!
@@ -97,35 +103,39 @@ latency() { # server topic -> "p50 p99" (ms), 10 000 round trips of 100 B at ack
     | awk '/Percentiles/ {gsub(/,/, ""); print $4, $10}'
 }
 
-printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' target size acks 'records/s' 'MB/s' 'p50 ms' 'p99 ms' 'consume MB/s' 'e2e p50' 'e2e p99'
-run=0
-passes=()
-for size in 100 1024; do
-  records=$([ "$size" = 100 ] && echo "$n_small" || echo "$n_large")
-  for acks in 1 all; do
-    for target in kafka millpond-durable millpond-flushing; do
-      run=$((run + 1))
-      name="t$run"
-      case $target in
-        kafka) server=127.0.0.1:29092; topic "$server" "$name" ;;
-        millpond-durable) server=127.0.0.1:19092; topic "$server" "$name" ;;
-        millpond-flushing) server=127.0.0.1:19092; topic "$server" "$name" flush.messages=1000000000 flush.ms=1000 ;;
-      esac
-      produced=$(produce "$server" "$name" "$records" "$size" "$acks") \
-        || { echo "producing to $name on $server failed" >&2; exit 1; }
-      consumed=$(consume "$server" "$name" "$records")
-      e2e=$( [ "$size" = 100 ] && [ "$acks" = all ] && latency "$server" "e2e$run" || echo "- -")
-      read -r rps mbps p50 p99 <<< "$produced"
-      read -r e50 e99 <<< "$e2e"
-      printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' "$target" "$size" "$acks" "$rps" "$mbps" "$p50" "$p99" "$consumed" "$e50" "$e99"
-      if [ "$acks" = all ]; then passes+=("$target $name $size $records"); fi
+if [ "$passes_only" != 1 ]; then
+  printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' target size acks 'records/s' 'MB/s' 'p50 ms' 'p99 ms' 'consume MB/s' 'e2e p50' 'e2e p99'
+  run=0
+  : > "$work/passes.txt"
+  for size in 100 1024; do
+    records=$([ "$size" = 100 ] && echo "$n_small" || echo "$n_large")
+    for acks in 1 all; do
+      for target in kafka millpond-durable millpond-flushing; do
+        run=$((run + 1))
+        name="t$run"
+        case $target in
+          kafka) server=127.0.0.1:29092; topic "$server" "$name" ;;
+          millpond-durable) server=127.0.0.1:19092; topic "$server" "$name" ;;
+          millpond-flushing) server=127.0.0.1:19092; topic "$server" "$name" flush.messages=1000000000 flush.ms=1000 ;;
+        esac
+        produced=$(produce "$server" "$name" "$records" "$size" "$acks") \
+          || { echo "producing to $name on $server failed" >&2; exit 1; }
+        consumed=$(consume "$server" "$name" "$records")
+        e2e=$( [ "$size" = 100 ] && [ "$acks" = all ] && latency "$server" "e2e$run" || echo "- -")
+        read -r rps mbps p50 p99 <<< "$produced"
+        read -r e50 e99 <<< "$e2e"
+        printf '%-22s %6s %5s %12s %8s %8s %8s %12s %10s %10s\n' "$target" "$size" "$acks" "$rps" "$mbps" "$p50" "$p99" "$consumed" "$e50" "$e99"
+        if [ "$acks" = all ]; then echo "$target $name $size $records" >> "$work/passes.txt"; fi
+      done
     done
   done
-done
+fi
 
 # The consume passes: each acks=all topic read whole again, by both clients.
 echo
-printf '%-8s %-22s %6s %-10s %12s %12s\n' round target size fetch 'java MB/s' 'kcat MB/s'
+mapfile -t passes < "$work/passes.txt"
+raw_fetch="$(dirname "$0")/raw_fetch.py"
+printf '%-8s %-22s %6s %-10s %12s %12s %12s\n' round target size fetch 'java MB/s' 'kcat MB/s' 'raw MB/s'
 for round in 1 2; do
   for mode in sendfile buffered; do
     stop_millpond
@@ -136,8 +146,9 @@ for round in 1 2; do
         kafka) server=127.0.0.1:29092; [ "$mode" = sendfile ] || continue; fetch=sendfile ;;
         *) server=127.0.0.1:19092; fetch=$mode ;;
       esac
-      printf '%-8s %-22s %6s %-10s %12s %12s\n' "$round" "$target" "$size" "$fetch" \
-        "$(consume "$server" "$name" "$records")" "$(kcat_consume "$server" "$name" "$records" "$size")"
+      printf '%-8s %-22s %6s %-10s %12s %12s %12s\n' "$round" "$target" "$size" "$fetch" \
+        "$(consume "$server" "$name" "$records")" "$(kcat_consume "$server" "$name" "$records" "$size")" \
+        "$(python3 "$raw_fetch" "$server" "$name" 8388608)"
     done
   done
 done
