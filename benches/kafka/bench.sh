@@ -50,7 +50,8 @@ group.initial.rebalance.delay.ms=0
 PROPS
 [ "$passes_only" = 1 ] || java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
   -c "$work/server.properties" > "$work/format.log" 2>&1
-java_run -Xmx2g kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
+# Not through java_run: $! must be the JVM's pid for the trap to stop it.
+java -Xmx2g -cp "$jars/*" kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
 kafka_pid=$!
 start_millpond() { # [serve flags...]
   "$bin" --data-dir "$work/millpond-data" serve --pg-listen 127.0.0.1:26875 --kafka-listen 127.0.0.1:19092 "$@" \

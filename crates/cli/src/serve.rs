@@ -41,6 +41,12 @@ pub(crate) struct ServeArgs {
     /// them from the page cache with sendfile (for comparison).
     #[arg(long)]
     kafka_fetch_buffered: bool,
+    /// SO_SNDBUF of Kafka client sockets (Kafka's socket.send.buffer.bytes); 0: the OS's autotuning.
+    #[arg(long, default_value_t = millpond_server::KAFKA_SOCKET_BUFFER_BYTES_DEFAULT)]
+    kafka_socket_send_buffer_bytes: usize,
+    /// SO_RCVBUF of Kafka client sockets (Kafka's socket.receive.buffer.bytes); 0: the OS's autotuning.
+    #[arg(long, default_value_t = millpond_server::KAFKA_SOCKET_BUFFER_BYTES_DEFAULT)]
+    kafka_socket_receive_buffer_bytes: usize,
     /// Address of a Prometheus text endpoint (`GET /metrics`); off unless given.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -122,6 +128,8 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
             config.request_bytes_max = args.kafka_request_bytes_max;
             config.connections_max = args.kafka_connections_max;
             config.fetch_zero_copy = !args.kafka_fetch_buffered;
+            config.socket_send_buffer_bytes = Some(args.kafka_socket_send_buffer_bytes).filter(|&b| b > 0);
+            config.socket_receive_buffer_bytes = Some(args.kafka_socket_receive_buffer_bytes).filter(|&b| b > 0);
             config.password = args.password.clone();
             Some(KafkaEndpoint::start(engine.clone(), config)?)
         }
