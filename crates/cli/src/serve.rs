@@ -41,6 +41,9 @@ pub(crate) struct ServeArgs {
     /// them from the page cache with sendfile (for comparison).
     #[arg(long)]
     kafka_fetch_buffered: bool,
+    /// How long the first join into an empty consumer group waits for more members (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(long, default_value_t = millpond_server::KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT)]
+    kafka_group_initial_rebalance_delay_ms: u64,
     /// SO_SNDBUF of Kafka client sockets (Kafka's socket.send.buffer.bytes); 0: the OS's autotuning.
     #[arg(long, default_value_t = millpond_server::KAFKA_SOCKET_BUFFER_BYTES_DEFAULT)]
     kafka_socket_send_buffer_bytes: usize,
@@ -128,6 +131,7 @@ pub(crate) fn run(data_dir: &Path, args: &ServeArgs) -> Result<()> {
             config.request_bytes_max = args.kafka_request_bytes_max;
             config.connections_max = args.kafka_connections_max;
             config.fetch_zero_copy = !args.kafka_fetch_buffered;
+            config.group_initial_rebalance_delay_ms = args.kafka_group_initial_rebalance_delay_ms;
             config.socket_send_buffer_bytes = Some(args.kafka_socket_send_buffer_bytes).filter(|&b| b > 0);
             config.socket_receive_buffer_bytes = Some(args.kafka_socket_receive_buffer_bytes).filter(|&b| b > 0);
             config.password = args.password.clone();

@@ -31,7 +31,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 
 /// How long a join into an empty group waits for more members.
-pub(crate) const INITIAL_REBALANCE_DELAY_MS: u64 = 300;
+pub const INITIAL_REBALANCE_DELAY_MS: u64 = 300;
 /// Members of one group at most (more are refused GROUP_MAX_SIZE_REACHED).
 pub(crate) const GROUP_MEMBERS_MAX: usize = 1000;
 /// Session timeouts accepted (Kafka's group.min/max.session.timeout.ms).
@@ -144,11 +144,14 @@ struct Group {
     pending: HashMap<String, Instant>,
     /// When PreparingRebalance ends whoever has not rejoined.
     round_deadline: Option<Instant>,
+    /// How long a join into the empty group waits for more members.
+    initial_delay: Duration,
 }
 
 impl Group {
-    fn new() -> Group {
+    fn new(initial_delay: Duration) -> Group {
         Group {
+            initial_delay,
             state: State::Empty,
             generation: 0,
             protocol_type: String::new(),
@@ -172,7 +175,7 @@ impl Group {
             }
         }
         let timeout = self.members.values().map(|m| m.rebalance_timeout).max().unwrap_or_default();
-        let delay = if initial { Duration::from_millis(INITIAL_REBALANCE_DELAY_MS) } else { timeout };
+        let delay = if initial { self.initial_delay } else { timeout };
         if self.state != State::PreparingRebalance {
             self.round_deadline = Some(now + delay);
         }
@@ -274,13 +277,28 @@ impl Group {
 }
 
 /// Every live group of this endpoint.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Groups {
     groups: Mutex<HashMap<String, Group>>,
     next_member: std::sync::atomic::AtomicU64,
+    /// How long a join into an empty group waits for more members.
+    initial_delay: Duration,
+}
+
+impl Default for Groups {
+    fn default() -> Groups {
+        Groups::new(INITIAL_REBALANCE_DELAY_MS)
+    }
 }
 
 impl Groups {
+    /// Groups whose first join waits `initial_delay_ms` for more members
+    /// (Kafka's `group.initial.rebalance.delay.ms`).
+    pub(crate) fn new(initial_delay_ms: u64) -> Groups {
+        let initial_delay = Duration::from_millis(initial_delay_ms);
+        Groups { groups: Mutex::default(), next_member: std::sync::atomic::AtomicU64::new(0), initial_delay }
+    }
+
     pub(crate) fn join(&self, join: Join, now: Instant) -> JoinAnswer {
         let refuse = |e, id: &str| JoinAnswer::Now(Joined::refused(e, id));
         if join.group.is_empty() {
@@ -293,7 +311,7 @@ impl Groups {
             return refuse(ResponseError::InconsistentGroupProtocol, &join.member_id);
         }
         let mut groups = self.groups.lock().expect("groups lock");
-        let group = groups.entry(join.group.clone()).or_insert_with(Group::new);
+        let group = groups.entry(join.group.clone()).or_insert_with(|| Group::new(self.initial_delay));
         if group.state != State::Empty && group.protocol_type != join.protocol_type {
             return refuse(ResponseError::InconsistentGroupProtocol, &join.member_id);
         }

@@ -49,6 +49,7 @@ use tokio::net::TcpStream;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 
+pub use groups::INITIAL_REBALANCE_DELAY_MS;
 pub use millpond_kafka_frame::REQUEST_BYTES_MAX_DEFAULT;
 
 /// Kafka's `connections.max.idle.ms` default: 10 minutes.
@@ -93,6 +94,9 @@ pub struct KafkaConfig {
     pub socket_send_buffer_bytes: Option<usize>,
     /// SO_RCVBUF of client sockets (Kafka's `socket.receive.buffer.bytes`).
     pub socket_receive_buffer_bytes: Option<usize>,
+    /// How long the first join into an empty group waits for more members
+    /// before the first generation (Kafka's `group.initial.rebalance.delay.ms`).
+    pub group_initial_rebalance_delay_ms: u64,
     /// Fetch sends stored batches from their segment files with `sendfile`
     /// (true, the default) or reads them and writes the bytes (false: the
     /// buffered path, for comparison).
@@ -111,6 +115,7 @@ impl KafkaConfig {
             auto_create_partitions: Some(1),
             password: None,
             fetch_zero_copy: true,
+            group_initial_rebalance_delay_ms: groups::INITIAL_REBALANCE_DELAY_MS,
             socket_send_buffer_bytes: Some(SOCKET_BUFFER_BYTES_DEFAULT),
             socket_receive_buffer_bytes: Some(SOCKET_BUFFER_BYTES_DEFAULT),
         }
@@ -160,7 +165,7 @@ impl KafkaEndpoint {
             .build()
             .map_err(io("starting the threads of"))?;
         let producers = producers::Producers::new(engine.data_dir());
-        let groups = groups::Groups::default();
+        let groups = groups::Groups::new(config.group_initial_rebalance_delay_ms);
         let broker =
             Arc::new(Broker { engine, advertised: config.advertised.unwrap_or(addr), config, producers, groups });
         let connections = Arc::new(AtomicUsize::new(0));
