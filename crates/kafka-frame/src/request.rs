@@ -96,8 +96,18 @@ pub async fn read_request<R: AsyncRead + Unpin>(
     if size < HEADER_BYTES_MIN as i32 || size as usize > limits.max_bytes {
         return Err(FrameError::Size { size: i64::from(size), min: HEADER_BYTES_MIN, max: limits.max_bytes });
     }
-    let mut frame = BytesMut::zeroed(size as usize);
-    timeout_at(deadline, reader.read_exact(&mut frame)).await.map_err(rest("the rest of a frame"))??;
+    // Read into spare capacity, never zeroed first (a produced batch is
+    // hundreds of KiB), and never past the frame (the next one follows).
+    let size = size as usize;
+    let mut frame = BytesMut::with_capacity(size);
+    let mut limited = reader.take(size as u64);
+    while frame.len() < size {
+        let read = timeout_at(deadline, limited.read_buf(&mut frame)).await.map_err(rest("the rest of a frame"))??;
+        if read == 0 {
+            return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
+    debug_assert_eq!(frame.len(), size);
     parse(frame.freeze()).map(Some)
 }
 
@@ -159,6 +169,46 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    fn limits() -> ReadLimits {
+        ReadLimits { max_bytes: 1 << 20, idle: Duration::from_secs(5), rest: Duration::from_secs(5) }
+    }
+
+    /// A Heartbeat v0 frame (size included) with `correlation_id`.
+    fn heartbeat(correlation_id: i32) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&12i16.to_be_bytes());
+        body.extend_from_slice(&0i16.to_be_bytes());
+        body.extend_from_slice(&correlation_id.to_be_bytes());
+        body.extend_from_slice(&(-1i16).to_be_bytes()); // no client id
+        for text in ["group", "member"] {
+            body.extend_from_slice(&(text.len() as i16).to_be_bytes());
+            body.extend_from_slice(text.as_bytes());
+            if text == "group" {
+                body.extend_from_slice(&7i32.to_be_bytes()); // generation
+            }
+        }
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        frame
+    }
+
+    #[tokio::test]
+    async fn frames_are_read_one_at_a_time_whole_and_a_cut_one_is_an_error() {
+        let mut bytes = [heartbeat(1), heartbeat(2)].concat();
+        let cut = heartbeat(3);
+        bytes.extend_from_slice(&cut[..cut.len() - 3]);
+        let mut reader = &bytes[..];
+        for expected in [1, 2] {
+            let request = read_request(&mut reader, limits()).await.unwrap().expect("a frame");
+            assert_eq!(request.header.correlation_id, expected, "no byte of the next frame is taken");
+            decode_served(&request).unwrap();
+        }
+        let cut = read_request(&mut reader, limits()).await;
+        assert!(matches!(cut, Err(FrameError::Io(ref e)) if e.kind() == std::io::ErrorKind::UnexpectedEof), "{cut:?}");
+        let mut empty: &[u8] = &[];
+        assert!(read_request(&mut empty, limits()).await.unwrap().is_none(), "a clean end");
+    }
 
     #[test]
     fn every_served_api_has_a_message_type_to_decode() {
