@@ -1,7 +1,9 @@
 """Python's Kafka clients against Millpond's Kafka endpoint, unmodified:
 confluent-kafka (librdkafka), kafka-python and aiokafka. Each produces keyed
-records, consumes them back by offset and by time and in a consumer group
-that commits, and a second consumer of the group resumes after the commit.
+records in every codec (none, gzip, snappy, lz4, zstd: a fifth of the
+records each, in order), consumes them back by offset and by time and in a
+consumer group that commits, and a second consumer of the group resumes
+after the commit.
 Run by crates/server/tests/kafka_clients.rs: python3 python_clients.py HOST:PORT
 Exits non-zero, saying what differed, on the first wrong answer."""
 
@@ -16,6 +18,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 BOOTSTRAP = sys.argv[1]
 N = 200
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def codec_of(i):
+    """The codec record i is produced with: a fifth of the records each."""
+    return CODECS[i * len(CODECS) // N]
 
 
 def check(what, got, expected):
@@ -25,10 +33,12 @@ def check(what, got, expected):
 
 def confluent():
     topic = "confluent"
-    producer = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True, "linger.ms": 5})
-    for i in range(N):
-        producer.produce(topic, key=f"k{i}", value=f"v{i}", timestamp=1_000 + i)
-    check("confluent flush: messages left", producer.flush(20), 0)
+    for codec in CODECS:
+        producer = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True, "linger.ms": 5,
+                             "compression.type": codec})
+        for i in (i for i in range(N) if codec_of(i) == codec):
+            producer.produce(topic, key=f"k{i}", value=f"v{i}", timestamp=1_000 + i)
+        check(f"confluent flush ({codec}): messages left", producer.flush(20), 0)
 
     consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": "g-confluent",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -72,10 +82,15 @@ def poll_confluent(consumer, count):
 
 def kafka_python():
     topic = "kafkapython"
-    producer = kafka.KafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all")
-    futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp_ms=5_000 + i) for i in range(N)]
-    producer.flush()
-    offsets = [f.get(timeout=10).offset for f in futures]
+    offsets = []
+    for codec in CODECS:
+        compression = None if codec == "none" else codec
+        producer = kafka.KafkaProducer(bootstrap_servers=BOOTSTRAP, acks="all", compression_type=compression)
+        futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), timestamp_ms=5_000 + i)
+                   for i in range(N) if codec_of(i) == codec]
+        producer.flush()
+        offsets.extend(f.get(timeout=10).offset for f in futures)
+        producer.close()
     check("kafka-python produced offsets", offsets, list(range(N)))
     consumer = kafka.KafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id="g-kafka-python",
                                    auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=5000)
@@ -101,14 +116,17 @@ def probe_committed(topic, group):
 
 async def aio():
     topic = "aio"
-    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, enable_idempotence=True)
-    await producer.start()
-    try:
-        for i in range(N):
-            await producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
-        await producer.flush()
-    finally:
-        await producer.stop()
+    for codec in CODECS:
+        compression = None if codec == "none" else codec
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, enable_idempotence=True,
+                                             compression_type=compression)
+        await producer.start()
+        try:
+            for i in (i for i in range(N) if codec_of(i) == codec):
+                await producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
     consumer = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id="g-aio",
                                          auto_offset_reset="earliest", enable_auto_commit=False)
     await consumer.start()
