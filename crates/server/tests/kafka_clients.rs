@@ -258,14 +258,18 @@ fn kafkas_own_tools_create_describe_produce_consume_and_reset_a_group() {
     assert!(kafka_tool(topics, &create, None).contains("Created topic jt."));
     let described = kafka_tool(topics, &[&bootstrap[..], &["--describe", "--topic", "jt"]].concat(), None);
     assert!(described.contains("PartitionCount: 3") && described.contains("retention.ms=60000"), "{described}");
-    // The console producer is idempotent by default (InitProducerId, sequenced batches).
-    let lines: String = (0..30).map(|i| format!("key{i}:value{i}\n")).collect();
+    // The console producer is idempotent by default (InitProducerId,
+    // sequenced batches); six records in each codec.
     let produce = [
         &bootstrap[..],
         &["--topic", "jt", "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"],
     ]
     .concat();
-    kafka_tool("org.apache.kafka.tools.ConsoleProducer", &produce, Some(&lines));
+    for (c, codec) in ["none", "gzip", "snappy", "lz4", "zstd"].iter().enumerate() {
+        let lines: String = (c * 6..c * 6 + 6).map(|i| format!("key{i}:value{i}\n")).collect();
+        let args = [&produce[..], &["--compression-codec", codec]].concat();
+        kafka_tool("org.apache.kafka.tools.ConsoleProducer", if c == 0 { &produce } else { &args }, Some(&lines));
+    }
     assert_eq!(engine.records_in("jt").unwrap(), 30);
     let consume =
         [&bootstrap[..], &["--topic", "jt", "--from-beginning", "--max-messages", "30", "--group", "jg"]].concat();
