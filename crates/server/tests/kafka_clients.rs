@@ -175,22 +175,33 @@ fn a_group_of_three_kcat_consumers_rebalances_as_one_leaves_and_resumes_after_a_
     assert_eq!(keys, expected, "resumed at the committed offsets");
 }
 
-#[test]
-fn pythons_kafka_clients_produce_consume_in_groups_and_find_offsets_by_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_engine, endpoint) = start(dir.path());
+/// Runs tests/kafka/python_clients.py against `addr` with `args`; its stdout.
+fn python_clients(addr: std::net::SocketAddr, args: &[&str]) -> String {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka/python_clients.py");
     let output = Command::new("python3")
         .arg(&script)
-        .arg(endpoint.addr().to_string())
+        .arg(addr.to_string())
+        .args(args)
         .output()
         .expect("python3 runs (pip install confluent-kafka kafka-python aiokafka; .ci/run does)");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "python_clients.py failed:\n{stdout}\n{stderr}");
+    assert!(output.status.success(), "python_clients.py {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+#[test]
+fn pythons_kafka_clients_produce_consume_in_groups_and_find_offsets_by_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = start(dir.path());
+    let stdout = python_clients(endpoint.addr(), &[]);
     for client in ["confluent-kafka: ok", "kafka-python: ok", "aiokafka: ok"] {
         assert!(stdout.contains(client), "{client} missing from:\n{stdout}");
     }
+    // Each client's group resumes at its committed offset in a restarted server.
+    drop((endpoint, engine));
+    let (_engine, endpoint) = start(dir.path());
+    assert!(python_clients(endpoint.addr(), &["after-restart"]).contains("after restart: ok"));
 }
 
 #[test]
