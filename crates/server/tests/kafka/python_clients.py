@@ -5,7 +5,7 @@ records each, in order), consumes them back by offset and by time and in a
 consumer group that commits, and a second consumer of the group resumes
 after the commit; three consumers of one group share a topic of three
 partitions, and when one leaves the other two take its partition over from
-its committed offset (confluent-kafka); run again with
+its committed offset (confluent-kafka, kafka-python); run again with
 `after-restart` once the server has
 restarted, each client's group resumes at its committed offset.
 Run by crates/server/tests/kafka_clients.rs: python3 python_clients.py HOST:PORT [after-restart]
@@ -13,6 +13,7 @@ Exits non-zero, saying what differed, on the first wrong answer."""
 
 import asyncio
 import sys
+import threading
 import time
 
 import aiokafka
@@ -233,6 +234,76 @@ def poll_round_robin(members, count):
             return got
 
 
+class KafkaPythonMember(threading.Thread):
+    """A kafka-python consumer of a trio on a thread of its own: its poll
+    blocks in a group join until the round is over, so one thread polling
+    three members would hold up the round it waits for."""
+
+    def __init__(self, topic):
+        super().__init__(daemon=True)
+        self.consumer = kafka.KafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id="g-trio-kafka-python",
+                                            auto_offset_reset="earliest", enable_auto_commit=False)
+        self.lock, self.got, self.partitions, self.error = threading.Lock(), [], 0, None
+        self.commit, self.stop, self.committed = threading.Event(), threading.Event(), threading.Event()
+        self.start()
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                records = self.consumer.poll(timeout_ms=50)
+                with self.lock:
+                    self.got.extend(r.key for batch in records.values() for r in batch)
+                    self.partitions = len(self.consumer.assignment())
+                if self.commit.is_set() and not self.committed.is_set():
+                    try:
+                        self.consumer.commit()
+                        self.committed.set()
+                    except kafka.errors.RebalanceInProgressError:
+                        pass  # polled again, then retried, as kafka-python's message says
+        except Exception as error:  # reported by the main thread
+            self.error = error
+        finally:
+            self.consumer.close()
+
+    def take(self):
+        with self.lock:
+            if self.error is not None:
+                sys.exit(f"kafka-python trio member: {self.error!r}")
+            got, self.got = self.got, []
+            return got
+
+
+def kafka_python_trio():
+    """confluent_trio with kafka-python's consumers."""
+    topic = "trio-kafka-python"
+    trio_topic(topic)
+    members = [KafkaPythonMember(topic) for _ in range(3)]
+    wait_for("kafka-python trio: each member has a partition",
+             lambda: sum(len(m.take()) for m in members) == 0 and [m.partitions for m in members] == [1, 1, 1])
+    first = produce_keys(topic, range(300))
+    got = []
+    wait_for("kafka-python trio: the first records",
+             lambda: len(got.__iadd__(sum((m.take() for m in members), []))) >= len(first))
+    check("kafka-python trio: the first records, once each", sorted(got), sorted(first))
+    for member in members:
+        member.commit.set()
+    wait_for("kafka-python trio: commits", lambda: all(m.committed.is_set() for m in members))
+    leaving = members.pop()
+    leaving.stop.set()
+    leaving.join(30)
+    wait_for("kafka-python trio: two members hold the three partitions",
+             lambda: sum(len(m.take()) for m in members) == 0 and sum(m.partitions for m in members) == 3
+             and all(m.partitions > 0 for m in members))
+    second = produce_keys(topic, range(300, 600))
+    got = []
+    wait_for("kafka-python trio: the new records",
+             lambda: len(got.__iadd__(sum((m.take() for m in members), []))) >= len(second))
+    check("kafka-python trio after one left: the new records, once each", sorted(got), sorted(second))
+    for member in members:
+        member.stop.set()
+        member.join(30)
+
+
 def after_restart():
     """Each client's group, in a restarted server, reads only a record
     produced after its commit: the commits outlived the restart."""
@@ -275,6 +346,7 @@ admin()
 confluent_trio()
 print("confluent-kafka: ok")
 kafka_python()
+kafka_python_trio()
 print("kafka-python: ok")
 asyncio.run(aio())
 print("aiokafka: ok")
