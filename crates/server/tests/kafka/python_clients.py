@@ -5,7 +5,7 @@ records each, in order), consumes them back by offset and by time and in a
 consumer group that commits, and a second consumer of the group resumes
 after the commit; three consumers of one group share a topic of three
 partitions, and when one leaves the other two take its partition over from
-its committed offset (confluent-kafka, kafka-python); run again with
+its committed offset (confluent-kafka, kafka-python, aiokafka); run again with
 `after-restart` once the server has
 restarted, each client's group resumes at its committed offset.
 Run by crates/server/tests/kafka_clients.rs: python3 python_clients.py HOST:PORT [after-restart]
@@ -304,6 +304,52 @@ def kafka_python_trio():
         member.join(30)
 
 
+async def aio_trio():
+    """confluent_trio with aiokafka's consumers, in one event loop."""
+    topic = "trio-aio"
+    trio_topic(topic)
+    members = [aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=BOOTSTRAP, group_id="g-trio-aio",
+                                         auto_offset_reset="earliest", enable_auto_commit=False) for _ in range(3)]
+    await asyncio.gather(*(m.start() for m in members))
+    try:
+        await aio_wait("aiokafka trio: each member has a partition", members, [1, 1, 1])
+        first = produce_keys(topic, range(300))
+        got = await aio_take(members, len(first))
+        check("aiokafka trio: the first records, once each", sorted(got), sorted(first))
+        for member in members:
+            await member.commit()
+        await members.pop().stop()
+        await aio_wait("aiokafka trio: two members hold the three partitions", members, None)
+        second = produce_keys(topic, range(300, 600))
+        got = await aio_take(members, len(second))
+        check("aiokafka trio after one left: the new records, once each", sorted(got), sorted(second))
+    finally:
+        for member in members:
+            await member.stop()
+
+
+async def aio_take(members, count):
+    """Records from every member until `count` came (0: one round)."""
+    got, deadline = [], time.time() + 60
+    while True:
+        batches = await asyncio.gather(*(m.getmany(timeout_ms=100) for m in members))
+        got.extend(r.key for batch in batches for records in batch.values() for r in records)
+        if len(got) >= count or time.time() > deadline:
+            return got
+
+
+async def aio_wait(what, members, each):
+    """Until the members' assignments are `each` (None: all three partitions between them)."""
+    deadline = time.time() + 60
+    while True:
+        check(f"{what}: no records yet", await aio_take(members, 0), [])
+        sizes = [len(m.assignment()) for m in members]
+        if sizes == each or (each is None and sum(sizes) == 3 and all(sizes)):
+            return
+        if time.time() > deadline:
+            sys.exit(f"{what}: not within 60 s ({sizes})")
+
+
 def after_restart():
     """Each client's group, in a restarted server, reads only a record
     produced after its commit: the commits outlived the restart."""
@@ -349,4 +395,5 @@ kafka_python()
 kafka_python_trio()
 print("kafka-python: ok")
 asyncio.run(aio())
+asyncio.run(aio_trio())
 print("aiokafka: ok")
