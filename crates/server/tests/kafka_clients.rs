@@ -391,3 +391,92 @@ fn with_a_password_only_clients_that_authenticate_with_sasl_plain_are_served() {
     assert!(!ok, "a client without SASL was served");
     assert_eq!(engine.records_in("secure").unwrap(), 2);
 }
+
+/// Kafka's console consumer in group `group` in the background, printing
+/// `key value` lines to `out`; it commits every 100 ms and, on SIGTERM,
+/// commits and leaves its group.
+fn java_group_consumer(broker: &str, group: &str, topic: &str, out: &std::path::Path) -> std::process::Child {
+    let jars = std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/millpond/kafka-4.4.0");
+    let mut command = Command::new("java");
+    command.arg("-cp").arg(format!("{}/*", jars.display())).arg("org.apache.kafka.tools.consumer.ConsoleConsumer");
+    command.args(["--bootstrap-server", broker, "--topic", topic, "--group", group, "--from-beginning"]);
+    command.args(["--property", "print.key=true", "--property", "key.separator= "]);
+    for setting in ["session.timeout.ms=6000", "heartbeat.interval.ms=300", "auto.commit.interval.ms=100"] {
+        command.args(["--consumer-property", setting]);
+    }
+    command.stdout(std::fs::File::create(out).unwrap()).stderr(Stdio::null());
+    command.spawn().expect("java runs")
+}
+
+#[test]
+fn a_group_of_three_java_console_consumers_rebalances_as_one_leaves_and_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = start(dir.path());
+    let broker = endpoint.addr().to_string();
+    let bootstrap = ["--bootstrap-server", broker.as_str()];
+    let topics = "org.apache.kafka.tools.TopicCommand";
+    kafka_tool(topics, &[&bootstrap[..], &["--create", "--topic", "jtrio", "--partitions", "3"]].concat(), None);
+    let groups = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    let members = |group: &str| -> Vec<String> {
+        let table =
+            kafka_tool(groups, &[&bootstrap[..], &["--describe", "--members", "--group", group]].concat(), None);
+        table
+            .lines()
+            .filter(|l| l.starts_with(group))
+            .map(|l| l.split_whitespace().last().unwrap().to_owned())
+            .collect()
+    };
+    let produce = |from: usize, to: usize| {
+        let lines: String = (from..to).map(|i| format!("k{i}:v{i}\n")).collect();
+        let args = [&bootstrap[..], &["--topic", "jtrio", "--reader-property", "parse.key=true"]].concat();
+        let args = [&args[..], &["--reader-property", "key.separator=:"]].concat();
+        kafka_tool("org.apache.kafka.tools.ConsoleProducer", &args, Some(&lines));
+    };
+    let outs: Vec<std::path::PathBuf> = (0..3).map(|i| work.path().join(format!("j{i}.txt"))).collect();
+    let mut consumers: Vec<std::process::Child> =
+        outs.iter().map(|out| java_group_consumer(&broker, "jtrio-g", "jtrio", out)).collect();
+    // Records come once the group is formed (one partition each), so no rebalance rereads them.
+    wait_until("three members with a partition each", || members("jtrio-g") == ["1", "1", "1"]);
+    produce(0, 60);
+    // Record lines only (the tool also prints notices of deprecated options).
+    let keys_of = |outs: &[std::path::PathBuf]| -> Vec<String> {
+        let lines = lines_of(outs);
+        lines.iter().filter(|l| l.starts_with('k')).map(|l| l.split(' ').next().unwrap().to_owned()).collect()
+    };
+    wait_until("the three read the 60 records", || keys_of(&outs).len() >= 60);
+    stop(consumers.remove(0));
+    wait_until("two members hold the three partitions", || {
+        let held = members("jtrio-g");
+        held.len() == 2 && held.iter().map(|n| n.parse::<usize>().unwrap()).sum::<usize>() == 3
+    });
+    produce(60, 120);
+    wait_until("the two left read the next 60", || keys_of(&outs).len() >= 120);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut keys = keys_of(&outs);
+    keys.sort();
+    let mut expected: Vec<String> = (0..120).map(|i| format!("k{i}")).collect();
+    expected.sort();
+    assert_eq!(keys, expected, "every record once, the leaver's partition taken over from its commit");
+    for consumer in consumers {
+        stop(consumer);
+    }
+    // The committed offsets outlive the server: a new member reads only what came after.
+    drop((endpoint, engine));
+    let (_engine, endpoint) = start(dir.path());
+    let broker = endpoint.addr().to_string();
+    let bootstrap = ["--bootstrap-server", broker.as_str()];
+    let lines: String = (120..130).map(|i| format!("k{i}:v{i}\n")).collect();
+    let args = [&bootstrap[..], &["--topic", "jtrio", "--reader-property", "parse.key=true"]].concat();
+    let args = [&args[..], &["--reader-property", "key.separator=:"]].concat();
+    kafka_tool("org.apache.kafka.tools.ConsoleProducer", &args, Some(&lines));
+    let consume = [&bootstrap[..], &["--topic", "jtrio", "--group", "jtrio-g", "--max-messages", "10"]].concat();
+    let consume = [&consume[..], &["--property", "print.key=true", "--property", "key.separator= "]].concat();
+    let consumed = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", &consume, None);
+    let mut keys: Vec<&str> =
+        consumed.lines().filter(|l| l.starts_with('k')).map(|l| l.split(' ').next().unwrap()).collect();
+    keys.sort_unstable();
+    let mut expected: Vec<String> = (120..130).map(|i| format!("k{i}")).collect();
+    expected.sort();
+    assert_eq!(keys, expected, "resumed at the committed offsets");
+}
