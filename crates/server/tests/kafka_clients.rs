@@ -335,6 +335,18 @@ fn kafkas_own_tools_create_describe_produce_consume_and_reset_a_group() {
     let lines: String = (30..230).map(|i| format!("key{i}:value{i}\n")).collect();
     kafka_tool("org.apache.kafka.tools.ConsoleProducer", &produce, Some(&lines));
     assert_eq!(engine.records_in("jt").unwrap(), 230);
+    // By offset (the console consumer at a partition and offset) and by time
+    // (kafka-get-offsets --time: ListOffsets with a timestamp).
+    let first_of_0 = [&bootstrap[..], &["--topic", "jt", "--partition", "0", "--offset", "0", "--max-messages", "1"]];
+    let first_value = kafka_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", &first_of_0.concat(), None);
+    assert!(first_value.lines().any(|l| l.starts_with("value")), "{first_value}");
+    let by_time = [&bootstrap[..], &["--topic", "jt", "--partitions", "0", "--time", "0"]].concat();
+    let at_zero = kafka_tool("org.apache.kafka.tools.GetOffsetShell", &by_time, None);
+    assert_eq!(at_zero.trim(), "jt:0:0", "the first record at or after time 0 is offset 0");
+    let far = [&bootstrap[..], &["--topic", "jt", "--partitions", "0", "--time", "99999999999999"]].concat();
+    let after_all = kafka_tool("org.apache.kafka.tools.GetOffsetShell", &far, None);
+    // No record that late: offset -1, which the tool leaves out (as with Kafka).
+    assert!(after_all.trim().is_empty(), "no record that late: {after_all}");
     // kafka-get-offsets: each partition's end offset.
     let ends =
         kafka_tool("org.apache.kafka.tools.GetOffsetShell", &[&bootstrap[..], &["--topic", "jt"]].concat(), None);

@@ -146,6 +146,21 @@ async def aio():
     finally:
         await consumer.stop()
     check("aiokafka group consumer", got, [(i, f"k{i}".encode()) for i in range(N)])
+    # By time (aiokafka stamps records with its clock: the middle record's
+    # own timestamp finds it) and by offset.
+    probe = aiokafka.AIOKafkaConsumer(bootstrap_servers=BOOTSTRAP, enable_auto_commit=False)
+    await probe.start()
+    try:
+        partition = aiokafka.TopicPartition(topic, 0)
+        probe.assign([partition])
+        probe.seek(partition, 100)
+        records = (await probe.getmany(partition, timeout_ms=5000, max_records=1))[partition]
+        check("aiokafka seek to an offset", [(r.offset, r.key) for r in records], [(100, b"k100")])
+        found = await probe.offsets_for_times({partition: records[0].timestamp})
+        check("aiokafka offsets_for_times", found[partition].offset <= 100, True)
+        check("aiokafka offsets_for_times: the first at that time", found[partition].timestamp, records[0].timestamp)
+    finally:
+        await probe.stop()
 
 
 def admin():
