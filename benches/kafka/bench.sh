@@ -24,35 +24,14 @@ set -euo pipefail
 bin=${1:?the millpond binary}
 n_small=${2:-2000000}
 n_large=${3:-500000}
-jars="$HOME/.cache/millpond/kafka-4.4.0"
-[ -f "$jars/kafka-tools-4.4.0.jar" ] \
-  || mvn -q -f "$(dirname "$0")/pom.xml" dependency:copy-dependencies -DoutputDirectory="$jars"
 work=${BENCH_DIR:-/tmp/kafka-bench}
 passes_only=${BENCH_PASSES_ONLY:-0}
 [ "$passes_only" = 1 ] || { rm -rf "$work" && mkdir -p "$work"; }
-java_run() { java -Xmx1g -cp "$jars/*" "$@"; }
-
-# Apache Kafka: a KRaft broker and controller in one process.
-cat > "$work/server.properties" <<PROPS
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:29093
-listeners=PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093
-advertised.listeners=PLAINTEXT://127.0.0.1:29092
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs=$work/kafka-data
-num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-group.initial.rebalance.delay.ms=0
-PROPS
-[ "$passes_only" = 1 ] || java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
-  -c "$work/server.properties" > "$work/format.log" 2>&1
-# Not through java_run: $! must be the JVM's pid for the trap to stop it.
-java -Xmx2g -cp "$jars/*" kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
-kafka_pid=$!
+# shellcheck source=benches/kafka/broker.sh
+. "$(dirname "$0")/broker.sh"
+kafka_pid= millpond_pid=
+trap 'kill $kafka_pid $millpond_pid 2>/dev/null; wait 2>/dev/null' EXIT
+kafka_broker_start "$work" "$([ "$passes_only" = 1 ] && echo 0 || echo 1)"
 start_millpond() { # [serve flags...]
   # No initial rebalance delay, as the Kafka broker above (its 3 s default would be in every consume figure).
   "$bin" --data-dir "$work/millpond-data" serve --pg-listen 127.0.0.1:26875 --kafka-listen 127.0.0.1:19092 \
@@ -67,11 +46,6 @@ start_millpond() { # [serve flags...]
 }
 stop_millpond() { kill "$millpond_pid" 2>/dev/null; wait "$millpond_pid" 2>/dev/null || true; }
 start_millpond
-trap 'kill $kafka_pid $millpond_pid 2>/dev/null; wait 2>/dev/null' EXIT
-for _ in $(seq 1 60); do
-  java_run org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:29092 --list > /dev/null 2>&1 && break
-  sleep 1
-done
 
 topic() { # server name [configs...]
   local server=$1 name=$2; shift 2

@@ -15,37 +15,17 @@ bin=${1:?the millpond binary}
 size=${2:-1024}
 records=${3:-500000}
 rounds=${4:-5}
-jars="$HOME/.cache/millpond/kafka-4.4.0"
 work=${BENCH_DIR:-/tmp/kafka-produce-rounds}
 rm -rf "$work" && mkdir -p "$work"
-java_run() { java -Xmx1g -cp "$jars/*" "$@"; }
-
-cat > "$work/server.properties" <<PROPS
-process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:29093
-listeners=PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093
-advertised.listeners=PLAINTEXT://127.0.0.1:29092
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs=$work/kafka-data
-num.partitions=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-PROPS
-java_run kafka.tools.StorageTool format -t "$(java_run kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
-  -c "$work/server.properties" > "$work/format.log" 2>&1
-java -Xmx2g -cp "$jars/*" kafka.Kafka "$work/server.properties" > "$work/kafka.log" 2>&1 &
-kafka_pid=$!
+# shellcheck source=benches/kafka/broker.sh
+. "$(dirname "$0")/broker.sh"
+kafka_pid= millpond_pid=
+trap 'kill $kafka_pid $millpond_pid 2>/dev/null; wait 2>/dev/null' EXIT
+kafka_broker_start "$work" 1
 "$bin" --data-dir "$work/millpond-data" serve --pg-listen 127.0.0.1:26875 --kafka-listen 127.0.0.1:19092 \
   > "$work/millpond.log" 2>&1 &
 millpond_pid=$!
-trap 'kill $kafka_pid $millpond_pid 2>/dev/null; wait 2>/dev/null' EXIT
-for _ in $(seq 1 60); do
-  java_run org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:29092 --list > /dev/null 2>&1 && break
-  sleep 1
-done
+sleep 2
 
 results="$work/results.txt"
 : > "$results"
