@@ -185,14 +185,9 @@ impl Topics {
         Ok(self.log.fetch(topic, partition, offset, max_bytes)?)
     }
 
-    /// [`Topics::fetch`] of the batches as stored (compressed ones
-    /// compressed, where `fetch` decompresses them): what a Kafka consumer is sent.
-    pub fn fetch_stored(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
-        Ok(self.log.fetch_stored(topic, partition, offset, max_bytes)?)
-    }
-
-    /// Where [`Topics::fetch_stored`]'s batches lie in their segment file,
-    /// none reaching `end_offset`: what a server sends with `sendfile`.
+    /// Where the batches a fetch at `offset` would return lie in their
+    /// segment file, as stored (compressed ones compressed), none reaching
+    /// `end_offset`: what a Kafka consumer is sent, with `sendfile`.
     pub fn fetch_slice(
         &self,
         topic: &str,
