@@ -47,7 +47,22 @@ pub const BATCH_BYTES_LIMIT: usize = 64 * 1024 * 1024;
 
 const CRC_START: usize = 21;
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
-const ATTR_CONTROL: i16 = 0x20;
+/// Attribute bit 4: the batch belongs to a transaction.
+pub const ATTR_TRANSACTIONAL: i16 = 0x10;
+/// Attribute bit 5: a control batch (a transaction marker), written only by
+/// the transaction coordinator, never by a client.
+pub const ATTR_CONTROL: i16 = 0x20;
+/// Bytes of a control record's key: version (i16, 0) and type (i16).
+const CONTROL_KEY_BYTES: usize = 4;
+
+/// What a control batch marks (its record's key type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlType {
+    /// Type 0: the producer's transaction is aborted here.
+    Abort,
+    /// Type 1: the producer's transaction is committed here.
+    Commit,
+}
 
 /// A header attached to a record: a UTF-8 key and an optional value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -83,7 +98,7 @@ pub enum BatchError {
     BadMagic { magic: i8 },
     #[error("CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     BadCrc { stored: u32, computed: u32 },
-    #[error("unsupported attributes {attributes:#06x} (an unknown compression codec, or a control batch)")]
+    #[error("unsupported attributes {attributes:#06x} (an unknown compression codec, or a malformed control batch)")]
     UnsupportedAttributes { attributes: i16 },
     #[error("{codec} batch does not decompress: {reason}")]
     Decompression { codec: &'static str, reason: String },
@@ -213,7 +228,7 @@ impl<'a> BatchView<'a> {
         }
         let view = BatchView { bytes };
         let attributes = view.attributes();
-        if Codec::of_attributes(attributes).is_none() || attributes & ATTR_CONTROL != 0 {
+        if Codec::of_attributes(attributes).is_none() {
             return Err(BatchError::UnsupportedAttributes { attributes });
         }
         if view.last_offset_delta() < 0 || view.record_count() < 0 {
@@ -234,7 +249,54 @@ impl<'a> BatchView<'a> {
         if !view.is_compressed() {
             view.check_records()?;
         }
+        if view.is_control() {
+            view.check_control()?;
+        }
         Ok(view)
+    }
+
+    /// A control batch is transactional, uncompressed, of a producer, and
+    /// holds one record whose key is version 0 and type abort or commit.
+    fn check_control(&self) -> Result<(), BatchError> {
+        let attributes = self.attributes();
+        let bad = Err(BatchError::UnsupportedAttributes { attributes });
+        if !self.is_transactional() || self.is_compressed() || self.producer_id() < 0 || self.record_count() != 1 {
+            return bad;
+        }
+        if self.control_type().is_none() { bad } else { Ok(()) }
+    }
+
+    /// Whether this is a control batch (a transaction marker).
+    pub fn is_control(&self) -> bool {
+        self.attributes() & ATTR_CONTROL != 0
+    }
+
+    /// Whether this batch belongs to a transaction (data or marker).
+    pub fn is_transactional(&self) -> bool {
+        self.attributes() & ATTR_TRANSACTIONAL != 0
+    }
+
+    /// The producer id (-1: none).
+    pub fn producer_id(&self) -> i64 {
+        self.i64_at(43)
+    }
+
+    pub fn producer_epoch(&self) -> i16 {
+        self.i16_at(51)
+    }
+
+    /// What a control batch marks; `None` for a data batch or an unknown type.
+    pub fn control_type(&self) -> Option<ControlType> {
+        if !self.is_control() || self.is_compressed() {
+            return None;
+        }
+        let record = self.records().next()?;
+        let key = record.key.filter(|key| key.len() == CONTROL_KEY_BYTES)?;
+        match (i16::from_be_bytes([key[0], key[1]]), i16::from_be_bytes([key[2], key[3]])) {
+            (0, 0) => Some(ControlType::Abort),
+            (0, 1) => Some(ControlType::Commit),
+            _ => None,
+        }
     }
 
     /// Whether its records are compressed (readers see them through
@@ -639,6 +701,51 @@ pub fn encode_batch<'r>(
     let crc = crc32c::crc32c(&out[start + CRC_START..]);
     out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
     debug_assert!(BatchView::parse(&out[start..]).is_ok(), "an encoded batch parses back");
+    size
+}
+
+/// The producer fields and marker of a control batch ([`encode_control`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControlMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub control: ControlType,
+    /// The transaction coordinator's epoch (0 for the one coordinator).
+    pub coordinator_epoch: i32,
+    pub timestamp_ms: i64,
+}
+
+/// Appends a control batch (Kafka's transaction marker) to `out`: one
+/// record, key `[version 0, type]`, value `[version 0, coordinator epoch]`,
+/// attributes transactional + control, the producer's id and epoch, base
+/// sequence -1. Returns its size in bytes.
+pub fn encode_control(out: &mut Vec<u8>, base_offset: u64, marker: ControlMarker) -> usize {
+    assert!(marker.producer_id >= 0, "a marker belongs to a producer");
+    let kind: i16 = match marker.control {
+        ControlType::Abort => 0,
+        ControlType::Commit => 1,
+    };
+    let mut key = [0u8; CONTROL_KEY_BYTES];
+    key[2..].copy_from_slice(&kind.to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..].copy_from_slice(&marker.coordinator_epoch.to_be_bytes());
+    let start = out.len();
+    let record = EncodeRecord {
+        offset_delta: 0,
+        timestamp_ms: marker.timestamp_ms,
+        key: Some(&key),
+        value: Some(&value),
+        headers: &[],
+    };
+    let size = encode_batch(out, base_offset, 0, [record]);
+    let header = &mut out[start..start + BATCH_HEADER_BYTES];
+    header[21..23].copy_from_slice(&(ATTR_TRANSACTIONAL | ATTR_CONTROL).to_be_bytes());
+    header[43..51].copy_from_slice(&marker.producer_id.to_be_bytes());
+    header[51..53].copy_from_slice(&marker.producer_epoch.to_be_bytes());
+    let crc = crc32c::crc32c(&out[start + CRC_START..]);
+    out[start + 17..start + 21].copy_from_slice(&crc.to_be_bytes());
+    let view = BatchView::parse(&out[start..]).expect("an encoded marker parses back");
+    assert_eq!(view.control_type(), Some(marker.control), "the marker reads back as written");
     size
 }
 

@@ -7,6 +7,10 @@
 //! - Surviving records keep their offsets; each batch keeps its base offset
 //!   and last offset delta, so offsets are never reused (gaps are allowed).
 //! - A tombstone is kept until `timestamp + delete_retention_ms <= now`.
+//! - Nothing at or past the last stable offset is cleaned; records of
+//!   aborted transactions and transaction markers are removed, committed
+//!   transactional records are kept like any other (without producer
+//!   fields, as every rewritten batch).
 //! - The swap is crash-atomic. Steps: write `<first>.log.cleaned` and sync
 //!   it; rename it to `<first>-<end>.swap` and sync the directory (the commit
 //!   point); delete the old segments with base offsets in `[first, end)`;
@@ -85,16 +89,26 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
         return Ok(stats);
     }
     let segments = partition.segments();
-    // Closed segments that end at or below the cleanable limit.
-    let limit = partition.cleanable_below.load(std::sync::atomic::Ordering::Acquire);
+    // Closed segments that end at or below the cleanable limit and the last
+    // stable offset (an open transaction's records are not yet decided).
+    let limit =
+        partition.cleanable_below.load(std::sync::atomic::Ordering::Acquire).min(partition.last_stable_offset());
     let cleanable = (0..segments.len() - 1).take_while(|&i| segments[i + 1].base_offset <= limit).count();
     let (closed, rest) = segments.split_at(cleanable);
     if closed.is_empty() {
         return Ok(stats);
     }
+    // Aborted transactions' records are removed and never count as a key's
+    // latest; markers are removed (kept data is rewritten without producer
+    // fields, so no reader needs them).
+    let aborted = partition.aborted_in(closed[0].base_offset, rest[0].base_offset);
+    let decided = |batch: &batch::BatchView<'_>| !batch.is_control() && !aborted.iter().any(|a| a.covers(batch));
     let mut latest: HashMap<Vec<u8>, u64> = HashMap::new();
     for segment in closed {
         for_each_batch(partition, segment, |batch| {
+            if !decided(batch) {
+                return Ok(());
+            }
             for record in batch.records() {
                 // Appends to compacted topics need keys, but a topic switched
                 // to compaction by hand may hold unkeyed records: refuse.
@@ -147,7 +161,7 @@ pub(crate) fn compact(partition: &Partition) -> Result<CompactionStats> {
             end += 1;
         }
         let end_offset = base_after(end);
-        clean_group(partition, &closed[start..end], end_offset, &keep, &mut stats)?;
+        clean_group(partition, &closed[start..end], end_offset, &decided, &keep, &mut stats)?;
         start = end;
     }
     Ok(stats)
@@ -157,6 +171,7 @@ fn clean_group(
     partition: &Partition,
     group: &[Arc<Segment>],
     end_offset: u64,
+    decided: &dyn Fn(&batch::BatchView<'_>) -> bool,
     keep: &dyn Fn(&batch::RecordView<'_>) -> bool,
     stats: &mut CompactionStats,
 ) -> Result<()> {
@@ -168,7 +183,8 @@ fn clean_group(
     for segment in group {
         before += segment.visible_bytes();
         for_each_batch(partition, segment, |batch| {
-            let survivors: Vec<_> = batch.records().filter(|r| keep(r)).collect();
+            let decided = decided(batch);
+            let survivors: Vec<_> = batch.records().filter(|r| decided && keep(r)).collect();
             removed += (batch.record_count() as usize - survivors.len()) as u64;
             if survivors.is_empty() {
                 return Ok(());

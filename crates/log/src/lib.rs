@@ -17,6 +17,8 @@
 //! - `meta`: topic metadata (`meta.json`) and topic incarnation ids.
 //! - `offsets`: the consumer-offsets topic.
 //! - `start`: where a reader starts (offset, end, time, a group's commit).
+//! - `transactions`: a partition's open transactions, its last stable
+//!   offset and aborted ranges (Kafka's transactions, read committed).
 //! - [`clock`]: time behind a trait, with a manual clock for tests.
 //! - [`storage`]: file I/O behind a trait: the filesystem, an in-memory
 //!   double that models crashes, and fault injection.
@@ -40,8 +42,9 @@ pub mod reader;
 mod segment;
 mod start;
 pub mod storage;
+mod transactions;
 
-pub use batch::{BatchView, EncodeRecord, Header, Record, RecordView};
+pub use batch::{BatchView, ControlMarker, ControlType, EncodeRecord, Header, Record, RecordView};
 pub use cleaner::CompactionStats;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{CleanupPolicy, FlushPolicy, TopicConfig};
@@ -55,3 +58,4 @@ pub use partition::{AppendInfo, CutReason, PartitionInfo, RecoveryCut};
 pub use reader::{OffsetRecord, PartitionReader};
 pub use start::{Resolved, Start};
 pub use storage::{FaultPlan, FaultStorage, MemStorage, RealStorage, Storage};
+pub use transactions::AbortedTxn;

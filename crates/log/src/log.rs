@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::batch::{self, BatchView, EncodeRecord, Record, RecordView};
+use crate::batch::{self, BatchView, ControlMarker, EncodeRecord, Record, RecordView};
 use crate::cleaner::{self, CompactionStats};
 use crate::clock::{Clock, SystemClock};
 use crate::config::TopicConfig;
@@ -28,6 +28,7 @@ use crate::offsets::{self, GroupOffsets};
 use crate::partition::{self, AppendInfo, Partition, PartitionInfo, RecoveryCut};
 use crate::partitioner;
 use crate::storage::{self, LockGuard, RealStorage, Storage};
+use crate::transactions::AbortedTxn;
 
 /// The internal compacted topic holding committed consumer offsets.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -178,8 +179,13 @@ pub struct Fetch {
     pub partition: u32,
     /// The offset asked for; records below it in the first batch are skipped by [`Fetch::records`].
     pub offset: u64,
-    pub high_watermark: u64,
+    /// Where this fetch could read to: the last stable offset for a
+    /// committed read ([`Log::fetch`]), the high watermark for an
+    /// uncommitted one ([`Log::fetch_uncommitted`]).
+    pub end_offset: u64,
     pub low_watermark: u64,
+    /// Aborted transactions overlapping the batches (committed reads only).
+    pub aborted: Vec<AbortedTxn>,
     bytes: Vec<u8>,
 }
 
@@ -206,14 +212,20 @@ impl Fetch {
             Some(batch)
         })
     }
-    /// Records at or after the requested offset, in offset order.
+    /// The batches that hold records a reader sees: not control batches
+    /// (transaction markers), not batches of an aborted transaction.
+    pub fn data_batches(&self) -> impl Iterator<Item = BatchView<'_>> {
+        self.batches().filter(|b| !b.is_control() && !self.aborted.iter().any(|a| a.covers(b)))
+    }
+    /// Records at or after the requested offset, in offset order: those of
+    /// [`Fetch::data_batches`].
     pub fn records(&self) -> impl Iterator<Item = RecordView<'_>> {
         let from = self.offset;
-        self.batches().flat_map(|b| b.records()).filter(move |r| r.offset >= from)
+        self.data_batches().flat_map(|b| b.records()).filter(move |r| r.offset >= from)
     }
     /// Where the next fetch should start.
     pub fn next_offset(&self) -> u64 {
-        self.batches().last().map_or(self.high_watermark.max(self.offset), |b| b.last_offset() + 1)
+        self.batches().last().map_or(self.end_offset.max(self.offset), |b| b.last_offset() + 1)
     }
 }
 
@@ -589,15 +601,35 @@ impl Log {
     }
 
     /// Reads whole batches starting at the one holding `offset` (or the next
-    /// offset present), up to about `max_bytes` but always at least one batch.
-    /// An offset below the low watermark or above the high watermark is
-    /// [`Error::OffsetOutOfRange`]; at the high watermark the fetch is empty.
+    /// offset present), up to about `max_bytes` but always at least one
+    /// batch, committed data only: no batch reaching the last stable offset
+    /// (the first offset of an open transaction; the high watermark when
+    /// none is open), with the aborted transactions among them, which
+    /// [`Fetch::records`] skips (as it skips transaction markers). An
+    /// offset below the low watermark or above the high watermark is
+    /// [`Error::OffsetOutOfRange`]; at the last stable offset the fetch is
+    /// empty.
     ///
     /// Compressed batches come decompressed ([`batch::normalize_into`]), so
     /// [`Fetch::records`] reads any batch; [`Log::fetch_stored`] gives the
     /// bytes as stored.
     pub fn fetch(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
-        let mut fetch = self.fetch_stored(topic, partition, offset, max_bytes)?;
+        let (bytes, end_offset, low_watermark, aborted) =
+            self.partition(topic, partition)?.read_committed(offset, max_bytes)?;
+        let fetch = Fetch { partition, offset, end_offset, low_watermark, aborted, bytes };
+        Self::normalize(topic, fetch)
+    }
+
+    /// [`Log::fetch`] of everything up to the high watermark, open and
+    /// aborted transactions included (a read_uncommitted reader; the
+    /// producer state a Kafka endpoint rebuilds). Markers are still not records.
+    pub fn fetch_uncommitted(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
+        Self::normalize(topic, self.fetch_stored(topic, partition, offset, max_bytes)?)
+    }
+
+    /// `fetch` with its compressed batches decompressed.
+    fn normalize(topic: &str, mut fetch: Fetch) -> Result<Fetch> {
+        let (partition, offset) = (fetch.partition, fetch.offset);
         if let std::borrow::Cow::Owned(bytes) =
             batch::normalized(&fetch.bytes).map_err(|reason| Error::CorruptBatch {
                 topic: topic.to_owned(),
@@ -616,9 +648,9 @@ impl Log {
     /// [`Log::fetch`] of the batches as they are stored (compressed ones
     /// compressed): what a Kafka consumer is sent.
     pub fn fetch_stored(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
-        let (bytes, high_watermark, low_watermark) = self.partition(topic, partition)?.read(offset, max_bytes)?;
+        let (bytes, end_offset, low_watermark) = self.partition(topic, partition)?.read(offset, max_bytes)?;
         debug_assert!(batch::Batches::new(&bytes).count() > 0 || bytes.is_empty());
-        Ok(Fetch { partition, offset, high_watermark, low_watermark, bytes })
+        Ok(Fetch { partition, offset, end_offset, low_watermark, aborted: Vec::new(), bytes })
     }
 
     /// Where the batches [`Log::fetch_stored`] would return lie, without
@@ -648,6 +680,39 @@ impl Log {
     /// The next offset to be written (and the end of what readers may read).
     pub fn high_watermark(&self, topic: &str, partition: u32) -> Result<u64> {
         Ok(self.partition(topic, partition)?.high_watermark())
+    }
+
+    /// The last stable offset: the first offset of the earliest open
+    /// transaction, the high watermark when none is open. Committed
+    /// readers ([`Log::fetch`]) read up to it.
+    pub fn last_stable_offset(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.partition(topic, partition)?.last_stable_offset())
+    }
+
+    /// Aborted transactions of one partition that overlap `[from, to)`:
+    /// what a Kafka Fetch answer lists for a read_committed consumer.
+    pub fn aborted_transactions(&self, topic: &str, partition: u32, from: u64, to: u64) -> Result<Vec<AbortedTxn>> {
+        Ok(self.partition(topic, partition)?.aborted_in(from, to))
+    }
+
+    /// Open transactions of one partition: producer id and first offset.
+    pub fn open_transactions(&self, topic: &str, partition: u32) -> Result<Vec<(i64, u64)>> {
+        Ok(self.partition(topic, partition)?.open_transactions())
+    }
+
+    /// Appends a transaction marker ([`batch::encode_control`]) that ends
+    /// `marker`'s producer's transaction in this partition, and returns once
+    /// it is durable (synced, whatever the topic's flush policy: a
+    /// coordinator records a transaction complete only after its markers
+    /// are). Only a transaction coordinator calls this; internal topics are
+    /// refused, as by [`Log::append`].
+    pub fn append_control(&self, topic: &str, partition: u32, marker: ControlMarker) -> Result<AppendInfo> {
+        refuse_internal(topic, "given a transaction marker")?;
+        self.check_open()?;
+        let partition = self.partition(topic, partition)?;
+        let (info, _) = partition.write_control(marker)?;
+        partition.sync_until(info.last_offset + 1)?;
+        Ok(info)
     }
 
     /// The first offset whose timestamp is >= `timestamp_ms`, or the high

@@ -23,6 +23,7 @@ use crate::config::{FlushPolicy, TopicConfig};
 use crate::error::{Error, Result};
 use crate::segment::{self, OffsetEntry, OffsetRules, Segment, Tail, TimeEntry};
 use crate::storage::{OpenMode, Storage, StorageFile};
+use crate::transactions::{self, AbortedTxn, Transactions, TxnBatch};
 
 /// Syncs of one partition that may run at once. Measured (`millpond bench
 /// log`, ext4 on virtio): allowing 2 did not lower ack latency, because the
@@ -173,6 +174,11 @@ pub(crate) struct Partition {
     persisted_cleanable_below: AtomicU64,
     /// What recovery cut from the last segment when this handle opened.
     pub(crate) recovery_cut: Option<RecoveryCut>,
+    /// Open transactions and aborted ranges (changed under the writer lock,
+    /// before the high watermark covers the batch that changes them).
+    transactions: Mutex<Transactions>,
+    /// The `transactional` marker file exists.
+    transactional: AtomicBool,
     /// Set when the topic is deleted: this handle may outlive the directory
     /// (a background pass or an appender may hold it) and must not touch a
     /// directory that a new topic of the same name may own.
@@ -327,8 +333,103 @@ impl Partition {
             cleanable_below: AtomicU64::new(cleanable_below),
             persisted_cleanable_below: AtomicU64::new(cleanable_below),
             recovery_cut,
+            transactions: Mutex::new(Transactions::default()),
+            transactional: AtomicBool::new(false),
             retired: AtomicBool::new(false),
         })
+        .and_then(Partition::load_transactions)
+    }
+
+    /// Rebuilds the open transactions and aborted ranges from the batch
+    /// headers, if the partition ever held a transactional batch.
+    fn load_transactions(self) -> Result<Partition> {
+        let marker = self.dir.join(transactions::MARKER_FILE);
+        if !self.storage.exists(&marker) {
+            return Ok(self);
+        }
+        self.transactional.store(true, Ordering::Release);
+        let mut txns = Transactions::default();
+        for segment in self.segments().iter() {
+            segment
+                .for_each_txn_batch(|batch| {
+                    txns.apply(batch);
+                })
+                .map_err(|e| self.corrupt(segment, e))?;
+        }
+        *self.transactions.lock().expect("transactions lock") = txns;
+        Ok(self)
+    }
+
+    /// Creates the `transactional` marker file durably, once, before the
+    /// first transactional batch is written (the writer lock is held).
+    fn mark_transactional(&self) -> Result<()> {
+        if self.transactional.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let path = self.dir.join(transactions::MARKER_FILE);
+        let file = self.storage.open(&path, OpenMode::Truncate).map_err(Error::io("creating", &path))?;
+        file.sync_all().map_err(Error::io("syncing", &path))?;
+        sync_dir(&*self.storage, &self.dir)?;
+        self.transactional.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The last stable offset: the first offset of the earliest open
+    /// transaction, or the high watermark (read first: a batch's effect on
+    /// the transactions precedes the high watermark covering it).
+    pub(crate) fn last_stable_offset(&self) -> u64 {
+        let high = self.high_watermark();
+        let first_open = self.transactions.lock().expect("transactions lock").first_open_offset();
+        first_open.map_or(high, |first| first.min(high))
+    }
+
+    /// Open transactions here: producer id and first offset.
+    pub(crate) fn open_transactions(&self) -> Vec<(i64, u64)> {
+        self.transactions.lock().expect("transactions lock").open()
+    }
+
+    /// Aborted ranges that overlap `[from, to)`.
+    pub(crate) fn aborted_in(&self, from: u64, to: u64) -> Vec<AbortedTxn> {
+        self.transactions.lock().expect("transactions lock").aborted_in(from, to)
+    }
+
+    /// Writes `bytes` (one batch at the next offset) after applying what it
+    /// does to the transactions, undone if the write fails.
+    fn write_txn_locked(
+        &self,
+        writer: &mut Writer,
+        bytes: &[u8],
+        count: u64,
+        max_timestamp: i64,
+        txn: Option<TxnBatch>,
+    ) -> Result<(AppendInfo, bool)> {
+        let Some(txn) = txn else { return self.write_locked(writer, bytes, count, max_timestamp) };
+        self.mark_transactional()?;
+        let applied = self.transactions.lock().expect("transactions lock").apply(txn);
+        let written = self.write_locked(writer, bytes, count, max_timestamp);
+        if written.is_err() {
+            self.transactions.lock().expect("transactions lock").undo(applied);
+        }
+        written
+    }
+
+    /// Appends a transaction marker (a control batch) for `marker`'s
+    /// producer: it ends the producer's open transaction here (recording
+    /// the aborted range for an abort). Only the transaction coordinator
+    /// writes markers; one for a producer with nothing open here is
+    /// written and changes nothing.
+    pub(crate) fn write_control(&self, marker: batch::ControlMarker) -> Result<(AppendInfo, bool)> {
+        self.check_healthy()?;
+        let mut guard = self.writer.lock().expect("writer lock");
+        let writer = &mut *guard;
+        let offset = writer.next_offset;
+        let mut buffer = std::mem::take(&mut writer.buffer);
+        buffer.clear();
+        batch::encode_control(&mut buffer, offset, marker);
+        let txn = TxnBatch::Marker { producer_id: marker.producer_id, offset, control: marker.control };
+        let written = self.write_txn_locked(writer, &buffer, 1, marker.timestamp_ms, Some(txn));
+        writer.buffer = buffer;
+        written
     }
 
     pub(crate) fn segments(&self) -> Arc<Vec<Arc<Segment>>> {
@@ -439,7 +540,7 @@ impl Partition {
     /// outside the CRC; every other byte is stored as produced.
     pub(crate) fn write_produced(&self, bytes: &mut [u8]) -> Result<(AppendInfo, bool)> {
         let invalid = |reason| Error::InvalidBatch { topic: self.topic.clone(), partition: self.id, reason };
-        let (count, max_timestamp) = {
+        let (count, max_timestamp, transactional_producer) = {
             let view = batch::BatchView::parse(bytes).map_err(invalid)?;
             if view.size_bytes() != bytes.len() {
                 return Err(invalid(batch::BatchError::BadRecord { index: 0, reason: "bytes after the batch" }));
@@ -451,14 +552,17 @@ impl Partition {
             if self.compacts && view.records().any(|r| r.key.is_none()) {
                 return Err(Error::KeyRequired(self.topic.clone()));
             }
-            (view.record_count() as u64, view.max_timestamp())
+            let producer = view.is_transactional().then_some(view.producer_id());
+            (view.record_count() as u64, view.max_timestamp(), producer)
         };
         self.check_healthy()?;
         let mut guard = self.writer.lock().expect("writer lock");
         let writer = &mut *guard;
-        batch::set_base_offset(bytes, writer.next_offset);
+        let base_offset = writer.next_offset;
+        batch::set_base_offset(bytes, base_offset);
         debug_assert!(batch::BatchView::parse(bytes).is_ok(), "the rewritten header keeps the batch valid");
-        self.write_locked(writer, bytes, count, max_timestamp)
+        let txn = transactional_producer.map(|producer_id| TxnBatch::Data { producer_id, base_offset });
+        self.write_txn_locked(writer, bytes, count, max_timestamp, txn)
     }
 
     /// The part of an append under the writer lock: `bytes` is one batch
@@ -688,10 +792,11 @@ impl Partition {
         }
     }
 
-    /// Waits until the high watermark is above `offset` or `timeout` passes.
-    /// Returns whether data at `offset` is available.
+    /// Waits until the last stable offset (the high watermark, unless a
+    /// transaction is open) is above `offset` or `timeout` passes. Returns
+    /// whether committed data at `offset` is available.
     pub(crate) fn wait_for(&self, offset: u64, timeout: Duration) -> bool {
-        if self.high_watermark() > offset {
+        if self.last_stable_offset() > offset {
             return true;
         }
         // Far-future timeouts (Duration::MAX) wait in slices instead of overflowing.
@@ -701,7 +806,7 @@ impl Partition {
         self.waiters.fetch_add(1, Ordering::SeqCst);
         let mut guard = self.wake.0.lock().expect("wake lock");
         let available = loop {
-            if self.high_watermark() > offset {
+            if self.last_stable_offset() > offset {
                 break true;
             }
             let now = Instant::now();
@@ -754,6 +859,30 @@ impl Partition {
             Ok(Some(bytes))
         })?;
         Ok((bytes.unwrap_or_default(), high, low))
+    }
+
+    /// [`Partition::read`] for a read_committed reader: no batch reaching
+    /// the last stable offset (read before the batches), and the aborted
+    /// ranges that overlap what is returned. Returns the bytes, the last
+    /// stable offset, the low watermark and those ranges.
+    pub(crate) fn read_committed(&self, offset: u64, max_bytes: usize) -> Result<(Vec<u8>, u64, u64, Vec<AbortedTxn>)> {
+        let stable = self.last_stable_offset();
+        let (mut bytes, high, low) = self.read(offset, max_bytes)?;
+        debug_assert!(stable <= high, "the stable offset never passes the high watermark");
+        let mut end = 0;
+        while end < bytes.len() {
+            let batch = batch::BatchView::from_validated(&bytes[end..]);
+            if batch.last_offset() >= stable {
+                break;
+            }
+            end += batch.size_bytes();
+        }
+        bytes.truncate(end);
+        let aborted = match batch::Batches::new(&bytes).last() {
+            Some(last) if self.transactional.load(Ordering::Acquire) => self.aborted_in(offset, last.last_offset() + 1),
+            _ => Vec::new(),
+        };
+        Ok((bytes, stable, low, aborted))
     }
 
     /// Where [`Partition::read`]'s batches lie in their segment file, none
@@ -880,6 +1009,7 @@ impl Partition {
         for segment in removed {
             delete_segment_files(&*self.storage, &self.dir, segment.base_offset)?;
         }
+        self.transactions.lock().expect("transactions lock").forget_below(self.low_watermark());
         sync_dir(&*self.storage, &self.dir)
     }
 
@@ -1011,6 +1141,12 @@ impl IndexAppender {
 /// least one record, offset deltas 0, 1, …, count − 1, and none of what
 /// only a broker writes (control batches). `view` is uncompressed.
 fn check_produced(view: &batch::BatchView<'_>) -> std::result::Result<(), batch::BatchError> {
+    if view.is_control() {
+        return Err(batch::BatchError::UnsupportedAttributes { attributes: view.attributes() });
+    }
+    if view.is_transactional() && view.producer_id() < 0 {
+        return Err(batch::BatchError::BadRecord { index: 0, reason: "a transactional batch without a producer id" });
+    }
     let count = view.record_count();
     if count == 0 || view.last_offset_delta() != count - 1 {
         return Err(batch::BatchError::BadRecord { index: 0, reason: "record count and last offset delta disagree" });

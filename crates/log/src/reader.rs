@@ -7,6 +7,9 @@
 //! synced batches (for views, the committed position of the last
 //! checkpoint). Bytes past that bound may be torn and are never parsed.
 //!
+//! It reads no transactions' outcomes: it is for topics only the runtime
+//! writes (views' changelogs), never transactional.
+//!
 //! Invariant: every record returned has an offset in `[next, upto)` and
 //! offsets strictly increase across calls. Segments may vanish under the
 //! reader (retention, the cleaner's swap); it then relists the directory and
@@ -192,7 +195,10 @@ impl PartitionReader {
             let normalized = batch::normalized(view.as_bytes()).map_err(invalid)?;
             let view = BatchView::from_validated(&normalized);
             let before = *out;
-            for record in view.records() {
+            // Transaction markers are not records. (The topics this reads,
+            // views' changelogs, hold no transactions: it does not filter
+            // aborted ones, which `Log::fetch` does.)
+            for record in view.records().filter(|_| !view.is_control()) {
                 if record.offset >= self.next_offset && record.offset < upto {
                     each(record);
                     *out += 1;

@@ -20,6 +20,7 @@ use std::sync::{Arc, RwLock};
 use crate::batch::{self, BATCH_HEADER_BYTES, BatchError, BatchView, Batches, LOG_OVERHEAD_BYTES};
 use crate::error::{Error, Result};
 use crate::storage::{OpenMode, Storage, StorageFile};
+use crate::transactions::TxnBatch;
 
 pub(crate) const OFFSET_ENTRY_BYTES: usize = 8;
 pub(crate) const TIME_ENTRY_BYTES: usize = 12;
@@ -561,6 +562,37 @@ impl Segment {
         Ok(Some((first.position, end - first.position)))
     }
 
+    /// Calls `f` with each transactional batch of the segment, in order,
+    /// reading headers only (and a marker's one record): how a partition
+    /// rebuilds its transactions when it opens.
+    pub(crate) fn for_each_txn_batch(
+        &self,
+        mut f: impl FnMut(TxnBatch),
+    ) -> std::result::Result<(), (u64, u64, BatchError)> {
+        let visible = self.visible_bytes();
+        let check = OffsetCheck::new(self.base_offset, self.rules(), None);
+        let mut headers = HeaderScanner::new(&*self.file, 0, visible, check);
+        loop {
+            let header = match headers.next_header() {
+                Ok(None) => return Ok(()),
+                Ok(Some(header)) => header,
+                Err((position, error)) => return Err((headers.offset_of_error(position, &error), position, error)),
+            };
+            if header.attributes & batch::ATTR_TRANSACTIONAL == 0 {
+                continue;
+            }
+            if header.attributes & batch::ATTR_CONTROL == 0 {
+                f(TxnBatch::Data { producer_id: header.producer_id, base_offset: header.base_offset });
+                continue;
+            }
+            let mut bytes = vec![0u8; header.size_bytes];
+            let at = |e: BatchError| (header.base_offset, header.position, e);
+            self.file.read_exact_at(&mut bytes, header.position).map_err(|e| at(io_batch_error(&e)))?;
+            let marker = BatchView::parse(&bytes).map_err(at)?;
+            f(TxnBatch::of(&marker).expect("a parsed control batch is a marker"));
+        }
+    }
+
     /// The last indexed batch start at or below `position` whose base offset
     /// is below `end_offset`, among entries readers may see: its position
     /// and base offset.
@@ -798,6 +830,8 @@ pub(crate) struct BatchHeader {
     pub(crate) last_offset_delta: u32,
     pub(crate) max_timestamp: i64,
     pub(crate) size_bytes: usize,
+    pub(crate) attributes: i16,
+    pub(crate) producer_id: i64,
 }
 
 impl BatchHeader {
@@ -882,6 +916,8 @@ impl<'f> HeaderScanner<'f> {
             last_offset_delta: last_offset_delta as u32,
             max_timestamp: i64::from_be_bytes(bytes[35..43].try_into().expect("8")),
             size_bytes: size,
+            attributes: i16::from_be_bytes(bytes[21..23].try_into().expect("2")),
+            producer_id: i64::from_be_bytes(bytes[43..51].try_into().expect("8")),
         };
         self.check.check(header.base_offset, header.last_offset_delta).map_err(|e| (position, e))?;
         debug_assert!(size >= LOG_OVERHEAD_BYTES);

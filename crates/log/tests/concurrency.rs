@@ -97,7 +97,7 @@ fn tail(log: &Log, layout: &[(u64, u64)], max_bytes: usize) -> usize {
         fetches += 1;
         assert_eq!(fetch.low_watermark, 0);
         if fetch.is_empty() {
-            assert!(fetch.high_watermark <= offset, "an empty fetch at {offset} below the high watermark {fetch:?}");
+            assert!(fetch.end_offset <= offset, "an empty fetch at {offset} below the high watermark {fetch:?}");
             assert!(log.wait_for(TOPIC, 0, offset, STALL).unwrap(), "no offset {offset} after {STALL:?}");
             continue;
         }
@@ -105,11 +105,11 @@ fn tail(log: &Log, layout: &[(u64, u64)], max_bytes: usize) -> usize {
             // Nothing past the high watermark the fetch reports, so the next
             // fetch (at `next_offset`) is never out of range.
             assert!(
-                batch.last_offset() < fetch.high_watermark,
+                batch.last_offset() < fetch.end_offset,
                 "batch {}..={} returned with high watermark {}",
                 batch.base_offset(),
                 batch.last_offset(),
-                fetch.high_watermark
+                fetch.end_offset
             );
             let (base, count) = layout[next_batch];
             assert_eq!(

@@ -447,7 +447,7 @@ impl Harness {
         }
         let fetch = result.unwrap_or_else(|e| panic!("fetch at {offset} in [{}, {}]: {e}", part.low, part.high));
         assert_eq!((fetch.partition, fetch.offset), (p, offset));
-        assert_eq!((fetch.low_watermark, fetch.high_watermark), (part.low, part.high));
+        assert_eq!((fetch.low_watermark, fetch.end_offset), (part.low, part.high));
         let next = fetch.next_offset();
         if offset == part.high {
             assert!(fetch.is_empty(), "a fetch at the high watermark is empty");
@@ -479,7 +479,7 @@ impl Harness {
         let stored = self.log().fetch_stored(TOPIC, p, offset, max_bytes).unwrap();
         let below: usize = stored.batches().take_while(|b| b.last_offset() < end_offset).map(|b| b.size_bytes()).sum();
         let located = self.log().fetch_slice(TOPIC, p, offset, max_bytes, end_offset).unwrap();
-        assert_eq!((located.low_watermark, located.high_watermark), (stored.low_watermark, stored.high_watermark));
+        assert_eq!((located.low_watermark, located.high_watermark), (stored.low_watermark, stored.end_offset));
         let mut bytes = Vec::new();
         if let Some(slice) = &located.slice {
             assert!(slice.os_file().is_some(), "a real data directory's slice is a file");
