@@ -94,8 +94,8 @@ pub use set_aggregate::{SETS_MAX, SetAggregate, SetChanges, SetSummary};
 pub use source::{RawRecord, json, raw};
 pub use timing::{CommitTimings, Histogram, HistogramSnapshot};
 pub use topics::{
-    Fetch, FetchSlice, PARTITIONS_MAX, RecordView, Resolved, Start, StoredRecord, StoredSlice, TopicRecord, TopicSpec,
-    Topics, read_partition_unlocked,
+    AbortedTxn, ControlMarker, ControlType, Fetch, FetchSlice, PARTITIONS_MAX, RecordView, Resolved, Start,
+    StoredRecord, StoredSlice, TopicRecord, TopicSpec, Topics, read_partition_unlocked,
 };
 pub use view::{
     Event, RawEvent, RawRow, RawSnapshot, Snapshot, Subscription, TailEvent, UncheckedRow, ViewInfo, list_views,

@@ -300,15 +300,18 @@ pub(crate) fn open_positions(
                 shared.skipped.fetch_add(start, Ordering::Relaxed);
             }
             let next_offset = committed.get(&partition).copied().unwrap_or(start);
-            let target = log.high_watermark(topic, partition).unwrap_or(0);
-            if next_offset > target {
+            let high = log.high_watermark(topic, partition).unwrap_or(0);
+            if next_offset > high {
                 ctx.build_error(format!(
                     "reader '{reader}' committed offset {next_offset} of {topic}/{partition}, but the partition \
-                     now ends at {target}: records the checkpoint had read are gone from the log (cut by \
+                     now ends at {high}: records the checkpoint had read are gone from the log (cut by \
                      recovery or a repair), and new records would reuse their offsets unread. Rebuild the views \
                      that read it in a new data directory, or drop and re-create them"
                 ));
             }
+            // Committed records only: the end is the last stable offset (the
+            // high watermark unless a Kafka transaction is open).
+            let target = log.last_stable_offset(topic, partition).unwrap_or(high);
             Position { partition, next_offset, target, recorded: (!fresh).then_some(next_offset) }
         })
         .collect()

@@ -13,7 +13,9 @@ use millpond_log::{CleanupPolicy, Error as LogError, Header, Log, LogOptions, Re
 use crate::error::Result;
 
 pub use millpond_log::config::PARTITIONS_MAX;
-pub use millpond_log::{Fetch, FetchSlice, RecordView, Resolved, Start, StoredSlice};
+pub use millpond_log::{
+    AbortedTxn, ControlMarker, ControlType, Fetch, FetchSlice, RecordView, Resolved, Start, StoredSlice,
+};
 
 /// How a topic is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +185,35 @@ impl Topics {
     /// `max_bytes` (at least one batch; empty at the end).
     pub fn fetch(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
         Ok(self.log.fetch(topic, partition, offset, max_bytes)?)
+    }
+
+    /// [`Topics::fetch`] of everything to the high watermark, open and
+    /// aborted transactions included (a read_uncommitted reader).
+    pub fn fetch_uncommitted(&self, topic: &str, partition: u32, offset: u64, max_bytes: usize) -> Result<Fetch> {
+        Ok(self.log.fetch_uncommitted(topic, partition, offset, max_bytes)?)
+    }
+
+    /// The last stable offset: where committed reads of `topic`'s
+    /// `partition` end (the first offset of an open transaction, else the
+    /// high watermark).
+    pub fn last_stable_offset(&self, topic: &str, partition: u32) -> Result<u64> {
+        Ok(self.log.last_stable_offset(topic, partition)?)
+    }
+
+    /// Aborted transactions of `topic`'s `partition` overlapping `[from, to)`.
+    pub fn aborted_transactions(&self, topic: &str, partition: u32, from: u64, to: u64) -> Result<Vec<AbortedTxn>> {
+        Ok(self.log.aborted_transactions(topic, partition, from, to)?)
+    }
+
+    /// Open transactions of `topic`'s `partition`: producer id and first offset.
+    pub fn open_transactions(&self, topic: &str, partition: u32) -> Result<Vec<(i64, u64)>> {
+        Ok(self.log.open_transactions(topic, partition)?)
+    }
+
+    /// Appends a transaction marker to `topic`'s `partition`, durably
+    /// ([`millpond_log::Log::append_control`]).
+    pub fn append_control(&self, topic: &str, partition: u32, marker: ControlMarker) -> Result<u64> {
+        Ok(self.log.append_control(topic, partition, marker)?.base_offset)
     }
 
     /// Where the batches a fetch at `offset` would return lie in their

@@ -34,6 +34,13 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    // Transactions, transaction.version 1: clients add partitions
+    // themselves (AddPartitionsToTxn v4+ is between brokers, EndTxn v5+ is
+    // transaction.version 2).
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
     // From 0, as librdkafka before 2.11.1 looks for; a client that then
     // sends v0's raw, unframed tokens instead of SaslAuthenticate is closed.
     (ApiKey::SaslHandshake, 0, 1),

@@ -134,6 +134,8 @@ pub struct FetchSlice {
     pub low_watermark: u64,
     /// `None`: nothing to send (at the end, or the next batch reaches the end asked for).
     pub slice: Option<StoredSlice>,
+    /// The offset after the slice's last batch (`offset` when there is none).
+    pub next_offset: u64,
 }
 
 /// Whole stored batches in a segment file, located and not read. The file
@@ -668,8 +670,9 @@ impl Log {
     ) -> Result<FetchSlice> {
         let (found, high_watermark, low_watermark) =
             self.partition(topic, partition)?.locate(offset, max_bytes, end_offset)?;
-        let slice = found.map(|(file, position, len)| StoredSlice { file, position, len });
-        Ok(FetchSlice { partition, offset, high_watermark, low_watermark, slice })
+        let next_offset = found.as_ref().map_or(offset, |(_, _, _, next)| *next);
+        let slice = found.map(|(file, position, len, _)| StoredSlice { file, position, len });
+        Ok(FetchSlice { partition, offset, high_watermark, low_watermark, slice, next_offset })
     }
 
     /// The log start offset: the first offset that may still be read.

@@ -185,8 +185,9 @@ pub(crate) struct Partition {
     retired: AtomicBool,
 }
 
-/// Batches located in a segment file: the file, their position and length.
-pub(crate) type Located = (Arc<dyn StorageFile>, u64, u64);
+/// Batches located in a segment file: the file, their position and length,
+/// and the offset after the last of them.
+pub(crate) type Located = (Arc<dyn StorageFile>, u64, u64, u64);
 
 impl Partition {
     /// The topic's settings now.
@@ -891,9 +892,9 @@ impl Partition {
     pub(crate) fn locate(&self, offset: u64, max_bytes: usize, end_offset: u64) -> Result<(Option<Located>, u64, u64)> {
         let (found, high, low) = self.in_segments(offset, |segment, high| {
             let found = segment.locate(offset, max_bytes, end_offset.min(high))?;
-            Ok(found.map(|(position, len)| (segment.file.clone(), position, len)))
+            Ok(found.map(|(position, len, next)| (segment.file.clone(), position, len, next)))
         })?;
-        Ok((found.filter(|(_, _, len)| *len > 0), high, low))
+        Ok((found.filter(|(_, _, len, _)| *len > 0), high, low))
     }
 
     /// The first segment's answer for `offset` from the segment holding it

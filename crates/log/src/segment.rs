@@ -527,7 +527,7 @@ impl Segment {
         offset: u64,
         max_bytes: usize,
         end_offset: u64,
-    ) -> std::result::Result<Option<(u64, u64)>, (u64, u64, BatchError)> {
+    ) -> std::result::Result<Option<SegmentSlice>, (u64, u64, BatchError)> {
         let visible = self.visible_bytes();
         let (start, check) = self.index_position(offset, visible);
         let mut headers = HeaderScanner::new(&*self.file, start, visible, check).read_ahead(LOCATE_READ_AHEAD_BYTES);
@@ -540,26 +540,27 @@ impl Segment {
             }
         };
         if first.last_offset() >= end_offset {
-            return Ok(Some((first.position, 0)));
+            return Ok(Some((first.position, 0, first.base_offset)));
         }
         let budget_end = first.position + (max_bytes as u64).max(first.size_bytes as u64);
         let mut end = first.position + first.size_bytes as u64;
+        let mut next_offset = first.last_offset() + 1;
         if let Some((position, base)) = self.index_entry_below(budget_end, end_offset, visible)
             && position > end
         {
             // Every batch before an indexed batch start ends there, and below its base offset.
             headers.resume_at(position, OffsetCheck::new(self.base_offset, self.rules(), Some(base)));
-            end = position;
+            (end, next_offset) = (position, base);
         }
         while let Ok(Some(header)) = headers.next_header() {
             let header_end = header.position + header.size_bytes as u64;
             if header_end > budget_end || header.last_offset() >= end_offset {
                 break;
             }
-            end = header_end;
+            (end, next_offset) = (header_end, header.last_offset() + 1);
         }
         debug_assert!(first.position < end && end <= visible);
-        Ok(Some((first.position, end - first.position)))
+        Ok(Some((first.position, end - first.position, next_offset)))
     }
 
     /// Calls `f` with each transactional batch of the segment, in order,
@@ -821,6 +822,10 @@ fn scan_file(
     }
     Ok(scan)
 }
+
+/// Batches located in a segment: their position and length, and the
+/// offset after the last of them.
+pub(crate) type SegmentSlice = (u64, u64, u64);
 
 /// One batch header met while scanning.
 #[derive(Debug, Clone, Copy)]

@@ -480,6 +480,12 @@ impl Harness {
         let below: usize = stored.batches().take_while(|b| b.last_offset() < end_offset).map(|b| b.size_bytes()).sum();
         let located = self.log().fetch_slice(TOPIC, p, offset, max_bytes, end_offset).unwrap();
         assert_eq!((located.low_watermark, located.high_watermark), (stored.low_watermark, stored.end_offset));
+        let next = stored
+            .batches()
+            .take_while(|b| b.last_offset() < end_offset)
+            .last()
+            .map_or(offset, |b| b.last_offset() + 1);
+        assert_eq!(located.next_offset, next, "the slice ends where its last batch does");
         let mut bytes = Vec::new();
         if let Some(slice) = &located.slice {
             assert!(slice.os_file().is_some(), "a real data directory's slice is a file");

@@ -2,11 +2,16 @@
 //! served as the log holds them (compressed ones as their producer
 //! compressed them), up to the readable end: a topic's high
 //! watermark, or for a view's changelog and dead-letter topic the end of
-//! its last committed epoch. That end is answered as both the high
-//! watermark and the last stable offset, so read_committed and
-//! read_uncommitted consumers alike never see a change of an epoch that is
-//! not committed (a changelog's uncommitted tail may be cut and rewritten
-//! when the runtime restarts).
+//! its last committed epoch (answered as the high watermark, so no
+//! consumer sees a change of an epoch that is not committed: a changelog's
+//! uncommitted tail may be cut and rewritten when the runtime restarts).
+//!
+//! Transactions: a read_uncommitted consumer (isolation level 0) reads to
+//! that end, markers and aborted transactions included, as Kafka serves
+//! them. A read_committed one (level 1) reads to the last stable offset
+//! (the first offset of an open transaction), and is sent the aborted
+//! transactions that overlap what it may read, which its client skips
+//! (with the markers). The last stable offset is answered for both.
 //!
 //! Long polling: the answer waits until at least `min_bytes` are readable,
 //! a partition has an error, or `max_wait_ms` (capped at
@@ -26,10 +31,10 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{BrokerId, FetchRequest};
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, ProducerId};
 use kafka_protocol::protocol::StrBytes;
-use millpond_dataflow::StoredSlice;
+use millpond_dataflow::{AbortedTxn, StoredSlice};
 
 use super::Broker;
 use super::errors::{WireError, wire};
@@ -80,7 +85,8 @@ fn gather(broker: &Broker, request: &FetchRequest) -> (Vec<TopicAnswer>, usize, 
                 .partitions
                 .iter()
                 .map(|asked| {
-                    let (data, stored) = read(broker, &name, asked, if bytes == 0 { usize::MAX } else { budget });
+                    let allowed = if bytes == 0 { usize::MAX } else { budget };
+                    let (data, stored) = read(broker, &name, asked, allowed, request.isolation_level == 1);
                     let size = stored.as_ref().map_or(0, |s| s.len() as usize);
                     (bytes, budget, failed) =
                         (bytes + size, budget.saturating_sub(size), failed || data.error_code != 0);
@@ -95,17 +101,34 @@ fn gather(broker: &Broker, request: &FetchRequest) -> (Vec<TopicAnswer>, usize, 
 
 /// One partition's answer, with at most `budget` bytes of batches (at
 /// least one batch when there is any and the budget is not spent).
-fn read(broker: &Broker, topic: &str, asked: &FetchPartition, budget: usize) -> (PartitionData, Option<StoredSlice>) {
+fn read(
+    broker: &Broker,
+    topic: &str,
+    asked: &FetchPartition,
+    budget: usize,
+    committed: bool,
+) -> (PartitionData, Option<StoredSlice>) {
     let mut data = PartitionData::default();
     data.partition_index = asked.partition;
     data.preferred_read_replica = BrokerId(-1);
     data.records = None;
-    match batches(broker, topic, asked, budget) {
-        Ok((stored, end, start)) => {
-            data.high_watermark = end as i64;
-            data.last_stable_offset = end as i64;
-            data.log_start_offset = start as i64;
-            (data, stored)
+    match batches(broker, topic, asked, budget, committed) {
+        Ok(found) => {
+            data.high_watermark = found.end as i64;
+            data.last_stable_offset = found.stable as i64;
+            data.log_start_offset = found.start as i64;
+            data.aborted_transactions = found.aborted.map(|aborted| {
+                aborted
+                    .into_iter()
+                    .map(|a| {
+                        let mut txn = AbortedTransaction::default();
+                        txn.producer_id = ProducerId(a.producer_id);
+                        txn.first_offset = a.first_offset as i64;
+                        txn
+                    })
+                    .collect()
+            });
+            (data, found.stored)
         }
         Err((error, end, start)) => {
             data.error_code = error.code;
@@ -119,13 +142,28 @@ fn read(broker: &Broker, topic: &str, asked: &FetchPartition, budget: usize) -> 
 
 type Failed = (WireError, Option<u64>, Option<u64>);
 
-/// Where the batches of `asked` to send lie, with the readable end and log start.
+/// What a partition's answer holds.
+struct Found {
+    stored: Option<StoredSlice>,
+    /// The readable end (answered as the high watermark).
+    end: u64,
+    /// The last stable offset.
+    stable: u64,
+    start: u64,
+    /// Aborted transactions to send (read_committed only).
+    aborted: Option<Vec<AbortedTxn>>,
+}
+
+/// Where the batches of `asked` to send lie, with the readable end, the
+/// last stable offset, the log start, and for a read_committed consumer
+/// the aborted transactions that overlap them.
 fn batches(
     broker: &Broker,
     topic: &str,
     asked: &FetchPartition,
     budget: usize,
-) -> Result<(Option<StoredSlice>, u64, u64), Failed> {
+    committed: bool,
+) -> Result<Found, Failed> {
     let unknown = || (WireError::new(ResponseError::UnknownTopicOrPartition, topic.to_owned()), None, None);
     if topic.starts_with("__") {
         return Err(unknown());
@@ -139,15 +177,21 @@ fn batches(
         let message = format!("offset {} of {topic}/{partition}: it holds {start}..{end}", asked.fetch_offset);
         return Err((WireError::new(ResponseError::OffsetOutOfRange, message), Some(end), Some(start)));
     }
-    if offset == end || budget == 0 {
-        return Ok((None, end, start));
+    let failed = |e: millpond_dataflow::Error| (wire(&e), Some(end), Some(start));
+    let stable = engine.topics().last_stable_offset(topic, partition).map_err(failed)?.min(end);
+    let readable = if committed { stable } else { end };
+    let mut found = Found { stored: None, end, stable, start, aborted: committed.then(Vec::new) };
+    if offset >= readable || budget == 0 {
+        return Ok(found);
     }
     let max_bytes = usize::try_from(asked.partition_max_bytes).unwrap_or(0).min(budget).max(1);
-    let fetch = engine
-        .topics()
-        .fetch_slice(topic, partition, offset, max_bytes, end)
-        .map_err(|e| (wire(&e), Some(end), Some(start)))?;
-    Ok((fetch.slice, end, start))
+    let fetch = engine.topics().fetch_slice(topic, partition, offset, max_bytes, readable).map_err(failed)?;
+    found.stored = fetch.slice;
+    if committed && found.stored.is_some() {
+        let to = fetch.next_offset.min(readable);
+        found.aborted = Some(engine.topics().aborted_transactions(topic, partition, offset, to).map_err(failed)?);
+    }
+    Ok(found)
 }
 
 /// The stored bytes a partition's answer carries as its records.
@@ -207,12 +251,30 @@ fn put_partition(bytes: &mut BytesMut, data: &PartitionData, records_len: usize,
     if version >= 5 {
         bytes.put_i64(data.log_start_offset);
     }
-    debug_assert!(data.aborted_transactions.as_ref().is_none_or(Vec::is_empty));
-    put_length(bytes, 0, flexible); // aborted_transactions: none
+    put_aborted(bytes, data.aborted_transactions.as_deref(), flexible);
     if version >= 11 {
         bytes.put_i32(data.preferred_read_replica.0);
     }
     put_length(bytes, records_len, flexible);
+}
+
+/// The aborted transactions: a nullable array of (producer id, first
+/// offset), null for a read_uncommitted consumer (as Kafka sends).
+fn put_aborted(bytes: &mut BytesMut, aborted: Option<&[AbortedTransaction]>, flexible: bool) {
+    let Some(aborted) = aborted else {
+        if flexible {
+            put_varint(bytes, 0);
+        } else {
+            bytes.put_i32(-1);
+        }
+        return;
+    };
+    put_length(bytes, aborted.len(), flexible);
+    for txn in aborted {
+        bytes.put_i64(txn.producer_id.0);
+        bytes.put_i64(txn.first_offset);
+        put_tags(bytes, flexible);
+    }
 }
 
 /// An array's or a bytes field's length: INT32 before the flexible

@@ -1,6 +1,7 @@
 //! ListOffsets (v1-6): per partition, the offset for a timestamp: -2 the
 //! log start, -1 the readable end (the high watermark, or a view
-//! changelog's committed end, as Fetch serves it), and a time in ms the
+//! changelog's committed end, as Fetch serves it; for a read_committed
+//! consumer the last stable offset, where an open transaction begins), and a time in ms the
 //! first record whose timestamp is at or after it (Kafka's
 //! `offsetsForTimes`, from the log's time index), answered with that
 //! record's timestamp, or offset -1 when no record is that late.
@@ -26,7 +27,8 @@ pub(crate) fn answer(broker: &Broker, request: ListOffsetsRequest, version: i16)
         for asked in &topic.partitions {
             let mut partition = ListOffsetsPartitionResponse::default();
             partition.partition_index = asked.partition_index;
-            match offset_for(broker, &name, asked.partition_index, asked.timestamp) {
+            let committed = request.isolation_level == 1;
+            match offset_for(broker, &name, asked.partition_index, asked.timestamp, committed) {
                 Ok((offset, timestamp)) => (partition.offset, partition.timestamp) = (offset, timestamp),
                 Err(error) => (partition.error_code, partition.offset, partition.timestamp) = (error.code, -1, -1),
             }
@@ -38,7 +40,13 @@ pub(crate) fn answer(broker: &Broker, request: ListOffsetsRequest, version: i16)
 }
 
 /// The offset and its record's timestamp (-1 where Kafka answers none).
-fn offset_for(broker: &Broker, topic: &str, partition: i32, timestamp: i64) -> Result<(i64, i64), WireError> {
+fn offset_for(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    committed: bool,
+) -> Result<(i64, i64), WireError> {
     let unknown = || WireError::new(ResponseError::UnknownTopicOrPartition, format!("{topic}/{partition}"));
     if topic.starts_with("__") {
         return Err(unknown());
@@ -46,7 +54,10 @@ fn offset_for(broker: &Broker, topic: &str, partition: i32, timestamp: i64) -> R
     let partition = u32::try_from(partition).map_err(|_| unknown())?;
     let engine = &broker.engine;
     let topics = engine.topics();
-    let end = engine.readable_end(topic, partition).map_err(|e| wire(&e))?;
+    let mut end = engine.readable_end(topic, partition).map_err(|e| wire(&e))?;
+    if committed {
+        end = end.min(topics.last_stable_offset(topic, partition).map_err(|e| wire(&e))?);
+    }
     match timestamp {
         LATEST => Ok((end as i64, -1)),
         EARLIEST => Ok((topics.start_offset(topic, partition).map_err(|e| wire(&e))? as i64, -1)),

@@ -6,7 +6,8 @@
 //! headers), `versions` (what is advertised, ApiVersions), `metadata`,
 //! `produce`, `fetch`, `list_offsets` (one module per API), `send`
 //! (response frames to the socket, stored batches with `sendfile`), `producers`
-//! (idempotent producers: ids, sequence checks), `groups` (the group
+//! (idempotent producers: ids, sequence checks), `transactions` (the
+//! transaction coordinator), `txn_apis` (the transaction APIs), `groups` (the group
 //! coordinator's state machine), `admin` (CreateTopics, DeleteTopics,
 //! DescribeConfigs), `alter` (CreatePartitions, IncrementalAlterConfigs), `group_apis` (the consumer-group APIs and
 //! committed offsets), `errors`
@@ -36,6 +37,8 @@ mod produce;
 mod producers;
 mod sasl;
 mod send;
+mod transactions;
+mod txn_apis;
 mod versions;
 
 use std::net::SocketAddr;
@@ -133,6 +136,8 @@ pub(crate) struct Broker {
     pub(crate) producers: producers::Producers,
     /// Consumer groups' members and generations.
     pub(crate) groups: groups::Groups,
+    /// Transactional ids' producers and transactions.
+    pub(crate) transactions: transactions::Coordinator,
 }
 
 /// How often group sessions and rebalance deadlines are looked at.
@@ -166,8 +171,14 @@ impl KafkaEndpoint {
             .map_err(io("starting the threads of"))?;
         let producers = producers::Producers::new(engine.data_dir());
         let groups = groups::Groups::new(config.group_initial_rebalance_delay_ms);
-        let broker =
-            Arc::new(Broker { engine, advertised: config.advertised.unwrap_or(addr), config, producers, groups });
+        // Transactions a stop left open or half-ended are finished before any client connects.
+        let transactions = transactions::Coordinator::recover(&engine).map_err(|e| Error::Io {
+            action: "recovering Kafka transactions of",
+            path: listen.to_string(),
+            source: std::io::Error::other(e.message),
+        })?;
+        let advertised = config.advertised.unwrap_or(addr);
+        let broker = Arc::new(Broker { engine, advertised, config, producers, groups, transactions });
         let connections = Arc::new(AtomicUsize::new(0));
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let counter = connections.clone();
@@ -212,6 +223,11 @@ async fn accept(
         loop {
             interval.tick().await;
             ticking.groups.tick(std::time::Instant::now());
+            let expiring = ticking.clone();
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            let _ = tokio::task::spawn_blocking(move || expiring.transactions.expire(&expiring.engine, now_ms)).await;
         }
     });
     loop {
@@ -360,8 +376,28 @@ async fn answer(
         }
         ApiKey::InitProducerId => {
             let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || txn_apis::init_producer_id(&broker, &body, version));
+            answered.await.map_err(frame::join)??
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let body = request.decode()?;
             let answered =
-                tokio::task::spawn_blocking(move || producers::init_producer_id(&broker.producers, &body, version));
+                tokio::task::spawn_blocking(move || txn_apis::add_partitions_to_txn(&broker, &body, version));
+            answered.await.map_err(frame::join)??
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || txn_apis::add_offsets_to_txn(&broker, &body, version));
+            answered.await.map_err(frame::join)??
+        }
+        ApiKey::TxnOffsetCommit => {
+            let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || txn_apis::txn_offset_commit(&broker, &body, version));
+            answered.await.map_err(frame::join)??
+        }
+        ApiKey::EndTxn => {
+            let body = request.decode()?;
+            let answered = tokio::task::spawn_blocking(move || txn_apis::end_txn(&broker, &body, version));
             answered.await.map_err(frame::join)??
         }
         ApiKey::CreatePartitions => {

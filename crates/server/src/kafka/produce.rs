@@ -11,9 +11,11 @@
 //! structure or offset deltas, a codec past zstd or a batch that does not
 //! decompress, an unkeyed record on a compacted topic), a batch over the topic's limit
 //! (MESSAGE_TOO_LARGE). A batch of an idempotent producer (producer id
-//! ≥ 0) goes through its sequence checks (`producers`); transactional
-//! requests are refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until
-//! transactions are served.
+//! ≥ 0) goes through its sequence checks (`producers`). A request with a
+//! transactional id carries transactional batches only, each checked by
+//! the coordinator (current producer and epoch, the partition added to the
+//! open transaction) and appended under the transactional id's lock; a
+//! transactional batch without one is INVALID_TXN_STATE.
 //!
 //! Invariant: a partition answered without an error holds the batch at the
 //! base offset answered.
@@ -36,11 +38,7 @@ pub(crate) fn answer(broker: &Broker, request: ProduceRequest, version: i16) -> 
         -1..=1 => None,
         _ => Some(WireError::new(ResponseError::InvalidRequiredAcks, format!("acks={acks} (0, 1 or -1)"))),
     };
-    let refusal = refusal.or_else(|| {
-        request.transactional_id.as_ref().map(|_| {
-            WireError::new(ResponseError::TransactionalIdAuthorizationFailed, "transactions are not served yet")
-        })
-    });
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
     let mut response = ProduceResponse::default();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
@@ -49,7 +47,7 @@ pub(crate) fn answer(broker: &Broker, request: ProduceRequest, version: i16) -> 
         for data in topic.partition_data {
             let result = match &refusal {
                 Some(error) => Err(error.clone()),
-                None => append(broker, &name, data.index, data.records),
+                None => append(broker, transactional_id.as_deref(), &name, data.index, data.records),
             };
             answered.partition_responses.push(partition_response(data.index, result));
         }
@@ -77,7 +75,13 @@ fn partition_response(index: i32, result: Result<u64, WireError>) -> PartitionPr
 }
 
 /// Appends one partition's batch; its base offset.
-fn append(broker: &Broker, topic: &str, partition: i32, records: Option<Bytes>) -> Result<u64, WireError> {
+fn append(
+    broker: &Broker,
+    transactional_id: Option<&str>,
+    topic: &str,
+    partition: i32,
+    records: Option<Bytes>,
+) -> Result<u64, WireError> {
     if let Some(reason) = crate::engine::client_write_refusal(topic) {
         return Err(WireError::new(ResponseError::TopicAuthorizationFailed, format!("{topic}: {reason}")));
     }
@@ -86,8 +90,20 @@ fn append(broker: &Broker, topic: &str, partition: i32, records: Option<Bytes>) 
     let records = records.unwrap_or_default();
     let mut batch = records.to_vec();
     let producer = BatchProducer::of(&batch);
-    match producer {
-        Some(producer) => broker.producers.append(&broker.engine, topic, partition, producer, &mut batch),
-        None => broker.engine.topics().append_produced(topic, partition, &mut batch).map_err(|e| wire(&e)),
+    match (producer, transactional_id) {
+        (Some(producer), Some(id)) if producer.transactional => {
+            let append = || broker.producers.append(&broker.engine, topic, partition, producer, &mut batch);
+            broker.transactions.produce(id, producer, (topic, partition), append)
+        }
+        (_, Some(id)) => {
+            let message = format!("{id}: a transactional producer's batch must be transactional, with a producer id");
+            Err(WireError::new(ResponseError::InvalidTxnState, message))
+        }
+        (Some(producer), None) if producer.transactional => {
+            let message = format!("producer {}: a transactional batch needs its transactional id", producer.id);
+            Err(WireError::new(ResponseError::InvalidTxnState, message))
+        }
+        (Some(producer), None) => broker.producers.append(&broker.engine, topic, partition, producer, &mut batch),
+        (None, None) => broker.engine.topics().append_produced(topic, partition, &mut batch).map_err(|e| wire(&e)),
     }
 }

@@ -25,9 +25,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use kafka_protocol::ResponseError;
-use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-
-use super::frame::{Body, FrameError};
 
 use super::errors::{WireError, wire};
 use crate::engine::Engine;
@@ -46,6 +43,8 @@ pub(crate) struct BatchProducer {
     pub(crate) epoch: i16,
     pub(crate) first_sequence: i32,
     pub(crate) records: i32,
+    /// Attribute bit 4: the batch belongs to a transaction.
+    pub(crate) transactional: bool,
 }
 
 impl BatchProducer {
@@ -56,7 +55,9 @@ impl BatchProducer {
         let epoch = i16::from_be_bytes(header[51..53].try_into().expect("2 bytes"));
         let first_sequence = i32::from_be_bytes(header[53..57].try_into().expect("4 bytes"));
         let records = i32::from_be_bytes(header[57..61].try_into().expect("4 bytes"));
-        (id >= 0).then_some(BatchProducer { id, epoch, first_sequence, records })
+        let attributes = i16::from_be_bytes(header[21..23].try_into().expect("2 bytes"));
+        let transactional = attributes & 0x10 != 0;
+        (id >= 0).then_some(BatchProducer { id, epoch, first_sequence, records, transactional })
     }
 
     fn last_sequence(&self) -> i32 {
@@ -213,37 +214,16 @@ impl Producers {
     }
 }
 
-/// InitProducerId for an idempotent producer: a new producer id, epoch 0
-/// (a producer that asks again, as after an error, gets a new id). A
-/// transactional id is refused until transactions are served.
-pub(crate) fn init_producer_id(
-    producers: &Producers,
-    request: &InitProducerIdRequest,
-    version: i16,
-) -> Result<Body, FrameError> {
-    let mut response = InitProducerIdResponse::default();
-    response.producer_id = ProducerId(-1);
-    response.producer_epoch = -1;
-    if request.transactional_id.is_some() {
-        response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
-    } else {
-        match producers.allocate() {
-            Ok(id) => (response.producer_id, response.producer_epoch) = (ProducerId(id), 0),
-            Err(_) => response.error_code = ResponseError::KafkaStorageError.code(),
-        }
-    }
-    Body::encode(&response, version)
-}
-
-/// Rebuilds a partition's producers from its stored batches' headers.
+/// Rebuilds a partition's producers from its stored batches' headers,
+/// open and aborted transactions' included (markers carry no sequence).
 fn load(engine: &Engine, topic: &str, partition: u32, state: &mut Partition) -> Result<(), WireError> {
     let topics = engine.topics();
     let mut offset = topics.start_offset(topic, partition).map_err(|e| wire(&e))?;
     let end = topics.end_offset(topic, partition).map_err(|e| wire(&e))?;
     while offset < end {
-        let fetch = topics.fetch(topic, partition, offset, 1 << 20).map_err(|e| wire(&e))?;
+        let fetch = topics.fetch_uncommitted(topic, partition, offset, 1 << 20).map_err(|e| wire(&e))?;
         let next = fetch.next_offset();
-        for batch in fetch.batches() {
+        for batch in fetch.batches().filter(|b| !b.is_control()) {
             if let Some(producer) = BatchProducer::of(batch.as_bytes()) {
                 state.remember(producer, batch.base_offset());
             }
@@ -286,7 +266,7 @@ mod tests {
     use super::*;
 
     fn batch(id: i64, epoch: i16, first_sequence: i32, records: i32) -> BatchProducer {
-        BatchProducer { id, epoch, first_sequence, records }
+        BatchProducer { id, epoch, first_sequence, records, transactional: false }
     }
 
     #[test]
