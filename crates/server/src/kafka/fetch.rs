@@ -342,13 +342,16 @@ mod tests {
         out
     }
 
-    fn partition_strategy() -> impl Strategy<Value = (i32, i16, i64, i64, Option<Vec<u8>>)> {
+    type Aborted = Option<Vec<(i64, i64)>>;
+
+    fn partition_strategy() -> impl Strategy<Value = (i32, i16, i64, i64, Option<Vec<u8>>, Aborted)> {
         (
             any::<i32>(),
             any::<i16>(),
             any::<i64>(),
             any::<i64>(),
             proptest::option::of(prop::collection::vec(any::<u8>(), 0..300)),
+            proptest::option::of(prop::collection::vec((any::<i64>(), any::<i64>()), 0..4)),
         )
     }
 
@@ -370,7 +373,7 @@ mod tests {
                 let mut topic = FetchableTopicResponse::default();
                 topic.topic = kafka_protocol::messages::TopicName(StrBytes::from_string(name.clone()));
                 let mut answered = Vec::new();
-                for (index, error, high, stable, records) in partitions {
+                for (index, error, high, stable, records, aborted) in partitions {
                     let mut data = PartitionData::default();
                     data.partition_index = *index;
                     data.error_code = *error;
@@ -378,6 +381,15 @@ mod tests {
                     data.last_stable_offset = *stable;
                     data.log_start_offset = if version >= 5 { stable / 2 } else { -1 };
                     data.preferred_read_replica = BrokerId(-1);
+                    data.aborted_transactions = aborted.as_ref().map(|list| {
+                        list.iter()
+                            .map(|&(producer, first)| {
+                                let mut txn = AbortedTransaction::default();
+                                (txn.producer_id, txn.first_offset) = (ProducerId(producer), first);
+                                txn
+                            })
+                            .collect()
+                    });
                     let records = records.clone().map(Bytes::from);
                     data.records = Some(records.clone().unwrap_or_default());
                     topic.partitions.push(data.clone());
