@@ -42,12 +42,19 @@ impl Drop for Server {
 impl Server {
     /// `millpond serve` on `dir` with 50 ms epochs, its Kafka endpoint too if `kafka`.
     pub fn start(dir: &Path, kafka: bool) -> Server {
+        Server::start_on(dir, kafka.then_some("127.0.0.1:0"))
+    }
+
+    /// [`Server::start`] with the Kafka endpoint on `kafka_listen` (a fixed
+    /// address lets clients reconnect to a restarted server).
+    pub fn start_on(dir: &Path, kafka_listen: Option<&str>) -> Server {
+        let kafka = kafka_listen.is_some();
         let address = dir.join("server.json");
         let _ = std::fs::remove_file(&address);
         let mut command = Command::new(env!("CARGO_BIN_EXE_millpond"));
         command.arg("--data-dir").arg(dir).args(["serve", "--pg-listen", "127.0.0.1:0", "--epoch-ms", "50"]);
-        if kafka {
-            command.args(["--kafka-listen", "127.0.0.1:0"]);
+        if let Some(listen) = kafka_listen {
+            command.args(["--kafka-listen", listen]);
         }
         let child = command.stderr(Stdio::null()).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
