@@ -3,7 +3,8 @@
 //! kafka-python and aiokafka, and Apache Kafka's own Java tools (4.4.0);
 //! `.ci/run` installs them all. Keyed records produced (in every codec),
 //! consumed back from an offset, from a time and in groups, offsets
-//! queried by time, topics created and described, groups described and reset.
+//! queried by time, topics created and described, groups described and reset;
+//! Kafka's transactional copier (the Java client) read back with read_committed.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -491,4 +492,61 @@ fn a_group_of_three_java_console_consumers_rebalances_as_one_leaves_and_resumes_
     let mut expected: Vec<String> = (120..130).map(|i| format!("k{i}")).collect();
     expected.sort();
     assert_eq!(keys, expected, "resumed at the committed offsets");
+}
+
+#[test]
+fn kafkas_transactional_copier_copies_exactly_once_through_random_aborts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_engine, endpoint) = start(dir.path());
+    let broker = endpoint.addr().to_string();
+    let lines: Vec<String> = (0..1000).map(|i| format!("v{i}")).collect();
+    kcat(&broker, &["-P", "-t", "jin"], Some(&(lines.join("\n") + "\n")));
+    // Kafka's own transactional copier (the Java producer and consumer,
+    // offsets sent to each transaction), aborting transactions at random
+    // and copying them again.
+    let progress = kafka_tool(
+        "org.apache.kafka.tools.TransactionalMessageCopier",
+        &[
+            "--broker-list",
+            &broker,
+            "--input-topic",
+            "jin",
+            "--input-partition",
+            "0",
+            "--output-topic",
+            "jout",
+            "--transactional-id",
+            "copier",
+            "--consumer-group",
+            "copiers",
+            "--transaction-size",
+            "50",
+            "--enable-random-aborts",
+            "--use-group-metadata",
+        ],
+        None,
+    );
+    assert!(progress.contains(r#""stage":"ShutdownComplete""#) && progress.contains(r#""remaining":0"#), "{progress}");
+    // read_committed (kcat: librdkafka 2.0.2) reads each input record once, in order.
+    let committed = kcat(
+        &broker,
+        &["-C", "-t", "jout", "-o", "beginning", "-e", "-q", "-X", "isolation.level=read_committed"],
+        None,
+    );
+    assert_eq!(committed.lines().collect::<Vec<_>>(), lines);
+    let everything = kcat(
+        &broker,
+        &["-C", "-t", "jout", "-o", "beginning", "-e", "-q", "-X", "isolation.level=read_uncommitted"],
+        None,
+    );
+    let copied = everything.lines().count();
+    assert!(copied >= 1000, "read_uncommitted reads the aborted copies too: {copied}");
+    let described = kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &["--bootstrap-server", &broker, "--describe", "--group", "copiers"],
+        None,
+    );
+    let row: Vec<&str> = described.lines().find(|l| l.starts_with("copiers")).unwrap().split_whitespace().collect();
+    assert_eq!(row[1..5], ["jin", "0", "1000", "1000"], "the group committed with the transactions: {described}");
+    eprintln!("copier: {copied} records written, 1000 committed");
 }
