@@ -258,6 +258,31 @@ impl<'s> Job<'s> {
         records
     }
 
+    /// Tails a topic of an external Kafka cluster with the reader `reader`
+    /// ([`crate::kafka_source`]): read_committed, its offsets in Millpond's
+    /// checkpoint (nothing committed to Kafka), so views reflect each Kafka
+    /// record exactly once across crashes. Records that fail to decode go
+    /// to the source's dead-letter topic, `SOURCE.dead-letter`, as for a
+    /// log source (the letters name the topic `kafka:TOPIC`).
+    pub fn kafka_source<T, F>(
+        &mut self,
+        source: &str,
+        reader: &str,
+        topic: &crate::KafkaTopic,
+        decode: F,
+    ) -> Collection<'s, T>
+    where
+        T: Clone + 'static,
+        F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
+    {
+        let label = crate::kafka_source::label(&topic.topic);
+        self.ctx.declare_reader(reader, &label);
+        let (records, letters) =
+            crate::kafka_source::tail(self.scope, &self.ctx, reader, topic, decode).split_dead_letters();
+        self.route_dead_letters(source, &label, letters);
+        records
+    }
+
     /// Reads a keyed topic as a table (the upsert envelope): the latest value
     /// per key is the row; a new value retracts the previous one; a record
     /// without a value (a tombstone) deletes the key. `decode_key` reads the

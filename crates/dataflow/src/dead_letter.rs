@@ -259,7 +259,9 @@ fn prepare(ctx: &WorkerContext, topic: &str, route: &Route<'_>, worker_0: bool) 
     let verdict = route.verdict.as_deref().unwrap_or("");
     let topic_id = log.topic_id(&route.topic).map(|id| id.to_string()).unwrap_or_default();
     let committed = shared.checkpoints.resumed().dead_letters.get(topic);
-    let high = |partition| log.high_watermark(&route.topic, partition).unwrap_or(0);
+    // A Kafka source's partitions end outside this log: its marks stand.
+    let kafka = crate::kafka_source::is_label(&route.topic);
+    let high = |partition| if kafka { u64::MAX } else { log.high_watermark(&route.topic, partition).unwrap_or(0) };
     let marks = Marks::resumed(committed, &route.topic, &topic_id, verdict, high);
     if worker_0 && committed != Some(&marks.0) {
         shared.checkpoints.reset_dead_letter_marks(topic, marks.0.clone());

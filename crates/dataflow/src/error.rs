@@ -56,6 +56,10 @@ pub enum Error {
     RetentionGap { reader: String, topic: String, partition: u32, from: u64, to: u64, lost: u64 },
     #[error("worker failed: {0}")]
     Worker(String),
+    /// An external Kafka cluster's source or sink failed (`what` names it:
+    /// the reader's topic or the sink, and the brokers).
+    #[error("{what}: {message}")]
+    Kafka { what: String, message: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

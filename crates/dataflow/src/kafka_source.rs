@@ -1,0 +1,341 @@
+//! A source that reads a topic of an external Apache Kafka cluster
+//! (librdkafka, through `rdkafka`) with the exactly-once promise of the
+//! embedded log's sources: the offsets it read live in Millpond's own
+//! checkpoint, beside operator state and sink positions, so after a crash
+//! it resumes exactly after the records the committed views reflect.
+//!
+//! The consumer is assigned its partitions (no group membership, nothing
+//! committed to Kafka) and reads with `isolation.level=read_committed`:
+//! aborted transactions and markers never reach a view. Worker w reads the
+//! partitions p with `p % workers == w`; partitions added to the topic are
+//! found (metadata every [`DISCOVERY_INTERVAL_MS`]) and read from their
+//! start. A broker that is down is waited for, not a failure: the source
+//! reads nothing until it answers. A checkpointed offset that Kafka's
+//! retention passed is a retention gap, handled as the job's policy says.
+//!
+//! In the checkpoint the reader's topic is [`label`] (`kafka:TOPIC`), a
+//! name no log topic can have, so a reader cannot move between a Kafka
+//! topic and a log topic unnoticed.
+//!
+//! Invariants: a record is emitted once per run and reader, at one epoch,
+//! in partition order; a partition's recorded offset is one past the last
+//! record emitted from it (or where it resumed); offsets only move forward.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use millpond_log::batch::{EncodeRecord, encode_batch};
+use millpond_log::{BatchView, Header, RecordView};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::config::RetentionGap;
+use crate::context::{Shared, WorkerContext};
+use crate::dead_letter::DeadLetter;
+use crate::source::{Position, Tailer, record_positions};
+use crate::{Collection, Epoch};
+
+/// How often the topic's partitions are looked up again.
+pub const DISCOVERY_INTERVAL_MS: u64 = 5_000;
+/// How long one metadata or watermark request may take.
+const METADATA_TIMEOUT_MS: u64 = 2_000;
+/// Messages one read takes at most (then the operator yields).
+const READ_MESSAGES_MAX: usize = 10_000;
+
+/// The topic of an external Kafka cluster to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaTopic {
+    /// `bootstrap.servers`: `host:port[,host:port…]`.
+    pub brokers: String,
+    pub topic: String,
+    /// More librdkafka consumer properties (security, timeouts); those the
+    /// source relies on (isolation, offset handling) are its own.
+    pub properties: Vec<(String, String)>,
+}
+
+/// The reader's topic as the checkpoint names it: `kafka:TOPIC`.
+pub fn label(topic: &str) -> String {
+    format!("{LABEL_PREFIX}{topic}")
+}
+
+/// The prefix of [`label`]s (a log topic name has no ':').
+pub const LABEL_PREFIX: &str = "kafka:";
+
+/// Whether `topic` is a Kafka source's [`label`].
+pub fn is_label(topic: &str) -> bool {
+    topic.starts_with(LABEL_PREFIX)
+}
+
+/// Tails `source`'s topic as the reader `reader`.
+pub(crate) fn tail<'s, T, F>(
+    scope: timely::dataflow::Scope<'s, Epoch>,
+    ctx: &Rc<WorkerContext>,
+    reader: &str,
+    source: &KafkaTopic,
+    decode: F,
+) -> Collection<'s, Result<T, Box<DeadLetter>>>
+where
+    T: Clone + 'static,
+    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+{
+    let label = label(&source.topic);
+    let resumed = ctx.shared.checkpoints.resumed();
+    if let Some(read) = resumed.readers.get(reader)
+        && *read != label
+    {
+        ctx.build_error(format!(
+            "reader '{reader}' has committed offsets in topic '{read}', so it cannot read {label}: a reader reads \
+             one topic; give the reader of {label} another name"
+        ));
+    }
+    let consumer = match consumer(source, reader) {
+        Ok(consumer) => Some(consumer),
+        Err(e) => {
+            ctx.build_error(format!("Kafka source {label} on {}: {e}", source.brokers));
+            None
+        }
+    };
+    let committed = resumed.sources.get(reader).cloned().unwrap_or_default();
+    let tailer = KafkaReader {
+        reader: reader.to_owned(),
+        topic: source.topic.clone(),
+        label: label.clone(),
+        consumer,
+        owner: (scope.index(), scope.peers()),
+        committed,
+        positions: Vec::new(),
+        eof: Vec::new(),
+        discovered: None,
+        found: false,
+        decode,
+        buffer: Vec::new(),
+    };
+    let lineage = Rc::new(std::collections::BTreeSet::from([reader.to_owned()]));
+    crate::source::operate(scope, ctx, &format!("source:{reader}"), tailer, lineage)
+}
+
+fn consumer(source: &KafkaTopic, reader: &str) -> Result<BaseConsumer, KafkaError> {
+    let mut config = ClientConfig::new();
+    for (key, value) in &source.properties {
+        config.set(key, value);
+    }
+    config
+        .set("bootstrap.servers", &source.brokers)
+        .set("group.id", format!("millpond-{reader}"))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .set("auto.offset.reset", "error")
+        .create()
+}
+
+struct KafkaReader<F> {
+    reader: String,
+    topic: String,
+    label: String,
+    consumer: Option<BaseConsumer>,
+    /// This worker's index and the number of workers.
+    owner: (usize, usize),
+    /// The checkpoint's offsets, partition to next offset.
+    committed: std::collections::BTreeMap<u32, u64>,
+    /// Owned partitions, sorted by partition.
+    positions: Vec<Position>,
+    /// Whether each position's partition was read to its end lately.
+    eof: Vec<bool>,
+    discovered: Option<Instant>,
+    /// The topic's partitions were found at least once.
+    found: bool,
+    decode: F,
+    buffer: Vec<u8>,
+}
+
+impl<F> KafkaReader<F> {
+    /// Looks the topic's partitions up, when due, and assigns the owned
+    /// ones: resumed at their checkpointed offsets, new ones at their start.
+    fn discover(&mut self, shared: &Shared) {
+        let due = self.discovered.is_none_or(|at| at.elapsed() >= Duration::from_millis(DISCOVERY_INTERVAL_MS));
+        let Some(consumer) = self.consumer.as_ref().filter(|_| due) else { return };
+        self.discovered = Some(Instant::now());
+        let timeout = Duration::from_millis(METADATA_TIMEOUT_MS);
+        let Ok(metadata) = consumer.fetch_metadata(Some(&self.topic), timeout) else { return };
+        let Some(topic) = metadata.topics().iter().find(|t| t.name() == self.topic) else { return };
+        if topic.error().is_some() || topic.partitions().is_empty() {
+            return; // Unknown yet (or the broker is not ready): looked up again later.
+        }
+        self.found = true;
+        let (index, peers) = self.owner;
+        let mut added = false;
+        for partition in 0..topic.partitions().len() as u32 {
+            if partition as usize % peers != index || self.positions.iter().any(|p| p.partition == partition) {
+                continue;
+            }
+            let next_offset = self.committed.get(&partition).copied();
+            let position =
+                Position { partition, next_offset: next_offset.unwrap_or(0), target: 0, recorded: next_offset };
+            self.positions.push(position);
+            self.eof.push(false);
+            added = true;
+        }
+        if added {
+            self.positions.sort_by_key(|p| p.partition);
+            self.assign(shared);
+        }
+    }
+
+    /// Assigns every owned partition at its next offset (a fresh partition
+    /// at the beginning).
+    fn assign(&mut self, shared: &Shared) {
+        let Some(consumer) = &self.consumer else { return };
+        let mut list = TopicPartitionList::new();
+        for position in &self.positions {
+            let offset = match position.recorded {
+                None if position.next_offset == 0 => Offset::Beginning,
+                _ => Offset::Offset(position.next_offset as i64),
+            };
+            if list.add_partition_offset(&self.topic, position.partition as i32, offset).is_err() {
+                shared.fail(self.error(format!("partition {} cannot be assigned", position.partition)));
+                return;
+            }
+        }
+        if let Err(e) = consumer.assign(&list) {
+            shared.fail(self.error(format!("assigning partitions: {e}")));
+        }
+        self.eof.iter_mut().for_each(|eof| *eof = false);
+    }
+
+    fn error(&self, message: String) -> crate::Error {
+        crate::Error::Kafka { what: format!("Kafka source {} (reader '{}')", self.label, self.reader), message }
+    }
+
+    /// Librdkafka found a position out of range: a checkpointed offset
+    /// that retention passed (a retention gap: the job's policy fails it,
+    /// or skips to the log start and reports it), or one past the
+    /// partition's end (the topic lost records the views reflect, or was
+    /// re-created: the job fails). Returns whether the source goes on.
+    fn out_of_range(&mut self, shared: &Shared) -> bool {
+        let Some(consumer) = &self.consumer else { return false };
+        let timeout = Duration::from_millis(METADATA_TIMEOUT_MS);
+        let mut moved = false;
+        for i in 0..self.positions.len() {
+            let (partition, next) = (self.positions[i].partition, self.positions[i].next_offset);
+            let Ok((low, high)) = consumer.fetch_watermarks(&self.topic, partition as i32, timeout) else { continue };
+            let (low, high) = (low.max(0) as u64, high.max(0) as u64);
+            if next > high {
+                let message = format!(
+                    "partition {partition}: the checkpoint read to offset {next}, but the partition ends at {high}:                      records the views reflect are gone (or the topic was re-created). Drop and re-create the views                      that read it"
+                );
+                shared.fail(self.error(message));
+                return false;
+            }
+            if next < low {
+                let gap = RetentionGap {
+                    reader: self.reader.clone(),
+                    topic: self.label.clone(),
+                    partition,
+                    from: next,
+                    to: low,
+                };
+                if !shared.retention_gap(gap) {
+                    return false;
+                }
+                self.positions[i].next_offset = low;
+                moved = true;
+            }
+        }
+        if moved {
+            self.assign(shared);
+        }
+        true
+    }
+}
+
+/// A Kafka message as one record of a one-record batch in `buffer`.
+fn encode(message: &BorrowedMessage<'_>, buffer: &mut Vec<u8>) -> u64 {
+    let offset = message.offset().max(0) as u64;
+    let headers: Vec<Header> = message
+        .headers()
+        .map(|headers| {
+            headers.iter().map(|h| Header { key: h.key.to_owned(), value: h.value.map(<[u8]>::to_vec) }).collect()
+        })
+        .unwrap_or_default();
+    let record = EncodeRecord {
+        offset_delta: 0,
+        timestamp_ms: message.timestamp().to_millis().unwrap_or(0),
+        key: message.key(),
+        value: message.payload(),
+        headers: &headers,
+    };
+    buffer.clear();
+    encode_batch(buffer, offset, 0, [record]);
+    offset
+}
+
+impl<T, F> Tailer for KafkaReader<F>
+where
+    T: Clone + 'static,
+    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+{
+    type Item = Result<T, Box<DeadLetter>>;
+
+    fn record(&mut self, shared: &Shared, epoch: Epoch) {
+        record_positions(shared, &self.reader, &self.label, epoch, &mut self.positions);
+    }
+
+    fn read(&mut self, shared: &Shared, mut give: impl FnMut(Self::Item)) -> Option<bool> {
+        self.discover(shared);
+        let mut read = 0usize;
+        let mut out_of_range = false;
+        if let Some(consumer) = &self.consumer {
+            while read < READ_MESSAGES_MAX {
+                let message = match consumer.poll(Duration::ZERO) {
+                    None => break,
+                    Some(Ok(message)) => message,
+                    Some(Err(KafkaError::PartitionEOF(partition))) => {
+                        if let Some(i) = self.positions.iter().position(|p| p.partition as i32 == partition) {
+                            self.eof[i] = true;
+                        }
+                        continue;
+                    }
+                    Some(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset))) => {
+                        out_of_range = true;
+                        break;
+                    }
+                    // Transient (a broker down, a rebalance of leaders): librdkafka retries.
+                    Some(Err(_)) => break,
+                };
+                let partition = message.partition() as u32;
+                let Some(i) = self.positions.iter().position(|p| p.partition == partition) else { continue };
+                let offset = encode(&message, &mut self.buffer);
+                if offset < self.positions[i].next_offset {
+                    continue; // Already emitted (a seek's overlap).
+                }
+                let batch = BatchView::from_validated(&self.buffer);
+                let record = batch.records().next().expect("one record");
+                give(
+                    (self.decode)(&record)
+                        .map_err(|error| Box::new(DeadLetter::of(&self.label, partition, &record, error))),
+                );
+                self.positions[i].next_offset = offset + 1;
+                self.eof[i] = false;
+                read += 1;
+            }
+        }
+        if out_of_range && !self.out_of_range(shared) {
+            return None;
+        }
+        shared.records.fetch_add(read as u64, Ordering::Relaxed);
+        if shared.failed() {
+            return None;
+        }
+        Some(read > 0)
+    }
+
+    fn caught_up(&self) -> bool {
+        self.found && self.eof.iter().all(|eof| *eof)
+    }
+}

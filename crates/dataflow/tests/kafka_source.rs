@@ -1,0 +1,116 @@
+//! The Kafka source against a real Apache Kafka broker (4.4.0, KRaft, from
+//! the jars `.ci/run` fetches): committed records only (an aborted
+//! transaction never reaches the view), each once across runs that resume
+//! from the checkpoint, records that fail to decode as dead letters, and
+//! partitions added to the topic read from their start.
+mod common;
+#[path = "../../../tests/common/kafka_broker.rs"]
+mod kafka_broker;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kafka_broker::KafkaBroker;
+use millpond_dataflow::{KafkaTopic, Runtime, RuntimeConfig, Sum, json};
+use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize)]
+struct Ev {
+    k: u64,
+    v: i64,
+}
+
+fn producer(bootstrap: &str, transactional_id: Option<&str>) -> BaseProducer {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap).set("linger.ms", "5").set("topic.metadata.refresh.interval.ms", "300");
+    if let Some(id) = transactional_id {
+        config.set("transactional.id", id);
+    }
+    config.create().unwrap()
+}
+
+/// Produces `(partition, key, value)` records and waits for them (a
+/// partition the producer does not know yet is waited for).
+fn produce(producer: &BaseProducer, records: &[(Option<i32>, String, String)]) {
+    for (partition, key, value) in records {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut record = BaseRecord::to("ev").key(key.as_str()).payload(value.as_str());
+            if let Some(partition) = partition {
+                record = record.partition(*partition);
+            }
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, _)) if std::time::Instant::now() < deadline => {
+                    assert!(e.to_string().contains("nknown partition"), "{e}");
+                    producer.poll(Duration::from_millis(100));
+                }
+                Err((e, _)) => panic!("{e}"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+}
+
+fn events(range: std::ops::Range<i64>, partition: Option<i32>) -> Vec<(Option<i32>, String, String)> {
+    range.map(|i| (partition, format!("{}", i % 10), format!(r#"{{"k":{},"v":{i}}}"#, i % 10))).collect()
+}
+
+/// Runs the job until it read every partition to its end.
+fn run(dir: &std::path::Path, bootstrap: &str) {
+    let source = KafkaTopic { brokers: bootstrap.to_owned(), topic: "ev".to_owned(), properties: Vec::new() };
+    let config = RuntimeConfig::new(dir).workers(2).epoch_interval_ms(20).stop_when_caught_up(true);
+    Runtime::run(config, move |job| {
+        let events = job.kafka_source("ev", "ev", &source, json::<Ev>());
+        let sums = events.map(|e| (e.k, e.v)).aggregate("sums", Sum(|v: &i64| *v));
+        job.materialize("sums", sums);
+    })
+    .unwrap();
+}
+
+fn truth(values: impl IntoIterator<Item = i64>) -> BTreeMap<String, i64> {
+    let mut sums: BTreeMap<u64, i64> = BTreeMap::new();
+    for v in values {
+        *sums.entry((v % 10) as u64).or_default() += v;
+    }
+    common::rows_of(sums.into_iter().map(|row| (row, 1)))
+}
+
+#[test]
+fn a_kafka_source_reads_committed_records_once_across_runs_and_new_partitions() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("ev", 2);
+    let plain = producer(&broker.bootstrap, None);
+    produce(&plain, &events(0..1000, None));
+    produce(&plain, &[(Some(0), "bad".into(), "not json".into()), (Some(1), "bad".into(), "{\"k\":1}".into())]);
+    let transactional = producer(&broker.bootstrap, Some("writer"));
+    transactional.init_transactions(Duration::from_secs(30)).unwrap();
+    transactional.begin_transaction().unwrap();
+    produce(
+        &transactional,
+        &(0..100).map(|i| (None, format!("{i}"), r#"{"k":3,"v":1000000}"#.to_owned())).collect::<Vec<_>>(),
+    );
+    transactional.abort_transaction(Duration::from_secs(30)).unwrap();
+    transactional.begin_transaction().unwrap();
+    produce(&transactional, &events(1000..1100, None));
+    transactional.commit_transaction(Duration::from_secs(30)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), &broker.bootstrap);
+    assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..1100), "committed records, each once");
+    let letters = common::dead_letters(dir.path(), "ev.dead-letter");
+    assert_eq!(letters.len(), 2, "the two records that do not decode: {letters:?}");
+    assert!(letters.iter().all(|l| l.headers["millpond.source.topic"] == "kafka:ev"), "{letters:?}");
+
+    // More records, and two more partitions read from their start.
+    produce(&plain, &events(1100..1500, None));
+    broker.add_partitions("ev", 4);
+    produce(&plain, &events(1500..1600, Some(2)));
+    produce(&plain, &events(1600..1700, Some(3)));
+    run(dir.path(), &broker.bootstrap);
+    assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..1700), "resumed: each record once");
+    assert_eq!(common::dead_letters(dir.path(), "ev.dead-letter").len(), 2, "each rejected record once");
+}
