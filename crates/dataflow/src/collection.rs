@@ -275,12 +275,16 @@ impl<'s> Job<'s> {
         T: Clone + 'static,
         F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
     {
-        let label = crate::kafka_source::label(&topic.topic);
-        self.ctx.declare_reader(reader, &label);
-        let (records, letters) =
-            crate::kafka_source::tail(self.scope, &self.ctx, reader, topic, decode).split_dead_letters();
-        self.route_dead_letters(source, &label, letters);
-        records
+        let label = self.register_kafka_topic(topic);
+        self.source_of(source, reader, &label, decode)
+    }
+
+    /// Registers a topic of an external Kafka cluster: its label
+    /// (`kafka:TOPIC`), which every source API then reads as it reads a log
+    /// topic's name ([`Job::source_of`], [`Job::upsert_source_of`],
+    /// [`Job::shared_source_of`]).
+    pub fn register_kafka_topic(&mut self, topic: &crate::KafkaTopic) -> String {
+        self.ctx.register_kafka_topic(topic)
     }
 
     /// Reads a keyed topic as a table (the upsert envelope): the latest value

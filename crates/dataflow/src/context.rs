@@ -7,7 +7,7 @@
 //! claimed once per kind.
 
 use std::cell::{Ref, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,6 +126,8 @@ pub(crate) struct WorkerContext {
     build_errors: RefCell<Vec<String>>,
     /// What this worker's part of the job declares.
     declared: RefCell<Declarations>,
+    /// External Kafka topics by their label (`kafka:TOPIC`).
+    kafka_topics: RefCell<BTreeMap<String, crate::KafkaTopic>>,
 }
 
 impl WorkerContext {
@@ -136,7 +138,30 @@ impl WorkerContext {
             names: RefCell::new(BTreeSet::new()),
             build_errors: RefCell::new(Vec::new()),
             declared: RefCell::new(Declarations::default()),
+            kafka_topics: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// Registers an external Kafka topic; its label, the name its readers
+    /// read (one topic per label: another cluster's topic of the same name
+    /// is a build error).
+    pub(crate) fn register_kafka_topic(&self, topic: &crate::KafkaTopic) -> String {
+        let label = crate::kafka_source::label(&topic.topic);
+        let mut topics = self.kafka_topics.borrow_mut();
+        match topics.get(&label) {
+            Some(known) if known != topic => self.build_error(format!(
+                "{label} is read from {} and from {}: one job reads one Kafka topic of a name",
+                known.brokers, topic.brokers
+            )),
+            Some(_) => {}
+            None => drop(topics.insert(label.clone(), topic.clone())),
+        }
+        label
+    }
+
+    /// The external Kafka topic registered under `label`.
+    pub(crate) fn kafka_topic(&self, label: &str) -> Option<crate::KafkaTopic> {
+        self.kafka_topics.borrow().get(label).cloned()
     }
     /// The first error met while building (the job is refused with it).
     pub(crate) fn first_build_error(&self) -> Option<String> {

@@ -96,6 +96,19 @@ where
     T: Clone + 'static,
     F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
 {
+    if crate::kafka_source::is_label(topic) {
+        return match ctx.kafka_topic(topic) {
+            Some(kafka) => crate::kafka_source::tail(scope, ctx, reader, &kafka, decode),
+            None => {
+                // Built anyway (every worker builds the same dataflow); the
+                // build error stops the job before any data flows.
+                ctx.build_error(format!("{topic}: no Kafka cluster is registered for it (Job::kafka_source)"));
+                let none =
+                    OneReader { reader: reader.to_owned(), topic: topic.to_owned(), positions: Vec::new(), decode };
+                operate(scope, ctx, &format!("source:{reader}"), none, Rc::new(BTreeSet::from([reader.to_owned()])))
+            }
+        };
+    }
     let partitions = open_topic(ctx, scope.index(), reader, topic);
     let positions = open_positions(ctx, (scope.index(), scope.peers()), reader, topic, partitions);
     let tailer = OneReader { reader: reader.to_owned(), topic: topic.to_owned(), positions, decode };

@@ -75,6 +75,16 @@ impl<'s> Job<'s> {
         F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
     {
         let decode = Rc::new(decode);
+        if crate::kafka_source::is_label(topic) {
+            // An external Kafka topic: a consumer per reader, no shared cursor.
+            return readers
+                .iter()
+                .map(|reader| {
+                    let decode = decode.clone();
+                    self.source_of(source, reader, topic, move |record: &RecordView<'_>| decode(record).map(Rc::new))
+                })
+                .collect();
+        }
         let mut collections = Vec::with_capacity(readers.len());
         for group in readers.chunks(GROUP_READERS_MAX) {
             for reader in group {

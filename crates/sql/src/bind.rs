@@ -1324,7 +1324,7 @@ impl<'a> Binder<'a> {
                 .collect(),
         };
         match &object.kind {
-            ObjectKind::Source { topic, upsert_key } => {
+            ObjectKind::Source { topic, upsert_key, .. } => {
                 let cols = columns(object);
                 let input = match upsert_key {
                     Some(_) => Input::Upsert { topic: topic.clone() },

@@ -33,7 +33,9 @@ pub(crate) struct Column {
 pub(crate) enum ObjectKind {
     /// Rows decoded from a topic's JSON values; with `upsert_key`, the
     /// latest value per record key is a row, and a tombstone deletes it.
-    Source { topic: String, upsert_key: Option<Vec<usize>> },
+    /// With `kafka_brokers`, `topic` is the label `kafka:TOPIC` of a topic
+    /// of that external Kafka cluster.
+    Source { topic: String, upsert_key: Option<Vec<usize>>, kafka_brokers: Option<String> },
     /// Rows written by INSERT/UPDATE/DELETE to the topic `table.NAME`,
     /// keyed by the primary key (or a row id).
     Table { topic: String, primary_key: Option<Vec<usize>> },

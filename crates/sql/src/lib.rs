@@ -142,7 +142,13 @@ fn catalog_objects(data_dir: &std::path::Path) -> Result<Option<CatalogObjects>>
         let text = String::from_utf8_lossy(&value);
         let statements = parse::parse(&text, None).map_err(|e| Error::Catalog { offset, message: e.to_string() })?;
         let reads = match statements.first().map(|s| &s.stmt) {
-            Some(parse::Stmt::CreateSource(source)) => Some(("source", source.topic.clone())),
+            Some(parse::Stmt::CreateSource(source)) => Some((
+                "source",
+                match source.kafka_brokers {
+                    Some(_) => millpond_dataflow::kafka_source::label(&source.topic),
+                    None => source.topic.clone(),
+                },
+            )),
             Some(parse::Stmt::Sql(statement)) if matches!(**statement, sqlparser::ast::Statement::CreateTable(_)) => {
                 Some(("table", catalog::table_topic(&name)))
             }

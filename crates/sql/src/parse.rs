@@ -4,7 +4,12 @@
 //! ```sql
 //! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ...)
 //!     FROM TOPIC 'topic' FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
+//! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ...)
+//!     FROM KAFKA (BROKERS 'host:port[,...]', TOPIC 'topic') FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
 //! ```
+//!
+//! `FROM KAFKA` reads a topic of an external Kafka cluster
+//! (`millpond_dataflow::kafka_source`); `FROM TOPIC` a topic of the log.
 //!
 //! Every statement keeps the location of its first token, and parse errors
 //! name line and column.
@@ -61,6 +66,8 @@ pub(crate) struct CreateSource {
     pub(crate) columns: Vec<ColumnDef>,
     pub(crate) topic: String,
     pub(crate) topic_location: Location,
+    /// `FROM KAFKA`: the cluster's `bootstrap.servers`.
+    pub(crate) kafka_brokers: Option<String>,
     pub(crate) upsert_key: Option<Vec<Ident>>,
     pub(crate) or_replace: bool,
     pub(crate) if_not_exists: bool,
@@ -73,13 +80,17 @@ impl fmt::Display for CreateSource {
             f.write_str("IF NOT EXISTS ")?;
         }
         let columns: Vec<String> = self.columns.iter().map(ToString::to_string).collect();
-        write!(
-            f,
-            "{} ({}) FROM TOPIC '{}' FORMAT JSON",
-            self.name,
-            columns.join(", "),
-            self.topic.replace('\'', "''")
-        )?;
+        let topic = self.topic.replace('\'', "''");
+        match &self.kafka_brokers {
+            None => write!(f, "{} ({}) FROM TOPIC '{topic}' FORMAT JSON", self.name, columns.join(", "))?,
+            Some(brokers) => write!(
+                f,
+                "{} ({}) FROM KAFKA (BROKERS '{}', TOPIC '{topic}') FORMAT JSON",
+                self.name,
+                columns.join(", "),
+                brokers.replace('\'', "''")
+            )?,
+        }
         if let Some(key) = &self.upsert_key {
             let key: Vec<String> = key.iter().map(ToString::to_string).collect();
             write!(f, " ENVELOPE UPSERT KEY ({})", key.join(", "))?;
@@ -423,9 +434,14 @@ fn parse_create_source(
         return Err(ParserError::ParserError(format!("Expected: at least one column{}", name.span.start)));
     }
     parser.expect_keyword(Keyword::FROM)?;
-    expect_word(parser, "TOPIC")?;
-    let topic_at = parser.peek_token().span.start;
-    let topic = parser.parse_literal_string()?;
+    let (topic, topic_at, kafka_brokers) = if word_is(&parser.peek_token().token, "KAFKA") {
+        parser.next_token();
+        parse_kafka_options(parser)?
+    } else {
+        expect_word(parser, "TOPIC")?;
+        let topic_at = parser.peek_token().span.start;
+        (parser.parse_literal_string()?, topic_at, None)
+    };
     expect_word(parser, "FORMAT")?;
     expect_word(parser, "JSON")?;
     let upsert_key = if word_is(&parser.peek_token().token, "ENVELOPE") {
@@ -444,10 +460,63 @@ fn parse_create_source(
         columns,
         topic,
         topic_location: location(file, topic_at),
+        kafka_brokers,
         upsert_key,
         or_replace,
         if_not_exists,
     })
+}
+
+/// `(BROKERS 'host:port[,...]', TOPIC 'topic')` after `FROM KAFKA`, in
+/// either order: the topic, where it is written, and the brokers.
+fn parse_kafka_options(
+    parser: &mut Parser<'_>,
+) -> std::result::Result<(String, SqlLocation, Option<String>), ParserError> {
+    let opened = parser.peek_token().span.start;
+    parser.expect_token(&Token::LParen)?;
+    let (mut brokers, mut topic) = (None, None);
+    loop {
+        let token = parser.next_token();
+        let name = match &token.token {
+            Token::Word(word) => word.value.to_ascii_uppercase(),
+            other => {
+                return Err(ParserError::ParserError(format!(
+                    "Expected: BROKERS or TOPIC, found: {other}{}",
+                    token.span.start
+                )));
+            }
+        };
+        let at = parser.peek_token().span.start;
+        let value = parser.parse_literal_string()?;
+        let slot = match name.as_str() {
+            "BROKERS" => &mut brokers,
+            "TOPIC" => &mut topic,
+            _ => {
+                return Err(ParserError::ParserError(format!(
+                    "Expected: BROKERS or TOPIC (the Kafka source's options), found: {name}{}",
+                    token.span.start
+                )));
+            }
+        };
+        if slot.replace((value, at)).is_some() {
+            return Err(ParserError::ParserError(format!(
+                "Expected: {name} once, found: a second {name}{}",
+                token.span.start
+            )));
+        }
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    let missing =
+        |what: &str| ParserError::ParserError(format!("Expected: {what} in FROM KAFKA (...), found: none{opened}"));
+    let (brokers, _) = brokers.ok_or_else(|| missing("BROKERS 'host:port'"))?;
+    let (topic, topic_at) = topic.ok_or_else(|| missing("TOPIC 'name'"))?;
+    if brokers.trim().is_empty() {
+        return Err(ParserError::ParserError(format!("Expected: BROKERS 'host:port[,...]', found: ''{opened}")));
+    }
+    Ok((topic, topic_at, Some(brokers)))
 }
 
 #[cfg(test)]
@@ -467,6 +536,32 @@ mod tests {
             "CREATE OR REPLACE SOURCE t (k INT, v TEXT) FROM TOPIC 't' FORMAT JSON ENVELOPE UPSERT KEY (k)"
         );
         assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+    }
+
+    #[test]
+    fn a_kafka_source_parses_prints_back_and_names_its_mistakes() {
+        let sql = "create source ev (k bigint) from kafka (topic 'e''v', brokers 'h1:9092,h2:9092') format json";
+        let text = parse(sql, None).unwrap()[0].stmt.to_string();
+        assert_eq!(
+            text,
+            "CREATE SOURCE ev (k BIGINT) FROM KAFKA (BROKERS 'h1:9092,h2:9092', TOPIC 'e''v') FORMAT JSON"
+        );
+        assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+        for (sql, expected) in [
+            ("CREATE SOURCE s (a INT) FROM KAFKA (TOPIC 't') FORMAT JSON", "1:36: syntax error: Expected: BROKERS"),
+            ("CREATE SOURCE s (a INT) FROM KAFKA (BROKERS 'b') FORMAT JSON", "1:36: syntax error: Expected: TOPIC"),
+            (
+                "CREATE SOURCE s (a INT) FROM KAFKA (BROKERS 'b', GROUP 'g') FORMAT JSON",
+                "1:50: syntax error: Expected: BROKERS or TOPIC",
+            ),
+            (
+                "CREATE SOURCE s (a INT) FROM KAFKA (TOPIC 'a', TOPIC 'b', BROKERS 'c') FORMAT JSON",
+                "1:48: syntax error: Expected: TOPIC once",
+            ),
+        ] {
+            let error = parse(sql, None).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{sql}: {error}");
+        }
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct CompiledSource {
     /// What decides which of its records are rejected: its definition and
     /// the decoder's version (`Job::declare_source`).
     pub verdict: String,
+    /// A source of an external Kafka cluster (`topic` is its label).
+    pub kafka: Option<millpond_dataflow::KafkaTopic>,
 }
 
 /// A row of a view, as stored in its changelog: a JSON object keyed by
@@ -197,6 +199,9 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
 /// topics are kept even while no view reads them.
 pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[CompiledSource]) {
     for source in sources {
+        if let Some(kafka) = &source.kafka {
+            job.register_kafka_topic(kafka);
+        }
         job.declare_source(&source.name, &source.topic, &source.verdict);
     }
     let plans: Vec<ViewPlan> = views.iter().map(ViewPlan::new).collect();

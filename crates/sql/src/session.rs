@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use millpond_dataflow::{TopicRecord, TopicSpec, Topics};
+use millpond_dataflow::{KafkaTopic, TopicRecord, TopicSpec, Topics};
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::{self, Spanned};
 
@@ -181,7 +181,10 @@ impl Session {
         match &parsed.stmt {
             Stmt::CreateSource(source) => {
                 let object = self.source_object(source, at)?;
-                let ObjectKind::Source { topic, upsert_key } = &object.kind else { unreachable!("a source") };
+                let ObjectKind::Source { topic, upsert_key, kafka_brokers } = &object.kind else {
+                    unreachable!("a source")
+                };
+                let external = kafka_brokers.is_some();
                 let spec = TopicSpec { partitions: 1, compacted: upsert_key.is_some(), compaction_bounded: false };
                 let topic = topic.clone();
                 let name_at = span_location(at, source.name.span);
@@ -193,7 +196,8 @@ impl Session {
                     &name_at,
                     &mut batch.effects,
                 )?;
-                if !self.topics.exists(&topic) {
+                // An external Kafka topic is the cluster's to create.
+                if !external && !self.topics.exists(&topic) {
                     batch.effects.push(Effect::CreateTopic { topic, spec });
                 }
                 Ok(outcome)
@@ -287,7 +291,18 @@ impl Session {
                         crate::render::STATE_LAYOUT_VERSION,
                         fnv64(object.definition.as_bytes())
                     );
-                    sources.push(CompiledSource { name: object.name.clone(), topic: topic.clone(), verdict });
+                    let kafka = match &object.kind {
+                        ObjectKind::Source { kafka_brokers: Some(brokers), topic, .. } => Some(KafkaTopic {
+                            brokers: brokers.clone(),
+                            topic: topic
+                                .strip_prefix(millpond_dataflow::kafka_source::LABEL_PREFIX)
+                                .unwrap_or(topic)
+                                .to_owned(),
+                            properties: Vec::new(),
+                        }),
+                        _ => None,
+                    };
+                    sources.push(CompiledSource { name: object.name.clone(), topic: topic.clone(), verdict, kafka });
                 }
                 _ => {}
             }

@@ -376,9 +376,11 @@ impl Objects {
                 oid = if oid == i64::from(i32::MAX) { USER_OID_MIN } else { oid + 1 };
             }
             let options = match &object.kind {
-                ObjectKind::Source { topic, upsert_key } => {
+                ObjectKind::Source { topic, upsert_key, kafka_brokers } => {
                     let envelope = if upsert_key.is_some() { "upsert" } else { "none" };
-                    let elements = [format!("topic={topic}"), "format=json".into(), format!("envelope={envelope}")];
+                    let mut elements =
+                        vec![format!("topic={topic}"), "format=json".into(), format!("envelope={envelope}")];
+                    elements.extend(kafka_brokers.iter().map(|brokers| format!("brokers={brokers}")));
                     Some(crate::eval::array_text(elements.iter().map(|e| Some(e.as_str()))))
                 }
                 _ => None,

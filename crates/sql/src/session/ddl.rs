@@ -169,6 +169,7 @@ impl Session {
         if source.topic.is_empty()
             || source.topic.len() > 200
             || !source.topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            || (source.kafka_brokers.is_some() && (source.topic == "." || source.topic == ".."))
         {
             return Err(Error::sql(
                 source.topic_location.clone(),
@@ -178,7 +179,14 @@ impl Session {
         let canonical = CreateSource { or_replace: false, if_not_exists: false, ..source.clone() };
         Ok(Object {
             name,
-            kind: ObjectKind::Source { topic: source.topic.clone(), upsert_key },
+            kind: ObjectKind::Source {
+                topic: match &source.kafka_brokers {
+                    Some(_) => millpond_dataflow::kafka_source::label(&source.topic),
+                    None => source.topic.clone(),
+                },
+                upsert_key,
+                kafka_brokers: source.kafka_brokers.clone(),
+            },
             columns,
             definition: canonical.to_string(),
         })
