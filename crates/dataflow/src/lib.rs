@@ -47,6 +47,7 @@ mod error;
 mod held_filter;
 mod join;
 pub mod json_check;
+pub mod kafka_sink;
 pub mod kafka_source;
 mod keyed;
 mod multiset;
@@ -84,6 +85,7 @@ pub use collection::{Collection, Data, Key};
 pub use config::{ChangelogHold, ChangelogHolds, CommitBell, EPOCH_RECORDS_MAX_DEFAULT};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
+pub use kafka_sink::{KafkaSink, SinkStats};
 pub use kafka_source::KafkaTopic;
 /// The log's error, for callers that tell its cases apart (an unknown
 /// topic, an offset out of range).

@@ -1,0 +1,292 @@
+//! A transactional Kafka sink: ships a view's committed changes to a topic
+//! of an external Kafka cluster, exactly once.
+//!
+//! The sink follows the view's committed changelog (a [`Subscription`]), so
+//! only epochs Millpond has committed are ever shipped: no Kafka
+//! transaction is prepared before Millpond's own commit, and none is left
+//! waiting on it across a crash (the hazard of a two-phase sink). Each
+//! committed epoch with changes becomes one Kafka transaction of the sink's
+//! stable transactional id ([`transactional_id`]): one record per change,
+//! and a progress record `{"sink", "view", "epoch"}` (key: the sink's name)
+//! in the progress topic. On start the sink fences any older instance
+//! (`init_transactions`, which also ends what that instance left open),
+//! reads its last progress record with read_committed, and resumes after
+//! the epoch it names (a fresh sink starts with the view's snapshot at its
+//! last committed epoch, shipped as that epoch's transaction). So a
+//! read_committed consumer of the topic sees every change once, each
+//! epoch's changes together.
+//!
+//! A change's record: key the row as JSON (a row's changes stay in one
+//! partition, in epoch order), value `{"epoch":E,"diff":D,"row":{…}}`, as
+//! `millpond subscribe` prints it.
+//!
+//! Invariants: a transaction holds exactly one epoch's changes and that
+//! epoch's progress record; epochs are shipped in increasing order, each
+//! once; nothing of an epoch is sent before the epoch is committed in
+//! Millpond. A progress epoch the changelog no longer reaches back to (its
+//! history compacted) is an error that says to re-create the sink's topic,
+//! never a silent gap.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use crate::view::{Event, Subscription};
+use crate::{Epoch, Error, Result};
+
+/// The progress topic by default (compacted, one partition).
+pub const PROGRESS_TOPIC_DEFAULT: &str = "_millpond_sink_progress";
+/// How long one Kafka call (init, commit, a progress read) may take.
+const CALL_TIMEOUT_MS: u64 = 30_000;
+/// How long the sink waits for the view's next change before looking at `stop`.
+const POLL_MS: u64 = 100;
+/// Changes one transaction may hold (a larger epoch is refused, not split:
+/// a transaction is one epoch).
+pub const CHANGES_PER_EPOCH_MAX: usize = 10_000_000;
+
+/// A sink of a view into a topic of an external Kafka cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaSink {
+    /// The sink's name: its transactional id and its progress key.
+    pub name: String,
+    pub view: String,
+    pub brokers: String,
+    pub topic: String,
+    /// Where progress records go ([`PROGRESS_TOPIC_DEFAULT`]).
+    pub progress_topic: String,
+    /// More librdkafka producer properties (security, timeouts).
+    pub properties: Vec<(String, String)>,
+}
+
+/// A progress record's value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Progress {
+    sink: String,
+    view: String,
+    epoch: Epoch,
+}
+
+/// What a run of the sink shipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SinkStats {
+    pub transactions: u64,
+    pub changes: u64,
+    /// The last epoch Kafka holds (`None`: nothing shipped yet).
+    pub last_epoch: Option<Epoch>,
+    /// Producers started again after a retriable failure, and the last failure.
+    pub retries: u64,
+    pub last_retry: Option<String>,
+}
+
+/// The sink's transactional id: stable across runs, one per sink name.
+pub fn transactional_id(sink: &str) -> String {
+    format!("millpond-sink.{sink}")
+}
+
+impl KafkaSink {
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Kafka {
+            what: format!("Kafka sink '{}' of view '{}' ({})", self.name, self.view, self.brokers),
+            message: message.into(),
+        }
+    }
+
+    fn client(&self) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        for (key, value) in &self.properties {
+            config.set(key, value);
+        }
+        config.set("bootstrap.servers", &self.brokers);
+        config
+    }
+
+    /// Runs the sink until `stop` is set (then returns what it shipped) or
+    /// an error that needs a person: another instance fenced this one, the
+    /// view was dropped, its history no longer reaches the last shipped
+    /// epoch. A broker that is down is waited for.
+    pub fn run(&self, data_dir: &std::path::Path, stop: &AtomicBool) -> Result<SinkStats> {
+        let mut stats = SinkStats::default();
+        while !stop.load(Ordering::Relaxed) {
+            match self.run_once(data_dir, stop, &mut stats) {
+                Ok(()) => return Ok(stats),
+                // A transaction that failed in a retriable way: start over
+                // from Kafka's progress (exactly once either way).
+                Err(Retry::Again(error)) => {
+                    stats.retries += 1;
+                    stats.last_retry = Some(error.to_string());
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(Retry::Fatal(error)) => return Err(error),
+            }
+        }
+        Ok(stats)
+    }
+
+    /// One producer's life: fence, read progress, ship epochs.
+    fn run_once(
+        &self,
+        data_dir: &std::path::Path,
+        stop: &AtomicBool,
+        stats: &mut SinkStats,
+    ) -> std::result::Result<(), Retry> {
+        self.ensure_progress_topic();
+        let producer: BaseProducer = self
+            .client()
+            .set("transactional.id", transactional_id(&self.name))
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .create()
+            .map_err(|e| Retry::Fatal(self.error(format!("creating the producer: {e}"))))?;
+        let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
+        producer.init_transactions(timeout).map_err(|e| self.kafka("fencing older instances", e))?;
+        let last = self.read_progress().map_err(|e| self.kafka("reading progress", e))?;
+        stats.last_epoch = last;
+        let mut subscription = match Subscription::open(data_dir, &self.view, last, last.is_none()) {
+            Ok(subscription) => subscription,
+            Err(Error::UnknownView(_)) if last.is_none() => {
+                // Not committed yet: looked for again.
+                std::thread::sleep(Duration::from_millis(POLL_MS));
+                return Err(Retry::Again(self.error("the view has no committed epoch yet")));
+            }
+            Err(e) => return Err(Retry::Fatal(self.error(format!("reading the view after epoch {last:?}: {e}")))),
+        };
+        let mut pending: Vec<String> = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            match subscription.next_timeout(Duration::from_millis(POLL_MS)) {
+                Ok(None) => {}
+                Ok(Some(change @ Event::Change { .. })) => {
+                    if pending.len() >= CHANGES_PER_EPOCH_MAX {
+                        return Err(Retry::Fatal(
+                            self.error(format!("an epoch with more than {CHANGES_PER_EPOCH_MAX} changes")),
+                        ));
+                    }
+                    pending.push(serde_json::to_string(&change).expect("a change encodes"));
+                }
+                Ok(Some(Event::Progress { epoch, .. })) => {
+                    if !pending.is_empty() && last.is_none_or(|l| epoch > l) {
+                        self.ship(&producer, epoch, &pending)?;
+                        stats.transactions += 1;
+                        stats.changes += pending.len() as u64;
+                        stats.last_epoch = Some(epoch);
+                    }
+                    pending.clear();
+                }
+                Err(e) => return Err(Retry::Fatal(self.error(format!("reading the view: {e}")))),
+            }
+        }
+        Ok(())
+    }
+
+    /// One epoch's changes and its progress record in one transaction.
+    fn ship(&self, producer: &BaseProducer, epoch: Epoch, changes: &[String]) -> std::result::Result<(), Retry> {
+        let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
+        producer.begin_transaction().map_err(|e| self.kafka("beginning a transaction", e))?;
+        for change in changes {
+            let row = serde_json::from_str::<serde_json::Value>(change).expect("a change decodes")["row"].to_string();
+            send(producer, BaseRecord::to(&self.topic).key(&row).payload(change))
+                .map_err(|e| self.kafka("sending", e))?;
+        }
+        let progress = Progress { sink: self.name.clone(), view: self.view.clone(), epoch };
+        let value = serde_json::to_string(&progress).expect("progress encodes");
+        send(producer, BaseRecord::to(&self.progress_topic).key(&self.name).payload(&value))
+            .map_err(|e| self.kafka("sending progress", e))?;
+        if let Err(e) = producer.commit_transaction(timeout) {
+            let _ = producer.abort_transaction(timeout);
+            return Err(self.kafka(&format!("committing epoch {epoch}"), e));
+        }
+        Ok(())
+    }
+
+    /// A Kafka error: fencing is fatal (another instance runs), the rest
+    /// is retried from Kafka's progress.
+    fn kafka(&self, doing: &str, error: KafkaError) -> Retry {
+        let fenced = error.rdkafka_error_code().is_some_and(|code| {
+            matches!(code, rdkafka::types::RDKafkaErrorCode::Fenced | rdkafka::types::RDKafkaErrorCode::ProducerFenced)
+        });
+        let error = self.error(format!("{doing}: {error}"));
+        if fenced { Retry::Fatal(error) } else { Retry::Again(error) }
+    }
+
+    /// The epoch of the sink's last progress record, read with read_committed.
+    fn read_progress(&self) -> std::result::Result<Option<Epoch>, KafkaError> {
+        let consumer: BaseConsumer = self
+            .client()
+            .set("group.id", format!("{}-progress", transactional_id(&self.name)))
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .set("enable.partition.eof", "true")
+            .create()?;
+        let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
+        let metadata = consumer.fetch_metadata(Some(&self.progress_topic), timeout)?;
+        let partitions = metadata.topics().first().map_or(0, |t| t.partitions().len()) as i32;
+        let mut last = None;
+        for partition in 0..partitions {
+            let (low, high) = consumer.fetch_watermarks(&self.progress_topic, partition, timeout)?;
+            if high <= low {
+                continue;
+            }
+            let mut list = TopicPartitionList::new();
+            list.add_partition_offset(&self.progress_topic, partition, Offset::Beginning)?;
+            consumer.assign(&list)?;
+            let deadline = Instant::now() + timeout;
+            loop {
+                if Instant::now() >= deadline {
+                    // Never go on with a progress that may be older than Kafka's.
+                    return Err(KafkaError::MessageConsumption(rdkafka::types::RDKafkaErrorCode::OperationTimedOut));
+                }
+                match consumer.poll(Duration::from_millis(POLL_MS)) {
+                    // The committed end (the last stable offset).
+                    Some(Err(KafkaError::PartitionEOF(_))) => break,
+                    Some(Ok(message)) if message.key() == Some(self.name.as_bytes()) => {
+                        let progress: Option<Progress> = message.payload().and_then(|p| serde_json::from_slice(p).ok());
+                        if let Some(progress) = progress.filter(|p| p.view == self.view) {
+                            last = last.max(Some(progress.epoch));
+                        }
+                    }
+                    Some(Ok(_)) | None => {}
+                    Some(Err(e)) => return Err(e),
+                }
+            }
+        }
+        Ok(last)
+    }
+
+    /// Creates the progress topic (compacted, one partition) if it is missing.
+    fn ensure_progress_topic(&self) {
+        let Ok(admin) = self.client().create::<AdminClient<DefaultClientContext>>() else { return };
+        let topic = NewTopic::new(&self.progress_topic, 1, TopicReplication::Fixed(1)).set("cleanup.policy", "compact");
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_millis(CALL_TIMEOUT_MS)));
+        // An existing topic, or a cluster that creates topics itself, is fine.
+        let _ = futures::executor::block_on(admin.create_topics([&topic], &options));
+    }
+}
+
+/// Sends `record`, waiting while the producer's queue is full.
+fn send(producer: &BaseProducer, mut record: BaseRecord<'_, String, String>) -> std::result::Result<(), KafkaError> {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return Ok(()),
+            Err((KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), back)) => {
+                producer.poll(Duration::from_millis(10));
+                record = back;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// Why a producer's life ended.
+enum Retry {
+    /// Start over from Kafka's progress.
+    Again(Error),
+    /// Stop the sink.
+    Fatal(Error),
+}
