@@ -1,9 +1,14 @@
-//! A SQL view over a topic of a real Apache Kafka broker (`CREATE SOURCE …
-//! FROM KAFKA`), exactly once: while a producer writes keyed JSON into the
-//! topic (idempotent, so a broker restart adds no duplicate), `millpond
-//! serve` is killed with SIGKILL 20 times at random moments and the Kafka
-//! broker is killed and restarted twice; at the end the view equals a
-//! from-scratch recomputation over everything the topic holds.
+//! Exactly once from Kafka to Kafka through SQL, with a real Apache Kafka
+//! broker: a view over a Kafka topic (`CREATE SOURCE … FROM KAFKA`) shipped
+//! by a transactional sink into another (`CREATE SINK … INTO KAFKA`). While
+//! a producer writes keyed JSON into the input topic (idempotent, so a
+//! broker restart adds no duplicate), `millpond serve` is killed with
+//! SIGKILL 20 times at random moments and the Kafka broker is killed and
+//! restarted twice. At the end the view equals a from-scratch
+//! recomputation over everything the input topic holds, a read_committed
+//! consumer of the sink's topic has accumulated exactly the view (no change
+//! twice, none missing), and the progress topic names an epoch the sink
+//! shipped.
 //!
 //! `MILLPOND_KAFKA_SOURCE_KILL9_SEED=N` replays one seed.
 mod common;
@@ -80,6 +85,45 @@ fn truth(bootstrap: &str) -> BTreeMap<i64, (i64, i64)> {
     groups
 }
 
+/// Every value a read_committed consumer reads from `topic`'s `partitions`.
+fn read_committed(bootstrap: &str, topic: &str, partitions: i32) -> Vec<serde_json::Value> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "check")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+    }
+    consumer.assign(&list).unwrap();
+    let (mut out, mut eof) = (Vec::new(), std::collections::BTreeSet::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while eof.len() < partitions as usize {
+        assert!(Instant::now() < deadline, "{topic} was not read to its end");
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => out.push(serde_json::from_slice(m.payload().unwrap()).unwrap()),
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => drop(eof.insert(p)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The rows the sink's changes add up to; no (epoch, row) change twice.
+fn accumulate(seed: u64, changes: &[serde_json::Value]) -> BTreeMap<String, i64> {
+    let (mut rows, mut seen) = (BTreeMap::new(), std::collections::BTreeSet::new());
+    for change in changes {
+        let row = change["row"].to_string();
+        assert!(seen.insert((change["epoch"].as_u64().unwrap(), row.clone())), "seed {seed}: shipped twice: {change}");
+        *rows.entry(row).or_insert(0i64) += change["diff"].as_i64().unwrap();
+    }
+    rows.retain(|_, n| *n != 0);
+    rows
+}
+
 fn run_seed(seed: u64) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut broker = KafkaBroker::start();
@@ -87,10 +131,12 @@ fn run_seed(seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(dir.path(), false);
     let setup = format!(
-        "CREATE SOURCE ev (k BIGINT, v BIGINT) FROM KAFKA (BROKERS '{}', TOPIC 'ev') FORMAT JSON; \
-         CREATE MATERIALIZED VIEW v AS SELECT k AS g, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k",
+        "CREATE SOURCE ev (k BIGINT, v BIGINT) FROM KAFKA (BROKERS '{0}', TOPIC 'ev') FORMAT JSON; \
+         CREATE MATERIALIZED VIEW v AS SELECT k AS g, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k; \
+         CREATE SINK v_out FROM v INTO KAFKA (BROKERS '{0}', TOPIC 'out')",
         broker.bootstrap
     );
+    broker.create_topic("out", 2);
     psql(server.port, &setup).unwrap();
     let (stop, acked) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
     let producer = {
@@ -127,11 +173,32 @@ fn run_seed(seed: u64) {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    eprintln!("seed {seed}: {KILLS} server kills, 2 broker restarts, {records} records");
+    // The sink's topic adds up to the view, each change once.
+    let wanted: BTreeMap<String, i64> =
+        truth.iter().map(|(g, (n, s))| (format!(r#"{{"g":{g},"n":{n},"s":{s}}}"#), 1)).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (shipped, changes) = loop {
+        let changes = read_committed(&broker.bootstrap, "out", 2);
+        let shipped = accumulate(seed, &changes);
+        if shipped == wanted {
+            break (shipped, changes);
+        }
+        assert!(Instant::now() < deadline, "seed {seed}: the sink's topic never added up to the view: {shipped:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let last_epoch = changes.iter().map(|c| c["epoch"].as_u64().unwrap()).max().unwrap();
+    let progress = read_committed(&broker.bootstrap, millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT, 1);
+    let progressed = progress.iter().filter(|p| p["sink"] == "v_out").map(|p| p["epoch"].as_u64().unwrap()).max();
+    assert_eq!(progressed, Some(last_epoch), "seed {seed}: the progress topic names the last epoch shipped");
+    eprintln!(
+        "seed {seed}: {KILLS} server kills, 2 broker restarts, {records} records, {} changes shipped in {} rows",
+        changes.len(),
+        shipped.len()
+    );
 }
 
 #[test]
-fn a_view_over_a_kafka_topic_counts_each_record_once_across_kills_and_broker_restarts() {
+fn kafka_to_kafka_through_a_sql_view_is_exactly_once_across_kills_and_broker_restarts() {
     match std::env::var("MILLPOND_KAFKA_SOURCE_KILL9_SEED") {
         Ok(seed) => run_seed(seed.parse().expect("a seed number")),
         Err(_) => run_seed(1),

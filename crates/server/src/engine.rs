@@ -120,6 +120,8 @@ pub struct Engine {
     runner: Mutex<Runner>,
     /// The durable subscriptions (their holds go to every run).
     pub(crate) subscriptions: crate::subscription::Subscriptions,
+    /// The catalog's Kafka sinks, running.
+    sinks: crate::sinks::Sinks,
     /// The published checkpoint, read once for every subscriber.
     pub(crate) commits: crate::commits::Commits,
     /// Changelog folds at once: readers opened AS OF an epoch, and the
@@ -177,6 +179,7 @@ impl Engine {
             source,
         })?;
         let spawner = Arc::new(crate::priority::Spawner::new());
+        let data_dir = config.data_dir.clone();
         let engine = Arc::new(Engine {
             hubs: crate::fanout::Hubs::new(spawner.clone(), config.fanout_nice),
             view_cache: crate::view_cache::ViewCache::default(),
@@ -189,9 +192,15 @@ impl Engine {
             session: Mutex::new(session),
             runner: Mutex::new(Runner::default()),
             subscriptions,
+            sinks: crate::sinks::Sinks::new(data_dir),
         });
         engine.sync_runner(&engine.session(), true)?;
         Ok(engine)
+    }
+
+    /// Each Kafka sink of the catalog and, if it stopped with one, its error.
+    pub fn sink_status(&self) -> Vec<(String, Option<String>)> {
+        self.sinks.status()
     }
 
     /// The open log's topics (what clients read and write through it).
@@ -420,6 +429,7 @@ impl Engine {
     /// in catalog order.
     fn sync_runner(&self, session: &Session, force: bool) -> Result<()> {
         let compiled = session.compile()?;
+        self.sinks.sync(&compiled.sinks);
         let key = run_key(&compiled);
         let mut runner = self.runner();
         reap_finished(&mut runner);

@@ -14,7 +14,8 @@
 //! subscriptions: their store and changelog holds), `durable` (their
 //! statements over the wire), `metrics` (the Prometheus text endpoint),
 //! `kafka` (the Kafka wire endpoint: frames, ApiVersions, Metadata,
-//! Produce, Fetch, ListOffsets), `error`.
+//! Produce, Fetch, ListOffsets, transactions), `sinks` (the catalog's Kafka
+//! sinks, each on a thread following its view), `error`.
 //!
 //! Invariant (architecture): this crate depends on `millpond-sql` and
 //! `millpond-dataflow` (their public APIs) and on no lower Millpond crate.
@@ -38,6 +39,7 @@ mod kafka;
 mod metrics;
 mod pg;
 mod priority;
+mod sinks;
 mod subscribe;
 mod subscription;
 mod view_cache;

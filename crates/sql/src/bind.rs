@@ -1313,6 +1313,12 @@ impl<'a> Binder<'a> {
                 suggestion(&name, self.catalog.names()).map(|s| format!("; did you mean \"{s}\"?")).unwrap_or_default();
             return Err(self.error(ident.span, format!("unknown source, table or view \"{name}\"{hint}")));
         };
+        if let ObjectKind::Sink { .. } = object.kind {
+            return Err(self.error(
+                ident.span,
+                format!("\"{name}\" is a sink: it ships a view's changes and has no rows to read"),
+            ));
+        }
         self.dependencies.insert(name.clone());
         let columns = |object: &crate::catalog::Object| -> Vec<(String, Type)> {
             object.columns.iter().map(|c| (c.name.clone(), c.ty)).collect()
@@ -1343,6 +1349,7 @@ impl<'a> Binder<'a> {
                     scope: scope_of(&cols),
                 })
             }
+            ObjectKind::Sink { .. } => unreachable!("refused above"),
             ObjectKind::View { query, nesting, materialized } => {
                 if self.view_depth >= VIEW_DEPTH_MAX {
                     return Err(

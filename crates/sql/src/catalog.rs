@@ -39,6 +39,9 @@ pub(crate) enum ObjectKind {
     /// Rows written by INSERT/UPDATE/DELETE to the topic `table.NAME`,
     /// keyed by the primary key (or a row id).
     Table { topic: String, primary_key: Option<Vec<usize>> },
+    /// Ships materialized view `view`'s committed changes to `topic` of the
+    /// Kafka cluster at `brokers` (`millpond_dataflow::KafkaSink`).
+    Sink { view: String, brokers: String, topic: String },
     View {
         query: Box<Query>,
         materialized: bool,
@@ -63,6 +66,7 @@ impl Object {
         match &self.kind {
             ObjectKind::Source { .. } => "source",
             ObjectKind::Table { .. } => "table",
+            ObjectKind::Sink { .. } => "sink",
             ObjectKind::View { materialized: true, .. } => "materialized view",
             ObjectKind::View { materialized: false, .. } => "view",
         }

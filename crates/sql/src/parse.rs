@@ -10,6 +10,13 @@
 //!
 //! `FROM KAFKA` reads a topic of an external Kafka cluster
 //! (`millpond_dataflow::kafka_source`); `FROM TOPIC` a topic of the log.
+//! And sinks, which ship a materialized view's committed changes to a
+//! topic of an external Kafka cluster (`millpond_dataflow::kafka_sink`):
+//!
+//! ```sql
+//! CREATE SINK [IF NOT EXISTS] name FROM view INTO KAFKA (BROKERS 'host:port[,...]', TOPIC 'topic') [FORMAT JSON];
+//! DROP SINK [IF EXISTS] name;
+//! ```
 //!
 //! Every statement keeps the location of its first token, and parse errors
 //! name line and column.
@@ -42,7 +49,40 @@ pub(crate) enum Stmt {
         if_exists: bool,
         cascade: bool,
     },
+    CreateSink(CreateSink),
+    DropSink {
+        name: Ident,
+        if_exists: bool,
+    },
     Sql(Box<Statement>),
+}
+
+/// `CREATE SINK name FROM view INTO KAFKA (BROKERS '…', TOPIC '…')`.
+#[derive(Clone, Debug)]
+pub(crate) struct CreateSink {
+    pub(crate) name: Ident,
+    pub(crate) view: Ident,
+    pub(crate) brokers: String,
+    pub(crate) topic: String,
+    pub(crate) topic_location: Location,
+    pub(crate) if_not_exists: bool,
+}
+
+impl fmt::Display for CreateSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CREATE SINK ")?;
+        if self.if_not_exists {
+            f.write_str("IF NOT EXISTS ")?;
+        }
+        write!(
+            f,
+            "{} FROM {} INTO KAFKA (BROKERS '{}', TOPIC '{}') FORMAT JSON",
+            self.name,
+            self.view,
+            self.brokers.replace('\'', "''"),
+            self.topic.replace('\'', "''")
+        )
+    }
 }
 
 impl fmt::Display for Stmt {
@@ -55,6 +95,10 @@ impl fmt::Display for Stmt {
                 if *if_exists { "IF EXISTS " } else { "" },
                 if *cascade { " CASCADE" } else { "" }
             ),
+            Stmt::CreateSink(sink) => sink.fmt(f),
+            Stmt::DropSink { name, if_exists } => {
+                write!(f, "DROP SINK {}{name}", if *if_exists { "IF EXISTS " } else { "" })
+            }
             Stmt::Sql(statement) => statement.fmt(f),
         }
     }
@@ -153,7 +197,13 @@ pub(crate) fn parse(sql: &str, file: Option<Arc<str>>) -> Result<Vec<Parsed>> {
             break;
         }
         let at = location(&file, next.span.start);
-        let stmt = if is_drop_source(&parser) {
+        let stmt = if is_word_pair(&parser, "DROP", "SINK") {
+            parse_drop_sink(&mut parser).map_err(|e| parse_error(&file, e, next.span.start, sql))?
+        } else if is_word_pair(&parser, "CREATE", "SINK") {
+            Stmt::CreateSink(
+                parse_create_sink(&mut parser, &file).map_err(|e| parse_error(&file, e, next.span.start, sql))?,
+            )
+        } else if is_drop_source(&parser) {
             parse_drop_source(&mut parser).map_err(|e| parse_error(&file, e, next.span.start, sql))?
         } else if is_create_source(&parser) {
             Stmt::CreateSource(
@@ -387,6 +437,51 @@ fn is_create_source(parser: &Parser<'_>) -> bool {
                 && word_is(&tokens[3].token, "SOURCE")))
 }
 
+/// Whether the next two tokens are the words `first` and `second`.
+fn is_word_pair(parser: &Parser<'_>, first: &str, second: &str) -> bool {
+    let tokens = parser.peek_tokens_with_location::<2>();
+    word_is(&tokens[0].token, first) && word_is(&tokens[1].token, second)
+}
+
+fn parse_drop_sink(parser: &mut Parser<'_>) -> std::result::Result<Stmt, ParserError> {
+    parser.expect_keyword(Keyword::DROP)?;
+    expect_word(parser, "SINK")?;
+    let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?;
+    Ok(Stmt::DropSink { name, if_exists })
+}
+
+fn parse_create_sink(parser: &mut Parser<'_>, file: &Option<Arc<str>>) -> std::result::Result<CreateSink, ParserError> {
+    parser.expect_keyword(Keyword::CREATE)?;
+    expect_word(parser, "SINK")?;
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?;
+    parser.expect_keyword(Keyword::FROM)?;
+    let view = parser.parse_identifier()?;
+    parser.expect_keyword(Keyword::INTO)?;
+    expect_word(parser, "KAFKA")?;
+    let (topic, topic_at, brokers) = parse_kafka_options(parser)?;
+    if word_is(&parser.peek_token().token, "FORMAT") {
+        parser.next_token();
+        expect_word(parser, "JSON")?;
+    }
+    if word_is(&parser.peek_token().token, "ENVELOPE") {
+        let at = parser.peek_token().span.start;
+        return Err(ParserError::ParserError(format!(
+            "Expected: the end of the statement (a sink writes each change as {{\"epoch\",\"diff\",\"row\"}}; \
+             ENVELOPE UPSERT and DEBEZIUM are not supported yet), found: ENVELOPE{at}"
+        )));
+    }
+    Ok(CreateSink {
+        name,
+        view,
+        brokers: brokers.expect("parse_kafka_options names the brokers"),
+        topic,
+        topic_location: location(file, topic_at),
+        if_not_exists,
+    })
+}
+
 fn is_drop_source(parser: &Parser<'_>) -> bool {
     let tokens = parser.peek_tokens_with_location::<2>();
     word_is(&tokens[0].token, "DROP") && word_is(&tokens[1].token, "SOURCE")
@@ -562,6 +657,19 @@ mod tests {
             let error = parse(sql, None).unwrap_err().to_string();
             assert!(error.starts_with(expected), "{sql}: {error}");
         }
+    }
+
+    #[test]
+    fn a_sink_parses_and_prints_back() {
+        let sql = "create sink s from v into kafka (brokers 'h:1', topic 'out'); drop sink if exists s";
+        let parsed = parse(sql, None).unwrap();
+        let text = parsed[0].stmt.to_string();
+        assert_eq!(text, "CREATE SINK s FROM v INTO KAFKA (BROKERS 'h:1', TOPIC 'out') FORMAT JSON");
+        assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+        assert_eq!(parsed[1].stmt.to_string(), "DROP SINK IF EXISTS s");
+        let error =
+            parse("CREATE SINK s FROM v INTO KAFKA (BROKERS 'b', TOPIC 't') ENVELOPE UPSERT", None).unwrap_err();
+        assert!(error.to_string().starts_with("1:58: syntax error: Expected: the end"), "{error}");
     }
 
     #[test]

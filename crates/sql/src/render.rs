@@ -66,6 +66,9 @@ impl CompiledView {
 pub struct CompiledCatalog {
     pub views: Vec<CompiledView>,
     pub sources: Vec<CompiledSource>,
+    /// Sinks of views into external Kafka clusters (run beside the job:
+    /// each follows its view's committed changelog).
+    pub sinks: Vec<millpond_dataflow::KafkaSink>,
 }
 
 /// A source or table of the catalog, as the job declares it.

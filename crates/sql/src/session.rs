@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use millpond_dataflow::{KafkaTopic, TopicRecord, TopicSpec, Topics};
+use millpond_dataflow::{KafkaSink, KafkaTopic, TopicRecord, TopicSpec, Topics};
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::{self, Spanned};
 
@@ -41,7 +41,7 @@ use crate::catalog::{CATALOG_TOPIC, Catalog, Column, Object, ObjectKind, table_t
 use crate::decode::decode_row;
 use crate::error::{Error, Location, Result};
 use crate::eval::{eval, holds};
-use crate::parse::{CreateSource, Parsed, Stmt, parse};
+use crate::parse::{CreateSink, CreateSource, Parsed, Stmt, parse};
 use crate::render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC};
 use crate::value::{Row, Type, Value};
 
@@ -207,6 +207,16 @@ impl Session {
                 let name = normalize(name);
                 self.drop(batch, &name, "source", *if_exists, *cascade, &name_at)
             }
+            Stmt::CreateSink(sink) => {
+                let object = Session::sink_object_in(&batch.working, sink, at)?;
+                let name_at = span_location(at, sink.name.span);
+                self.create(&mut batch.working, object, false, sink.if_not_exists, &name_at, &mut batch.effects)
+            }
+            Stmt::DropSink { name, if_exists } => {
+                let name_at = span_location(at, name.span);
+                let name = normalize(name);
+                self.drop(batch, &name, "sink", *if_exists, false, &name_at)
+            }
             Stmt::Sql(statement) => match statement.as_ref() {
                 ast::Statement::CreateTable(create) => {
                     let object = self.table_object(create, at)?;
@@ -283,6 +293,7 @@ impl Session {
     pub fn compile(&self) -> Result<CompiledCatalog> {
         let mut views = Vec::new();
         let mut sources = Vec::new();
+        let mut sinks = Vec::new();
         for object in self.catalog.objects.values() {
             match &object.kind {
                 ObjectKind::Source { topic, .. } | ObjectKind::Table { topic, .. } => {
@@ -304,6 +315,14 @@ impl Session {
                     };
                     sources.push(CompiledSource { name: object.name.clone(), topic: topic.clone(), verdict, kafka });
                 }
+                ObjectKind::Sink { view, brokers, topic } => sinks.push(KafkaSink {
+                    name: object.name.clone(),
+                    view: view.clone(),
+                    brokers: brokers.clone(),
+                    topic: topic.clone(),
+                    progress_topic: millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT.to_owned(),
+                    properties: Vec::new(),
+                }),
                 _ => {}
             }
             if let ObjectKind::View { materialized: true, .. } = object.kind {
@@ -324,7 +343,7 @@ impl Session {
                 });
             }
         }
-        Ok(CompiledCatalog { views, sources })
+        Ok(CompiledCatalog { views, sources, sinks })
     }
 
     /// The names and kinds of the catalog's objects.

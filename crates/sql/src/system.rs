@@ -370,7 +370,8 @@ impl Objects {
     fn of(catalog: &Catalog) -> Objects {
         let mut taken = std::collections::BTreeSet::new();
         let mut relations = Vec::new();
-        for (name, object) in &catalog.objects {
+        // Sinks are not relations: they have no rows to read.
+        for (name, object) in catalog.objects.iter().filter(|(_, o)| !matches!(o.kind, ObjectKind::Sink { .. })) {
             let mut oid = name_oid(name);
             while !taken.insert(oid) {
                 oid = if oid == i64::from(i32::MAX) { USER_OID_MIN } else { oid + 1 };
@@ -386,7 +387,7 @@ impl Objects {
                 _ => None,
             };
             let (kind, definition) = match &object.kind {
-                ObjectKind::Source { .. } => ("f", None),
+                ObjectKind::Source { .. } | ObjectKind::Sink { .. } => ("f", None),
                 ObjectKind::Table { .. } => ("r", None),
                 ObjectKind::View { materialized, query, .. } => {
                     (if *materialized { "m" } else { "v" }, Some(format!(" {query};")))

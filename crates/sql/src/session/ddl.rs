@@ -127,8 +127,45 @@ impl Session {
                 ast::Statement::CreateView(create) => view_object(create, at, parsed.nesting),
                 _ => Err(Error::sql(at.clone(), "not a CREATE statement")),
             },
-            Stmt::DropSource { .. } => Err(Error::sql(at.clone(), "not a CREATE statement")),
+            Stmt::CreateSink(sink) => self.sink_object(sink, at),
+            Stmt::DropSource { .. } | Stmt::DropSink { .. } => Err(Error::sql(at.clone(), "not a CREATE statement")),
         }
+    }
+
+    /// A sink of a materialized view into a Kafka topic: the view must
+    /// exist (in `working`, the catalog as the batch has it) and be materialized.
+    pub(super) fn sink_object_in(working: &Catalog, sink: &CreateSink, at: &Location) -> Result<Object> {
+        let name = normalize(&sink.name);
+        check_name(&name, &span_location(at, sink.name.span))?;
+        let view = normalize(&sink.view);
+        let view_at = span_location(at, sink.view.span);
+        match working.get(&view).map(|o| &o.kind) {
+            Some(ObjectKind::View { materialized: true, .. }) => {}
+            Some(_) => {
+                return Err(Error::sql(view_at, format!("\"{view}\" is not a materialized view: a sink ships one")));
+            }
+            None => return Err(Error::sql(view_at, format!("there is no materialized view \"{view}\""))),
+        }
+        if sink.topic.is_empty()
+            || sink.topic.len() > 200
+            || !sink.topic.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(Error::sql(
+                sink.topic_location.clone(),
+                format!("invalid topic name '{}': use ASCII letters, digits, '.', '_' and '-'", sink.topic),
+            ));
+        }
+        let canonical = CreateSink { if_not_exists: false, ..sink.clone() };
+        Ok(Object {
+            name,
+            kind: ObjectKind::Sink { view, brokers: sink.brokers.clone(), topic: sink.topic.clone() },
+            columns: Vec::new(),
+            definition: canonical.to_string(),
+        })
+    }
+
+    fn sink_object(&self, sink: &CreateSink, at: &Location) -> Result<Object> {
+        Session::sink_object_in(&self.catalog, sink, at)
     }
 
     pub(super) fn columns(&self, defs: &[ast::ColumnDef], at: &Location) -> Result<Vec<Column>> {
@@ -342,9 +379,16 @@ impl Session {
             return Err(Error::sql(at.clone(), format!("\"{name}\" is a {}, not a {kind}", object.kind_name())));
         }
         let mut doomed: BTreeSet<String> = BTreeSet::from([name.to_owned()]);
-        // Dependents, transitively: views whose definition reads a doomed object.
+        // Dependents, transitively: views whose definition reads a doomed
+        // object, and sinks of a doomed view.
         loop {
-            let mut more = Vec::new();
+            let mut more: Vec<String> = working
+                .objects
+                .values()
+                .filter(|o| matches!(&o.kind, ObjectKind::Sink { view, .. } if doomed.contains(view)))
+                .filter(|o| !doomed.contains(&o.name))
+                .map(|o| o.name.clone())
+                .collect();
             for view in working.objects.values().filter(|o| matches!(o.kind, ObjectKind::View { .. })) {
                 if doomed.contains(&view.name) {
                     continue;
@@ -362,7 +406,8 @@ impl Session {
                 return Err(Error::sql(
                     at.clone(),
                     format!(
-                        "cannot drop \"{name}\": view \"{}\" depends on it (drop that first, or use CASCADE)",
+                        "cannot drop \"{name}\": {} \"{}\" depends on it (drop that first, or use CASCADE)",
+                        working.get(&more[0]).map_or("view", |o| o.kind_name()),
                         more[0]
                     ),
                 ));
