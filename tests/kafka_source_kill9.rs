@@ -10,6 +10,11 @@
 //! twice, none missing), and the progress topic names an epoch the sink
 //! shipped.
 //!
+//! The same runs with Millpond's own Kafka endpoint as the cluster (a
+//! second `millpond serve`, killed and restarted twice in place of the
+//! broker): its transactions, read_committed fetches and idempotent
+//! producers serve librdkafka 2.12.1's sink and source.
+//!
 //! `MILLPOND_KAFKA_SOURCE_KILL9_SEED=N` replays one seed.
 mod common;
 #[path = "common/kafka_broker.rs"]
@@ -124,9 +129,55 @@ fn accumulate(seed: u64, changes: &[serde_json::Value]) -> BTreeMap<String, i64>
     rows
 }
 
-fn run_seed(seed: u64) {
+/// The Kafka cluster the job reads and writes: a real broker, or a second
+/// `millpond serve` whose Kafka endpoint stays on one address across restarts.
+enum Cluster {
+    Kafka(KafkaBroker),
+    Millpond { server: Option<Server>, dir: tempfile::TempDir, address: String },
+}
+
+impl Cluster {
+    fn start(millpond: bool) -> Cluster {
+        if !millpond {
+            return Cluster::Kafka(KafkaBroker::start());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let server = Server::start_on(dir.path(), Some(&address));
+        Cluster::Millpond { server: Some(server), dir, address }
+    }
+
+    fn bootstrap(&self) -> String {
+        match self {
+            Cluster::Kafka(broker) => broker.bootstrap.clone(),
+            Cluster::Millpond { address, .. } => address.clone(),
+        }
+    }
+
+    fn create_topic(&self, topic: &str, partitions: u32) {
+        kafka_broker::create_topic(&self.bootstrap(), topic, partitions);
+    }
+
+    /// Kills the cluster with SIGKILL and starts it again after `pause`.
+    fn restart(&mut self, pause: Duration) {
+        match self {
+            Cluster::Kafka(broker) => {
+                broker.kill();
+                std::thread::sleep(pause);
+                broker.restart();
+            }
+            Cluster::Millpond { server, dir, address } => {
+                server.take().expect("running").kill();
+                std::thread::sleep(pause);
+                *server = Some(Server::start_on(dir.path(), Some(address)));
+            }
+        }
+    }
+}
+
+fn run_seed(seed: u64, millpond_cluster: bool) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut broker = KafkaBroker::start();
+    let mut broker = Cluster::start(millpond_cluster);
     broker.create_topic("ev", PARTITIONS);
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::start(dir.path(), false);
@@ -134,13 +185,13 @@ fn run_seed(seed: u64) {
         "CREATE SOURCE ev (k BIGINT, v BIGINT) FROM KAFKA (BROKERS '{0}', TOPIC 'ev') FORMAT JSON; \
          CREATE MATERIALIZED VIEW v AS SELECT k AS g, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k; \
          CREATE SINK v_out FROM v INTO KAFKA (BROKERS '{0}', TOPIC 'out')",
-        broker.bootstrap
+        broker.bootstrap()
     );
     broker.create_topic("out", 2);
     psql(server.port, &setup).unwrap();
     let (stop, acked) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
     let producer = {
-        let (bootstrap, stop, acked) = (broker.bootstrap.clone(), stop.clone(), acked.clone());
+        let (bootstrap, stop, acked) = (broker.bootstrap(), stop.clone(), acked.clone());
         std::thread::spawn(move || produce(bootstrap, stop, acked))
     };
     let broker_restarts = [KILLS / 3, 2 * KILLS / 3];
@@ -148,15 +199,14 @@ fn run_seed(seed: u64) {
         std::thread::sleep(Duration::from_millis(200 + rng.below(600)));
         let data = server.kill();
         if broker_restarts.contains(&kill) {
-            broker.kill();
-            std::thread::sleep(Duration::from_millis(rng.below(500)));
-            broker.restart();
+            broker.restart(Duration::from_millis(rng.below(500)));
         }
         server = Server::start(&data, false);
     }
     stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
-    let truth = truth(&broker.bootstrap);
+    let bootstrap = broker.bootstrap();
+    let truth = truth(&bootstrap);
     let records: i64 = truth.values().map(|(n, _)| n).sum();
     assert!(records as u64 >= acked.load(Ordering::Relaxed), "seed {seed}: the topic holds every acknowledged record");
     let expected: Vec<Vec<String>> =
@@ -178,7 +228,7 @@ fn run_seed(seed: u64) {
         truth.iter().map(|(g, (n, s))| (format!(r#"{{"g":{g},"n":{n},"s":{s}}}"#), 1)).collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     let (shipped, changes) = loop {
-        let changes = read_committed(&broker.bootstrap, "out", 2);
+        let changes = read_committed(&bootstrap, "out", 2);
         let shipped = accumulate(seed, &changes);
         if shipped == wanted {
             break (shipped, changes);
@@ -187,20 +237,27 @@ fn run_seed(seed: u64) {
         std::thread::sleep(Duration::from_millis(500));
     };
     let last_epoch = changes.iter().map(|c| c["epoch"].as_u64().unwrap()).max().unwrap();
-    let progress = read_committed(&broker.bootstrap, millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT, 1);
+    let progress = read_committed(&bootstrap, millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT, 1);
     let progressed = progress.iter().filter(|p| p["sink"] == "v_out").map(|p| p["epoch"].as_u64().unwrap()).max();
     assert_eq!(progressed, Some(last_epoch), "seed {seed}: the progress topic names the last epoch shipped");
+    let cluster = if millpond_cluster { "Millpond's endpoint" } else { "Kafka" };
     eprintln!(
-        "seed {seed}: {KILLS} server kills, 2 broker restarts, {records} records, {} changes shipped in {} rows",
+        "seed {seed} on {cluster}: {KILLS} server kills, 2 cluster restarts, {records} records, {} changes shipped in {} rows",
         changes.len(),
         shipped.len()
     );
 }
 
+fn seed() -> u64 {
+    std::env::var("MILLPOND_KAFKA_SOURCE_KILL9_SEED").map_or(1, |seed| seed.parse().expect("a seed number"))
+}
+
 #[test]
 fn kafka_to_kafka_through_a_sql_view_is_exactly_once_across_kills_and_broker_restarts() {
-    match std::env::var("MILLPOND_KAFKA_SOURCE_KILL9_SEED") {
-        Ok(seed) => run_seed(seed.parse().expect("a seed number")),
-        Err(_) => run_seed(1),
-    }
+    run_seed(seed(), false);
+}
+
+#[test]
+fn the_same_with_millponds_own_kafka_endpoint_as_the_cluster() {
+    run_seed(seed(), true);
 }

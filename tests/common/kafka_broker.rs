@@ -120,12 +120,7 @@ impl KafkaBroker {
 
     /// Creates `topic` with `partitions` partitions.
     pub fn create_topic(&self, topic: &str, partitions: u32) {
-        let output = java("org.apache.kafka.tools.TopicCommand")
-            .args(["--bootstrap-server", &self.bootstrap, "--create", "--topic", topic, "--partitions"])
-            .arg(partitions.to_string())
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "creating {topic}: {}", String::from_utf8_lossy(&output.stderr));
+        create_topic(&self.bootstrap, topic, partitions);
     }
 
     /// Grows `topic` to `partitions` partitions.
@@ -141,6 +136,17 @@ impl KafkaBroker {
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// Creates `topic` with `partitions` partitions on the cluster at
+/// `bootstrap` (Kafka's own `kafka-topics`: a real broker or Millpond's endpoint).
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
+    let output = java("org.apache.kafka.tools.TopicCommand")
+        .args(["--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions"])
+        .arg(partitions.to_string())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "creating {topic}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
 impl Drop for KafkaBroker {

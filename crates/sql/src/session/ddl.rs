@@ -407,7 +407,10 @@ impl Session {
                     at.clone(),
                     format!(
                         "cannot drop \"{name}\": {} \"{}\" depends on it (drop that first, or use CASCADE)",
-                        working.get(&more[0]).map_or("view", |o| o.kind_name()),
+                        match working.get(&more[0]).map(|o| &o.kind) {
+                            Some(ObjectKind::Sink { .. }) => "sink",
+                            _ => "view",
+                        },
                         more[0]
                     ),
                 ));
