@@ -32,6 +32,10 @@ pub(crate) enum BenchCommand {
     /// Benchmark the server over the wire: fan-out, delivery latency,
     /// subscriber memory, SELECT latency.
     Serve(crate::bench_serve::ServeBenchArgs),
+    /// Benchmark bid_stats with a Kafka cluster on both sides (the Kafka
+    /// source and the transactional sink) against the embedded log, and
+    /// its end-to-end latency.
+    Kafka(crate::bench_kafka::KafkaBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -346,6 +350,7 @@ pub(crate) fn run(data_dir: &Path, command: BenchCommand) -> Result<()> {
         BenchCommand::Sql(args) => return crate::bench_sql::run(data_dir, &args),
         BenchCommand::Nexmark(args) => return crate::bench_nexmark::run(data_dir, &args),
         BenchCommand::Serve(args) => return crate::bench_serve::run(data_dir, &args),
+        BenchCommand::Kafka(args) => return crate::bench_kafka::run(data_dir, &args),
     };
     let sizes = if args.quick {
         Sizes {

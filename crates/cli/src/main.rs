@@ -10,6 +10,7 @@ mod bench;
 mod bench_changelog;
 mod bench_dataflow;
 mod bench_flink;
+mod bench_kafka;
 mod bench_nexmark;
 mod bench_serve;
 mod bench_sql;
