@@ -158,6 +158,7 @@ fn kafka_run(run: &Path, args: &KafkaBenchArgs, topic: &str, sink_topic: &str) -
     let source = KafkaTopic { brokers: args.brokers.clone(), topic: topic.to_owned(), properties: Vec::new() };
     let stop = Arc::new(AtomicBool::new(false));
     let sink = sink(&args.brokers, sink_topic);
+    let mut progress = ProgressWatch::new(&args.brokers)?;
     let shipping = {
         let (sink, run, stop) = (sink.clone(), run.to_owned(), stop.clone());
         std::thread::spawn(move || sink.run(&run, &stop))
@@ -171,12 +172,11 @@ fn kafka_run(run: &Path, args: &KafkaBenchArgs, topic: &str, sink_topic: &str) -
     }
     let last = committed_epoch(run);
     let deadline = Instant::now() + Duration::from_secs(600);
-    while sink_progress(&args.brokers, sink_topic)? < Some(last) {
+    while progress.next_epoch(sink_topic)? < Some(last) {
         if Instant::now() > deadline || shipping.is_finished() {
             stop.store(true, Ordering::Relaxed);
             bail!("the sink did not ship epoch {last}: {:?}", shipping.join());
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
     let sink_seconds = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -184,29 +184,37 @@ fn kafka_run(run: &Path, args: &KafkaBenchArgs, topic: &str, sink_topic: &str) -
     Ok((job_seconds, sink_seconds))
 }
 
-/// The last epoch the sink `name` recorded in the progress topic.
-fn sink_progress(brokers: &str, name: &str) -> Result<Option<u64>> {
-    let consumer: BaseConsumer = client(brokers)
-        .set("group.id", "bench-progress")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()?;
-    let mut list = TopicPartitionList::new();
-    list.add_partition_offset(millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT, 0, Offset::Beginning)?;
-    consumer.assign(&list)?;
-    let mut last = None;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(100)) {
-            Some(Ok(m)) if m.key() == Some(name.as_bytes()) => {
-                let value: serde_json::Value = serde_json::from_slice(m.payload().unwrap_or_default())?;
-                last = last.max(value["epoch"].as_u64());
-            }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
-            _ => {}
-        }
+/// A read_committed reader of the progress topic, kept open so that the
+/// moment the sink's last epoch lands is seen within a poll.
+struct ProgressWatch {
+    consumer: BaseConsumer,
+    last: HashMap<String, u64>,
+}
+
+impl ProgressWatch {
+    fn new(brokers: &str) -> Result<ProgressWatch> {
+        let consumer: BaseConsumer = client(brokers)
+            .set("group.id", "bench-progress")
+            .set("isolation.level", "read_committed")
+            .set("fetch.wait.max.ms", "5")
+            .create()?;
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT, 0, Offset::Beginning)?;
+        consumer.assign(&list)?;
+        Ok(ProgressWatch { consumer, last: HashMap::new() })
     }
-    Ok(last)
+
+    /// Reads for up to 10 ms; the last epoch `sink` has recorded.
+    fn next_epoch(&mut self, sink: &str) -> Result<Option<u64>> {
+        if let Some(Ok(m)) = self.consumer.poll(Duration::from_millis(10)) {
+            let value: serde_json::Value = serde_json::from_slice(m.payload().unwrap_or_default())?;
+            if let (Some(name), Some(epoch)) = (value["sink"].as_str(), value["epoch"].as_u64()) {
+                let entry = self.last.entry(name.to_owned()).or_default();
+                *entry = (*entry).max(epoch);
+            }
+        }
+        Ok(self.last.get(sink).copied())
+    }
 }
 
 /// Ack times of probe bids (by probe index), from the producer's delivery reports.

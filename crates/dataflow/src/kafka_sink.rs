@@ -39,7 +39,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use crate::view::{Event, Subscription};
+use crate::view::{RawEvent, Subscription};
 use crate::{Epoch, Error, Result};
 
 /// The progress topic by default (compacted, one partition).
@@ -158,19 +158,29 @@ impl KafkaSink {
             }
             Err(e) => return Err(Retry::Fatal(self.error(format!("reading the view after epoch {last:?}: {e}")))),
         };
-        let mut pending: Vec<String> = Vec::new();
+        // One epoch's changes: (row, value) JSON texts, the row as the
+        // changelog holds it (checked), the value `millpond subscribe`'s line.
+        let mut pending: Vec<(String, String)> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            match subscription.next_timeout(Duration::from_millis(POLL_MS)) {
-                Ok(None) => {}
-                Ok(Some(change @ Event::Change { .. })) => {
-                    if pending.len() >= CHANGES_PER_EPOCH_MAX {
-                        return Err(Retry::Fatal(
-                            self.error(format!("an epoch with more than {CHANGES_PER_EPOCH_MAX} changes")),
-                        ));
-                    }
-                    pending.push(serde_json::to_string(&change).expect("a change encodes"));
+            let Some(event) = subscription.next_raw() else {
+                if let Err(e) = subscription.poll() {
+                    return Err(Retry::Fatal(self.error(format!("reading the view: {e}"))));
                 }
-                Ok(Some(Event::Progress { epoch, .. })) => {
+                if subscription.queued_len() == 0 {
+                    std::thread::sleep(Duration::from_millis(POLL_MS));
+                }
+                continue;
+            };
+            match event {
+                RawEvent::Change { epoch, diff, row } => {
+                    if pending.len() >= CHANGES_PER_EPOCH_MAX {
+                        let message = format!("an epoch with more than {CHANGES_PER_EPOCH_MAX} changes");
+                        return Err(Retry::Fatal(self.error(message)));
+                    }
+                    let row = row.get();
+                    pending.push((row.to_owned(), format!(r#"{{"epoch":{epoch},"diff":{diff},"row":{row}}}"#)));
+                }
+                RawEvent::Progress { epoch, .. } => {
                     if !pending.is_empty() && last.is_none_or(|l| epoch > l) {
                         self.ship(&producer, epoch, &pending)?;
                         stats.transactions += 1;
@@ -179,19 +189,22 @@ impl KafkaSink {
                     }
                     pending.clear();
                 }
-                Err(e) => return Err(Retry::Fatal(self.error(format!("reading the view: {e}")))),
             }
         }
         Ok(())
     }
 
     /// One epoch's changes and its progress record in one transaction.
-    fn ship(&self, producer: &BaseProducer, epoch: Epoch, changes: &[String]) -> std::result::Result<(), Retry> {
+    fn ship(
+        &self,
+        producer: &BaseProducer,
+        epoch: Epoch,
+        changes: &[(String, String)],
+    ) -> std::result::Result<(), Retry> {
         let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
         producer.begin_transaction().map_err(|e| self.kafka("beginning a transaction", e))?;
-        for change in changes {
-            let row = serde_json::from_str::<serde_json::Value>(change).expect("a change decodes")["row"].to_string();
-            send(producer, BaseRecord::to(&self.topic).key(&row).payload(change))
+        for (row, change) in changes {
+            send(producer, BaseRecord::to(&self.topic).key(row).payload(change))
                 .map_err(|e| self.kafka("sending", e))?;
         }
         let progress = Progress { sink: self.name.clone(), view: self.view.clone(), epoch };

@@ -45,6 +45,8 @@ pub const DISCOVERY_INTERVAL_MS: u64 = 5_000;
 const METADATA_TIMEOUT_MS: u64 = 2_000;
 /// Messages one read takes at most (then the operator yields).
 const READ_MESSAGES_MAX: usize = 10_000;
+/// librdkafka's `fetch.queue.backoff.ms` for the source's consumer.
+const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
 /// The topic of an external Kafka cluster to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +133,10 @@ fn consumer(source: &KafkaTopic, reader: &str) -> Result<BaseConsumer, KafkaErro
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
         .set("auto.offset.reset", "error")
+        // librdkafka 2.x waits this long before fetching a partition again
+        // once its local queue passed its thresholds (1000 ms by default):
+        // a worker that empties the queue then starves for most of a second.
+        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
         .create()
 }
 
