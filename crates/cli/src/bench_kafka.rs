@@ -145,6 +145,7 @@ fn sink(brokers: &str, topic: &str) -> KafkaSink {
         topic: topic.to_owned(),
         progress_topic: millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT.to_owned(),
         properties: vec![("linger.ms".into(), "20".into()), ("compression.type".into(), "lz4".into())],
+        envelope: millpond_dataflow::Envelope::Changes,
     }
 }
 

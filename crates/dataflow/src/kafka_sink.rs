@@ -64,6 +64,80 @@ pub struct KafkaSink {
     pub progress_topic: String,
     /// More librdkafka producer properties (security, timeouts).
     pub properties: Vec<(String, String)>,
+    pub envelope: Envelope,
+}
+
+/// How a sink writes an epoch's changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Envelope {
+    /// One record per change: key the row, value `{"epoch","diff","row"}`.
+    #[default]
+    Changes,
+    /// One record per key changed in the epoch: key `{col: value, …}` of
+    /// these columns, value the key's row after the epoch or a tombstone
+    /// when it has none. The columns must identify a row (a key with two
+    /// rows after an epoch stops the sink with an error).
+    Upsert { key: Vec<String> },
+    /// One record per key changed in the epoch, as Debezium writes them:
+    /// key as for `Upsert`, value `{"before","after","op","epoch"}` (`op`
+    /// "c" create, "u" update, "d" delete).
+    Debezium { key: Vec<String> },
+}
+
+impl Envelope {
+    /// The records of one epoch's `changes` (row JSON text, diff): key and
+    /// value (`None`: a tombstone), or why the key columns do not identify
+    /// a row.
+    fn records(
+        &self,
+        epoch: Epoch,
+        changes: &[(String, i64)],
+    ) -> std::result::Result<Vec<(String, Option<String>)>, String> {
+        let (Envelope::Upsert { key } | Envelope::Debezium { key }) = self else {
+            let records = changes
+                .iter()
+                .map(|(row, diff)| (row.clone(), Some(format!(r#"{{"epoch":{epoch},"diff":{diff},"row":{row}}}"#))));
+            return Ok(records.collect());
+        };
+        // Per key: rows retracted and rows inserted in the epoch (after consolidation).
+        let mut by_key: std::collections::BTreeMap<String, (Vec<&str>, Vec<&str>)> = Default::default();
+        for (row, diff) in changes {
+            let value: serde_json::Value = serde_json::from_str(row).map_err(|e| format!("a changelog row: {e}"))?;
+            let mut fields = serde_json::Map::new();
+            for column in key {
+                let field = value.get(column).ok_or_else(|| format!("the view has no column \"{column}\""))?;
+                fields.insert(column.clone(), field.clone());
+            }
+            let entry = by_key.entry(serde_json::Value::Object(fields).to_string()).or_default();
+            let side = if *diff < 0 { &mut entry.0 } else { &mut entry.1 };
+            side.extend(std::iter::repeat_n(row.as_str(), diff.unsigned_abs() as usize));
+        }
+        let mut out = Vec::with_capacity(by_key.len());
+        for (key_text, (before, after)) in by_key {
+            if before.len() > 1 || after.len() > 1 {
+                return Err(format!(
+                    "key {key_text} has {} rows before and {} after epoch {epoch}: the envelope's key columns must \
+                     identify a row of the view",
+                    before.len(),
+                    after.len()
+                ));
+            }
+            let value = match self {
+                Envelope::Upsert { .. } => after.first().map(|row| (*row).to_owned()),
+                _ => {
+                    let op = match (before.first(), after.first()) {
+                        (None, Some(_)) => "c",
+                        (Some(_), Some(_)) => "u",
+                        _ => "d",
+                    };
+                    let (b, a) = (before.first().copied().unwrap_or("null"), after.first().copied().unwrap_or("null"));
+                    Some(format!(r#"{{"before":{b},"after":{a},"op":"{op}","epoch":{epoch}}}"#))
+                }
+            };
+            out.push((key_text, value));
+        }
+        Ok(out)
+    }
 }
 
 /// A progress record's value.
@@ -158,9 +232,9 @@ impl KafkaSink {
             }
             Err(e) => return Err(Retry::Fatal(self.error(format!("reading the view after epoch {last:?}: {e}")))),
         };
-        // One epoch's changes: (row, value) JSON texts, the row as the
-        // changelog holds it (checked), the value `millpond subscribe`'s line.
-        let mut pending: Vec<(String, String)> = Vec::new();
+        // One epoch's changes: the row's JSON text as the changelog holds
+        // it (checked), and its diff.
+        let mut pending: Vec<(String, i64)> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
             let Some(event) = subscription.next_raw() else {
                 if let Err(e) = subscription.poll() {
@@ -177,8 +251,8 @@ impl KafkaSink {
                         let message = format!("an epoch with more than {CHANGES_PER_EPOCH_MAX} changes");
                         return Err(Retry::Fatal(self.error(message)));
                     }
-                    let row = row.get();
-                    pending.push((row.to_owned(), format!(r#"{{"epoch":{epoch},"diff":{diff},"row":{row}}}"#)));
+                    debug_assert!(last.is_none_or(|l| epoch > l) || pending.is_empty());
+                    pending.push((row.get().to_owned(), diff));
                 }
                 RawEvent::Progress { epoch, .. } => {
                     if !pending.is_empty() && last.is_none_or(|l| epoch > l) {
@@ -195,17 +269,17 @@ impl KafkaSink {
     }
 
     /// One epoch's changes and its progress record in one transaction.
-    fn ship(
-        &self,
-        producer: &BaseProducer,
-        epoch: Epoch,
-        changes: &[(String, String)],
-    ) -> std::result::Result<(), Retry> {
+    fn ship(&self, producer: &BaseProducer, epoch: Epoch, changes: &[(String, i64)]) -> std::result::Result<(), Retry> {
         let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
+        let records = self.envelope.records(epoch, changes).map_err(|e| Retry::Fatal(self.error(e)))?;
         producer.begin_transaction().map_err(|e| self.kafka("beginning a transaction", e))?;
-        for (row, change) in changes {
-            send(producer, BaseRecord::to(&self.topic).key(row).payload(change))
-                .map_err(|e| self.kafka("sending", e))?;
+        for (key, value) in &records {
+            let record = BaseRecord::<String, String>::to(&self.topic).key(key);
+            let record = match value {
+                Some(value) => record.payload(value),
+                None => record,
+            };
+            send(producer, record).map_err(|e| self.kafka("sending", e))?;
         }
         let progress = Progress { sink: self.name.clone(), view: self.view.clone(), epoch };
         let value = serde_json::to_string(&progress).expect("progress encodes");
@@ -302,4 +376,47 @@ enum Retry {
     Again(Error),
     /// Stop the sink.
     Fatal(Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes() -> Vec<(String, i64)> {
+        vec![
+            (r#"{"k":1,"n":1}"#.into(), -1),
+            (r#"{"k":1,"n":2}"#.into(), 1),
+            (r#"{"k":2,"n":5}"#.into(), 1),
+            (r#"{"k":3,"n":7}"#.into(), -1),
+        ]
+    }
+
+    #[test]
+    fn envelopes_write_one_record_per_change_or_per_key() {
+        let plain = Envelope::Changes.records(9, &changes()).unwrap();
+        assert_eq!(plain.len(), 4);
+        assert_eq!(plain[0], (r#"{"k":1,"n":1}"#.into(), Some(r#"{"epoch":9,"diff":-1,"row":{"k":1,"n":1}}"#.into())));
+        let key = vec!["k".to_owned()];
+        let upsert = Envelope::Upsert { key: key.clone() }.records(9, &changes()).unwrap();
+        assert_eq!(
+            upsert,
+            vec![
+                (r#"{"k":1}"#.into(), Some(r#"{"k":1,"n":2}"#.into())),
+                (r#"{"k":2}"#.into(), Some(r#"{"k":2,"n":5}"#.into())),
+                (r#"{"k":3}"#.into(), None),
+            ]
+        );
+        let debezium = Envelope::Debezium { key: key.clone() }.records(9, &changes()).unwrap();
+        let ops: Vec<String> = debezium
+            .iter()
+            .map(|(_, v)| serde_json::from_str::<serde_json::Value>(v.as_ref().unwrap()).unwrap()["op"].to_string())
+            .collect();
+        assert_eq!(ops, [r#""u""#, r#""c""#, r#""d""#]);
+        let mut twice = changes();
+        twice.push((r#"{"k":2,"n":6}"#.into(), 1));
+        let error = Envelope::Upsert { key }.records(9, &twice).unwrap_err();
+        assert!(error.contains(r#"key {"k":2} has 0 rows before and 2 after epoch 9"#), "{error}");
+        let error = Envelope::Upsert { key: vec!["x".into()] }.records(9, &changes()).unwrap_err();
+        assert!(error.contains("no column \"x\""), "{error}");
+    }
 }

@@ -85,7 +85,7 @@ pub use collection::{Collection, Data, Key};
 pub use config::{ChangelogHold, ChangelogHolds, CommitBell, EPOCH_RECORDS_MAX_DEFAULT};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
-pub use kafka_sink::{KafkaSink, SinkStats};
+pub use kafka_sink::{Envelope, KafkaSink, SinkStats};
 pub use kafka_source::KafkaTopic;
 /// The log's error, for callers that tell its cases apart (an unknown
 /// topic, an offset out of range).

@@ -105,6 +105,7 @@ fn a_kafka_sink_ships_each_committed_epoch_once_across_restarts_and_fences_a_zom
         topic: "out".into(),
         progress_topic: millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT.into(),
         properties: Vec::new(),
+        envelope: millpond_dataflow::Envelope::Changes,
     };
     let first = ship(&sink, dir.path(), &broker.bootstrap);
     assert!(first.transactions >= 1, "{first:?}");
@@ -153,4 +154,120 @@ fn a_kafka_sink_ships_each_committed_epoch_once_across_restarts_and_fences_a_zom
     zombie_stop.store(true, Ordering::Relaxed);
     live_stop.store(true, Ordering::Relaxed);
     live.join().unwrap().unwrap();
+}
+
+/// A row of the keyed view, as an object (the envelopes key by column name).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+struct Total {
+    k: u64,
+    total: i64,
+}
+
+fn run_keyed_job(dir: &std::path::Path) {
+    let config = RuntimeConfig::new(dir).epoch_interval_ms(20).fetch_bytes_max(4096).stop_when_caught_up(true);
+    Runtime::run(config, |job| {
+        let totals = job
+            .source("ev", json::<Ev>())
+            .map(|e| (e.k, e.v))
+            .aggregate("totals", Sum(|v: &i64| *v))
+            .map(|(k, total)| Total { k, total });
+        job.materialize("totals", totals);
+    })
+    .unwrap();
+}
+
+/// Every record of `topic` as (key, value or tombstone), read_committed.
+fn read_keyed(bootstrap: &str, topic: &str) -> Vec<(String, Option<serde_json::Value>)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "check")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+    consumer.assign(&list).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => out.push((
+                String::from_utf8(m.key().unwrap().to_vec()).unwrap(),
+                m.payload().map(|p| serde_json::from_slice(p).unwrap()),
+            )),
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => return out,
+            _ => {}
+        }
+    }
+    panic!("{topic} was not read to its end");
+}
+
+#[test]
+fn upsert_and_debezium_envelopes_key_each_row_and_add_up_to_the_view() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("upserts", 1);
+    broker.create_topic("cdc", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let sink = |name: &str, envelope| KafkaSink {
+        name: name.into(),
+        view: "totals".into(),
+        brokers: broker.bootstrap.clone(),
+        topic: name.into(),
+        progress_topic: millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT.into(),
+        properties: Vec::new(),
+        envelope,
+    };
+    let key = vec!["k".to_owned()];
+    let upserts = sink("upserts", millpond_dataflow::Envelope::Upsert { key: key.clone() });
+    let cdc = sink("cdc", millpond_dataflow::Envelope::Debezium { key });
+    for round in 0..2 {
+        let range = if round == 0 { 0..100 } else { 100..250 };
+        common::produce_batches(dir.path(), "ev", 2, &events(range).chunks(20).map(<[_]>::to_vec).collect::<Vec<_>>());
+        run_keyed_job(dir.path());
+        let view: BTreeMap<String, Total> = millpond_dataflow::read_view(dir.path(), "totals")
+            .unwrap()
+            .rows
+            .into_iter()
+            .map(|(row, _)| {
+                let row: Total = serde_json::from_value(row).unwrap();
+                (format!(r#"{{"k":{}}}"#, row.k), row)
+            })
+            .collect();
+        for sink in [&upserts, &cdc] {
+            let stop = Arc::new(AtomicBool::new(false));
+            let thread = {
+                let (sink, dir, stop) = (sink.clone(), dir.path().to_owned(), stop.clone());
+                std::thread::spawn(move || sink.run(&dir, &stop))
+            };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                // The latest value per key: the row (upsert) or the "after" image (Debezium).
+                let mut latest: BTreeMap<String, Total> = BTreeMap::new();
+                for (key, value) in read_keyed(&broker.bootstrap, &sink.topic) {
+                    let row = match (&sink.envelope, value) {
+                        (millpond_dataflow::Envelope::Debezium { .. }, Some(v)) => Some(v["after"].clone()),
+                        (_, value) => value,
+                    };
+                    match row.filter(|r| !r.is_null()) {
+                        Some(row) => drop(latest.insert(key, serde_json::from_value(row).unwrap())),
+                        None => drop(latest.remove(&key)),
+                    }
+                }
+                if latest == view {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{} never added up to the view: {latest:?}", sink.name);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            stop.store(true, Ordering::Relaxed);
+            thread.join().unwrap().unwrap();
+        }
+    }
+    // Debezium: each key's first record creates it, later ones update it.
+    let mut seen = BTreeSet::new();
+    for (key, value) in read_keyed(&broker.bootstrap, "cdc") {
+        let op = value.unwrap()["op"].as_str().unwrap().to_owned();
+        assert_eq!(op, if seen.insert(key) { "c" } else { "u" });
+    }
 }

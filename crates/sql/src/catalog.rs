@@ -41,7 +41,9 @@ pub(crate) enum ObjectKind {
     Table { topic: String, primary_key: Option<Vec<usize>> },
     /// Ships materialized view `view`'s committed changes to `topic` of the
     /// Kafka cluster at `brokers` (`millpond_dataflow::KafkaSink`).
-    Sink { view: String, brokers: String, topic: String },
+    /// `envelope`: `UPSERT` or `DEBEZIUM` with the key columns (`None`:
+    /// one record per change).
+    Sink { view: String, brokers: String, topic: String, envelope: Option<(String, Vec<String>)> },
     View {
         query: Box<Query>,
         materialized: bool,

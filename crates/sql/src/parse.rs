@@ -14,7 +14,8 @@
 //! topic of an external Kafka cluster (`millpond_dataflow::kafka_sink`):
 //!
 //! ```sql
-//! CREATE SINK [IF NOT EXISTS] name FROM view INTO KAFKA (BROKERS 'host:port[,...]', TOPIC 'topic') [FORMAT JSON];
+//! CREATE SINK [IF NOT EXISTS] name FROM view INTO KAFKA (BROKERS 'host:port[,...]', TOPIC 'topic') [FORMAT JSON]
+//!     [ENVELOPE {UPSERT | DEBEZIUM} KEY (col, ...)];
 //! DROP SINK [IF EXISTS] name;
 //! ```
 //!
@@ -65,6 +66,8 @@ pub(crate) struct CreateSink {
     pub(crate) brokers: String,
     pub(crate) topic: String,
     pub(crate) topic_location: Location,
+    /// `ENVELOPE UPSERT | DEBEZIUM KEY (…)`: the kind (upper case) and the key.
+    pub(crate) envelope: Option<(String, Vec<Ident>)>,
     pub(crate) if_not_exists: bool,
 }
 
@@ -81,7 +84,12 @@ impl fmt::Display for CreateSink {
             self.view,
             self.brokers.replace('\'', "''"),
             self.topic.replace('\'', "''")
-        )
+        )?;
+        if let Some((kind, key)) = &self.envelope {
+            let key: Vec<String> = key.iter().map(ToString::to_string).collect();
+            write!(f, " ENVELOPE {kind} KEY ({})", key.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -465,19 +473,35 @@ fn parse_create_sink(parser: &mut Parser<'_>, file: &Option<Arc<str>>) -> std::r
         parser.next_token();
         expect_word(parser, "JSON")?;
     }
-    if word_is(&parser.peek_token().token, "ENVELOPE") {
-        let at = parser.peek_token().span.start;
-        return Err(ParserError::ParserError(format!(
-            "Expected: the end of the statement (a sink writes each change as {{\"epoch\",\"diff\",\"row\"}}; \
-             ENVELOPE UPSERT and DEBEZIUM are not supported yet), found: ENVELOPE{at}"
-        )));
-    }
+    let envelope = if word_is(&parser.peek_token().token, "ENVELOPE") {
+        parser.next_token();
+        let token = parser.next_token();
+        let kind = match &token.token {
+            Token::Word(word) if matches!(word.value.to_ascii_uppercase().as_str(), "UPSERT" | "DEBEZIUM") => {
+                word.value.to_ascii_uppercase()
+            }
+            other => {
+                return Err(ParserError::ParserError(format!(
+                    "Expected: UPSERT or DEBEZIUM, found: {other}{}",
+                    token.span.start
+                )));
+            }
+        };
+        expect_word(parser, "KEY")?;
+        parser.expect_token(&Token::LParen)?;
+        let key = parser.parse_comma_separated(|p| p.parse_identifier())?;
+        parser.expect_token(&Token::RParen)?;
+        Some((kind, key))
+    } else {
+        None
+    };
     Ok(CreateSink {
         name,
         view,
         brokers: brokers.expect("parse_kafka_options names the brokers"),
         topic,
         topic_location: location(file, topic_at),
+        envelope,
         if_not_exists,
     })
 }
@@ -667,9 +691,13 @@ mod tests {
         assert_eq!(text, "CREATE SINK s FROM v INTO KAFKA (BROKERS 'h:1', TOPIC 'out') FORMAT JSON");
         assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
         assert_eq!(parsed[1].stmt.to_string(), "DROP SINK IF EXISTS s");
+        let sql = "CREATE SINK s FROM v INTO KAFKA (BROKERS 'b', TOPIC 't') FORMAT JSON ENVELOPE DEBEZIUM KEY (a, b)";
+        assert_eq!(parse(sql, None).unwrap()[0].stmt.to_string(), sql);
         let error =
             parse("CREATE SINK s FROM v INTO KAFKA (BROKERS 'b', TOPIC 't') ENVELOPE UPSERT", None).unwrap_err();
-        assert!(error.to_string().starts_with("1:58: syntax error: Expected: the end"), "{error}");
+        assert!(error.to_string().starts_with("1:73: syntax error: Expected: KEY"), "{error}");
+        let error = parse("CREATE SINK s FROM v INTO KAFKA (BROKERS 'b', TOPIC 't') ENVELOPE NONE", None).unwrap_err();
+        assert!(error.to_string().starts_with("1:67: syntax error: Expected: UPSERT or DEBEZIUM"), "{error}");
     }
 
     #[test]

@@ -315,13 +315,20 @@ impl Session {
                     };
                     sources.push(CompiledSource { name: object.name.clone(), topic: topic.clone(), verdict, kafka });
                 }
-                ObjectKind::Sink { view, brokers, topic } => sinks.push(KafkaSink {
+                ObjectKind::Sink { view, brokers, topic, envelope } => sinks.push(KafkaSink {
                     name: object.name.clone(),
                     view: view.clone(),
                     brokers: brokers.clone(),
                     topic: topic.clone(),
                     progress_topic: millpond_dataflow::kafka_sink::PROGRESS_TOPIC_DEFAULT.to_owned(),
                     properties: Vec::new(),
+                    envelope: match envelope {
+                        None => millpond_dataflow::Envelope::Changes,
+                        Some((kind, key)) if kind == "UPSERT" => {
+                            millpond_dataflow::Envelope::Upsert { key: key.clone() }
+                        }
+                        Some((_, key)) => millpond_dataflow::Envelope::Debezium { key: key.clone() },
+                    },
                 }),
                 _ => {}
             }

@@ -155,10 +155,27 @@ impl Session {
                 format!("invalid topic name '{}': use ASCII letters, digits, '.', '_' and '-'", sink.topic),
             ));
         }
+        let envelope = match &sink.envelope {
+            None => None,
+            Some((kind, key)) => {
+                let view_object = working.get(&view).expect("checked above");
+                let (_, columns, _) = bind_view(working, view_object, None)?;
+                let mut names = Vec::new();
+                for ident in key {
+                    let column = normalize(ident);
+                    if !columns.iter().any(|(name, _)| *name == column) {
+                        let at = span_location(at, ident.span);
+                        return Err(Error::sql(at, format!("view \"{view}\" has no column \"{column}\"")));
+                    }
+                    names.push(column);
+                }
+                Some((kind.clone(), names))
+            }
+        };
         let canonical = CreateSink { if_not_exists: false, ..sink.clone() };
         Ok(Object {
             name,
-            kind: ObjectKind::Sink { view, brokers: sink.brokers.clone(), topic: sink.topic.clone() },
+            kind: ObjectKind::Sink { view, brokers: sink.brokers.clone(), topic: sink.topic.clone(), envelope },
             columns: Vec::new(),
             definition: canonical.to_string(),
         })
