@@ -134,7 +134,10 @@ pub struct FetchSlice {
     pub low_watermark: u64,
     /// `None`: nothing to send (at the end, or the next batch reaches the end asked for).
     pub slice: Option<StoredSlice>,
-    /// The offset after the slice's last batch (`offset` when there is none).
+    /// An offset past every batch of the slice and at or below the base of
+    /// the batch that follows it (one past the slice's last batch, or that
+    /// next batch's base when compaction left a gap between them; `offset`
+    /// when the slice is empty): the end of the range the slice covers.
     pub next_offset: u64,
 }
 

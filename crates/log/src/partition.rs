@@ -186,7 +186,7 @@ pub(crate) struct Partition {
 }
 
 /// Batches located in a segment file: the file, their position and length,
-/// and the offset after the last of them.
+/// and the end of the offsets they cover (`FetchSlice::next_offset`).
 pub(crate) type Located = (Arc<dyn StorageFile>, u64, u64, u64);
 
 impl Partition {

@@ -823,8 +823,9 @@ fn scan_file(
     Ok(scan)
 }
 
-/// Batches located in a segment: their position and length, and the
-/// offset after the last of them.
+/// Batches located in a segment: their position and length, and the end
+/// of the offsets they cover (past their last batch, at or below the next
+/// batch's base).
 pub(crate) type SegmentSlice = (u64, u64, u64);
 
 /// One batch header met while scanning.

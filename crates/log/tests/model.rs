@@ -480,12 +480,19 @@ impl Harness {
         let below: usize = stored.batches().take_while(|b| b.last_offset() < end_offset).map(|b| b.size_bytes()).sum();
         let located = self.log().fetch_slice(TOPIC, p, offset, max_bytes, end_offset).unwrap();
         assert_eq!((located.low_watermark, located.high_watermark), (stored.low_watermark, stored.end_offset));
-        let next = stored
-            .batches()
-            .take_while(|b| b.last_offset() < end_offset)
-            .last()
-            .map_or(offset, |b| b.last_offset() + 1);
-        assert_eq!(located.next_offset, next, "the slice ends where its last batch does");
+        // The slice covers its batches' offsets and stops at or before the next batch.
+        let inside = stored.batches().take_while(|b| b.last_offset() < end_offset).count();
+        let past_last = stored.batches().take(inside).last().map_or(offset, |b| b.last_offset() + 1);
+        let following = stored.batches().nth(inside).map_or(u64::MAX, |b| b.base_offset());
+        if inside == 0 {
+            assert_eq!(located.next_offset, offset, "an empty slice covers nothing");
+        } else {
+            assert!(
+                (past_last..=following).contains(&located.next_offset),
+                "the slice covers {past_last}..{following} at most, not {}",
+                located.next_offset
+            );
+        }
         let mut bytes = Vec::new();
         if let Some(slice) = &located.slice {
             assert!(slice.os_file().is_some(), "a real data directory's slice is a file");
