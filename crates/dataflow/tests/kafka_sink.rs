@@ -39,26 +39,7 @@ fn events(range: std::ops::Range<i64>) -> Vec<(Option<String>, Option<String>)> 
 
 /// Everything a read_committed consumer reads from `topic`: the values.
 fn read_committed(bootstrap: &str, topic: &str) -> Vec<serde_json::Value> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "check")
-        .set("isolation.level", "read_committed")
-        .set("enable.partition.eof", "true")
-        .create()
-        .unwrap();
-    let mut list = TopicPartitionList::new();
-    list.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
-    consumer.assign(&list).unwrap();
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => out.push(serde_json::from_slice(m.payload().unwrap()).unwrap()),
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => return out,
-            _ => {}
-        }
-    }
-    panic!("{topic} was not read to its end");
+    read_keyed(bootstrap, topic).into_iter().filter_map(|(_, value)| value).collect()
 }
 
 /// The rows the changes add up to; each (epoch, row) change at most once.
