@@ -257,4 +257,20 @@ mod tests {
             }
         }
     }
+
+    /// The fuzz target's seeds are served requests that decode (a seed the
+    /// decoder refuses would start the fuzzer from nothing).
+    #[test]
+    fn every_fuzz_seed_is_a_served_request_that_decodes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/kafka_request");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let request = super::parse(bytes::Bytes::from(std::fs::read(&path).unwrap())).unwrap();
+            assert!(crate::versions::advertised(request.api_key, request.version()), "{}", path.display());
+            super::decode_served(&request).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+            seeds += 1;
+        }
+        assert!(seeds >= 10, "{seeds} seeds in {}", dir.display());
+    }
 }
