@@ -168,3 +168,46 @@ fn the_dependency_parser_sees_the_known_edges() {
     assert!(dependencies("cli").contains(&"millpond-sql".to_owned()));
     assert!(modules("log").contains(&"segment".to_owned()));
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The one module allowed unsafe code (librdkafka's batch consume).
+const UNSAFE_MODULE: &str = "crates/dataflow/src/kafka_queue.rs";
+
+#[test]
+fn unsafe_code_is_forbidden_everywhere_but_the_one_module_that_says_why() {
+    for krate in crates() {
+        let src = root().join("crates").join(&krate).join("src");
+        let roots: Vec<PathBuf> = ["lib.rs", "main.rs"].iter().map(|f| src.join(f)).filter(|p| p.exists()).collect();
+        assert!(!roots.is_empty(), "crate {krate} has no lib.rs or main.rs");
+        for file in roots {
+            let text = fs::read_to_string(&file).unwrap();
+            let level = if krate == "dataflow" { "#![deny(unsafe_code)]" } else { "#![forbid(unsafe_code)]" };
+            assert!(text.contains(level), "{} lacks {level}", file.display());
+        }
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let text = fs::read_to_string(&file).unwrap();
+            let relative = file.strip_prefix(root()).unwrap().to_string_lossy().replace('\\', "/");
+            if relative == UNSAFE_MODULE {
+                let blocks = text.matches("unsafe {").count();
+                let reasons = text.matches("// SAFETY:").count();
+                assert!(text.contains("#![allow(unsafe_code)]") && blocks > 0, "{relative}");
+                assert!(reasons >= blocks, "{relative}: {blocks} unsafe blocks, {reasons} SAFETY comments");
+            } else {
+                assert!(!text.contains("allow(unsafe_code)"), "{relative} allows unsafe code");
+            }
+        }
+    }
+}

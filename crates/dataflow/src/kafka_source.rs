@@ -26,16 +26,16 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use millpond_log::batch::{EncodeRecord, encode_batch};
-use millpond_log::{BatchView, Header, RecordView};
+use millpond_log::{BatchView, RecordView};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{BorrowedMessage, Headers};
-use rdkafka::{Message, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::RetentionGap;
 use crate::context::{Shared, WorkerContext};
 use crate::dead_letter::DeadLetter;
+use crate::kafka_queue::{BatchConsumer, Taken};
 use crate::source::{Position, Tailer, record_positions};
 use crate::{Collection, Epoch};
 
@@ -95,7 +95,7 @@ where
         ));
     }
     let consumer = match consumer(source, reader) {
-        Ok(consumer) => Some(consumer),
+        Ok(consumer) => BatchConsumer::new(consumer),
         Err(e) => {
             ctx.build_error(format!("Kafka source {label} on {}: {e}", source.brokers));
             None
@@ -144,7 +144,7 @@ struct KafkaReader<F> {
     reader: String,
     topic: String,
     label: String,
-    consumer: Option<BaseConsumer>,
+    consumer: Option<BatchConsumer>,
     /// This worker's index and the number of workers.
     owner: (usize, usize),
     /// The checkpoint's offsets, partition to next offset.
@@ -165,7 +165,7 @@ impl<F> KafkaReader<F> {
     /// ones: resumed at their checkpointed offsets, new ones at their start.
     fn discover(&mut self, shared: &Shared) {
         let due = self.discovered.is_none_or(|at| at.elapsed() >= Duration::from_millis(DISCOVERY_INTERVAL_MS));
-        let Some(consumer) = self.consumer.as_ref().filter(|_| due) else { return };
+        let Some(consumer) = self.consumer.as_ref().filter(|_| due).map(BatchConsumer::consumer) else { return };
         self.discovered = Some(Instant::now());
         let timeout = Duration::from_millis(METADATA_TIMEOUT_MS);
         let Ok(metadata) = consumer.fetch_metadata(Some(&self.topic), timeout) else { return };
@@ -196,7 +196,7 @@ impl<F> KafkaReader<F> {
     /// Assigns every owned partition at its next offset (a fresh partition
     /// at the beginning).
     fn assign(&mut self, shared: &Shared) {
-        let Some(consumer) = &self.consumer else { return };
+        let Some(consumer) = self.consumer.as_ref().map(BatchConsumer::consumer) else { return };
         let mut list = TopicPartitionList::new();
         for position in &self.positions {
             let offset = match position.recorded {
@@ -224,7 +224,7 @@ impl<F> KafkaReader<F> {
     /// partition's end (the topic lost records the views reflect, or was
     /// re-created: the job fails). Returns whether the source goes on.
     fn out_of_range(&mut self, shared: &Shared) -> bool {
-        let Some(consumer) = &self.consumer else { return false };
+        let Some(consumer) = self.consumer.as_ref().map(BatchConsumer::consumer) else { return false };
         let timeout = Duration::from_millis(METADATA_TIMEOUT_MS);
         let mut moved = false;
         for i in 0..self.positions.len() {
@@ -260,25 +260,74 @@ impl<F> KafkaReader<F> {
     }
 }
 
-/// A Kafka message as one record of a one-record batch in `buffer`.
-fn encode(message: &BorrowedMessage<'_>, buffer: &mut Vec<u8>) -> u64 {
+/// Gives `message` to `decode` as a record view: a message with headers as
+/// the one record of a batch in `buffer` (the view reads headers from batch
+/// bytes), one without as [`RecordView::headerless`].
+fn decoded<T>(message: &Taken<'_>, buffer: &mut Vec<u8>, decode: impl Fn(&RecordView<'_>) -> T) -> T {
     let offset = message.offset().max(0) as u64;
-    let headers: Vec<Header> = message
-        .headers()
-        .map(|headers| {
-            headers.iter().map(|h| Header { key: h.key.to_owned(), value: h.value.map(<[u8]>::to_vec) }).collect()
-        })
-        .unwrap_or_default();
-    let record = EncodeRecord {
-        offset_delta: 0,
-        timestamp_ms: message.timestamp().to_millis().unwrap_or(0),
-        key: message.key(),
-        value: message.payload(),
-        headers: &headers,
+    let timestamp_ms = message.timestamp_ms().unwrap_or(0);
+    let Some(headers) = message.headers() else {
+        return decode(&RecordView::headerless(offset, timestamp_ms, message.key(), message.payload()));
     };
+    let record =
+        EncodeRecord { offset_delta: 0, timestamp_ms, key: message.key(), value: message.payload(), headers: &headers };
     buffer.clear();
     encode_batch(buffer, offset, 0, [record]);
-    offset
+    let batch = BatchView::from_validated(buffer);
+    decode(&batch.records().next().expect("one record"))
+}
+
+/// What one taken message did to the read.
+enum Step {
+    /// A record was given out.
+    Given,
+    /// Nothing to give (an end of partition, a record already given, a
+    /// transient error that librdkafka retries).
+    Skipped,
+    /// A position is out of range.
+    OutOfRange,
+}
+
+/// The parts of a [`KafkaReader`] one read changes, apart from its consumer.
+struct Reading<'r, F> {
+    positions: &'r mut Vec<Position>,
+    eof: &'r mut Vec<bool>,
+    label: &'r str,
+    decode: &'r F,
+    buffer: &'r mut Vec<u8>,
+}
+
+impl<T, F> Reading<'_, F>
+where
+    F: Fn(&RecordView<'_>) -> Result<T, String>,
+{
+    fn step(&mut self, message: &Taken<'_>, give: &mut impl FnMut(Result<T, Box<DeadLetter>>)) -> Step {
+        let position = self.positions.iter().position(|p| p.partition as i32 == message.partition());
+        match message.error() {
+            None => {}
+            Some(RDKafkaErrorCode::PartitionEOF) => {
+                if let Some(i) = position {
+                    self.eof[i] = true;
+                }
+                return Step::Skipped;
+            }
+            Some(RDKafkaErrorCode::AutoOffsetReset) => return Step::OutOfRange,
+            // Transient (a broker down, a rebalance of leaders): librdkafka retries.
+            Some(_) => return Step::Skipped,
+        }
+        let Some(i) = position else { return Step::Skipped };
+        let offset = message.offset().max(0) as u64;
+        if offset < self.positions[i].next_offset {
+            return Step::Skipped; // Already emitted (a seek's overlap).
+        }
+        let (decode, label, partition) = (self.decode, self.label, message.partition() as u32);
+        give(decoded(message, self.buffer, |record| {
+            decode(record).map_err(|error| Box::new(DeadLetter::of(label, partition, record, error)))
+        }));
+        self.positions[i].next_offset = offset + 1;
+        self.eof[i] = false;
+        Step::Given
+    }
 }
 
 impl<T, F> Tailer for KafkaReader<F>
@@ -294,41 +343,24 @@ where
 
     fn read(&mut self, shared: &Shared, mut give: impl FnMut(Self::Item)) -> Option<bool> {
         self.discover(shared);
-        let mut read = 0usize;
-        let mut out_of_range = false;
-        if let Some(consumer) = &self.consumer {
+        let (mut read, mut out_of_range) = (0usize, false);
+        if let Some(consumer) = self.consumer.as_mut() {
+            let mut reading = Reading {
+                positions: &mut self.positions,
+                eof: &mut self.eof,
+                label: &self.label,
+                decode: &self.decode,
+                buffer: &mut self.buffer,
+            };
             while read < READ_MESSAGES_MAX {
-                let message = match consumer.poll(Duration::ZERO) {
-                    None => break,
-                    Some(Ok(message)) => message,
-                    Some(Err(KafkaError::PartitionEOF(partition))) => {
-                        if let Some(i) = self.positions.iter().position(|p| p.partition as i32 == partition) {
-                            self.eof[i] = true;
-                        }
-                        continue;
-                    }
-                    Some(Err(KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset))) => {
-                        out_of_range = true;
-                        break;
-                    }
-                    // Transient (a broker down, a rebalance of leaders): librdkafka retries.
-                    Some(Err(_)) => break,
-                };
-                let partition = message.partition() as u32;
-                let Some(i) = self.positions.iter().position(|p| p.partition == partition) else { continue };
-                let offset = encode(&message, &mut self.buffer);
-                if offset < self.positions[i].next_offset {
-                    continue; // Already emitted (a seek's overlap).
+                let taken = consumer.take(|message| match reading.step(message, &mut give) {
+                    Step::Given => read += 1,
+                    Step::Skipped => {}
+                    Step::OutOfRange => out_of_range = true,
+                });
+                if taken == 0 || out_of_range {
+                    break;
                 }
-                let batch = BatchView::from_validated(&self.buffer);
-                let record = batch.records().next().expect("one record");
-                give(
-                    (self.decode)(&record)
-                        .map_err(|error| Box::new(DeadLetter::of(&self.label, partition, &record, error))),
-                );
-                self.positions[i].next_offset = offset + 1;
-                self.eof[i] = false;
-                read += 1;
             }
         }
         if out_of_range && !self.out_of_range(shared) {

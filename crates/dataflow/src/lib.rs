@@ -31,7 +31,7 @@
 //! Invariant (architecture): this crate depends on `millpond-log` and on no
 //! higher Millpond crate; it is the only crate that knows about RocksDB.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod aggregate;
 mod append_thread;
@@ -47,6 +47,7 @@ mod error;
 mod held_filter;
 mod join;
 pub mod json_check;
+mod kafka_queue;
 pub mod kafka_sink;
 pub mod kafka_source;
 mod keyed;

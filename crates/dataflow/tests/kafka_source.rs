@@ -114,3 +114,53 @@ fn a_kafka_source_reads_committed_records_once_across_runs_and_new_partitions() 
     assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..1700), "resumed: each record once");
     assert_eq!(common::dead_letters(dir.path(), "ev.dead-letter").len(), 2, "each rejected record once");
 }
+
+/// Every field a decoder sees — key, value, headers, timestamp, offset —
+/// comes through as Kafka holds it, for records with and without headers.
+#[test]
+fn a_decoder_sees_each_kafka_records_key_headers_timestamp_and_offset() {
+    use rdkafka::message::{Header, OwnedHeaders};
+    let broker = KafkaBroker::start();
+    broker.create_topic("hd", 1);
+    let plain = producer(&broker.bootstrap, None);
+    let mut expected = BTreeMap::new();
+    for i in 0..300i64 {
+        let value = format!("v{i}");
+        let mut record = BaseRecord::to("hd").payload(&value).timestamp(1_000_000 + i);
+        let key = format!("k{i}");
+        if i % 3 != 0 {
+            record = record.key(&key);
+        }
+        let weight = (i % 5).to_string();
+        if i % 2 == 0 {
+            let headers = OwnedHeaders::new()
+                .insert(Header { key: "weight", value: Some(&weight) })
+                .insert(Header { key: "empty", value: None::<&[u8]> });
+            record = record.headers(headers);
+        }
+        plain.send(record).map_err(|(e, _)| e).unwrap();
+        let key = (i % 3 != 0).then(|| format!("k{i}"));
+        let headers = if i % 2 == 0 { format!("weight={weight},empty=null") } else { String::new() };
+        expected.insert(i as u64, (key, format!("v{i}"), headers, 1_000_000 + i));
+    }
+    plain.flush(Duration::from_secs(30)).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let source = KafkaTopic { brokers: broker.bootstrap.clone(), topic: "hd".to_owned(), properties: Vec::new() };
+    let config = RuntimeConfig::new(dir.path()).workers(1).epoch_interval_ms(20).stop_when_caught_up(true);
+    Runtime::run(config, move |job| {
+        let seen = job.kafka_source("hd", "hd", &source, |r: &millpond_log::RecordView<'_>| {
+            let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
+            let headers: Vec<String> = r
+                .headers()
+                .into_iter()
+                .map(|h| format!("{}={}", h.key, text(h.value.as_deref()).unwrap_or("null".into())))
+                .collect();
+            Ok((r.offset, (text(r.key), text(r.value).unwrap_or_default(), headers.join(","), r.timestamp_ms)))
+        });
+        job.materialize("seen", seen);
+    })
+    .unwrap();
+    let rows = common::view_rows(dir.path(), "seen");
+    assert_eq!(rows, common::rows_of(expected.into_iter().map(|row| (row, 1))), "each record's fields, once");
+}

@@ -405,6 +405,13 @@ pub struct RecordView<'a> {
 }
 
 impl<'a> RecordView<'a> {
+    /// A record without headers from its parts, for a reader whose records
+    /// do not come from a batch of this log (the Kafka source's messages):
+    /// the same view a batch holding it would give.
+    pub fn headerless(offset: u64, timestamp_ms: i64, key: Option<&'a [u8]>, value: Option<&'a [u8]>) -> Self {
+        RecordView { offset, timestamp_ms, key, value, headers: &[], header_count: 0 }
+    }
+
     /// Headers as owned values.
     pub fn headers(&self) -> Vec<Header> {
         let mut cursor = Cursor { bytes: self.headers, pos: 0 };
@@ -813,6 +820,20 @@ impl<'a> Iterator for Batches<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_headerless_view_is_the_view_its_batch_gives() {
+        for (key, value) in [(Some(&b"k"[..]), Some(&b"v"[..])), (None, None), (Some(&b""[..]), None)] {
+            let mut out = Vec::new();
+            let record = EncodeRecord { offset_delta: 0, timestamp_ms: -3, key, value, headers: &[] };
+            encode_batch(&mut out, 77, 0, [record]);
+            let batch = BatchView::parse(&out).unwrap();
+            let from_batch = batch.records().next().unwrap();
+            let view = RecordView::headerless(77, -3, key, value);
+            assert_eq!(view, from_batch);
+            assert!(view.headers().is_empty() && view.header("h").is_none());
+        }
+    }
 
     #[test]
     fn round_trip_preserves_every_field() {
