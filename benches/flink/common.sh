@@ -27,18 +27,23 @@ dump_input() {
   echo "$data" >"$input/.complete"
 }
 
-# build_jar DIR: target/nexmark-flink.jar and target/lib/ under DIR, if missing
+# The runner's jar (target/$FLINK_JAR.jar) and main class: NexmarkFlink's by
+# default; benches/kafka/flink/run.sh sets its own.
+FLINK_JAR=${FLINK_JAR:-nexmark-flink}
+FLINK_MAIN=${FLINK_MAIN:-millpond.bench.NexmarkFlink}
+
+# build_jar DIR: target/$FLINK_JAR.jar and target/lib/ under DIR, if missing
 # or older than the sources.
 build_jar() {
-  if [ ! -f "$1/target/nexmark-flink.jar" ] || [ ! -d "$1/target/lib" ] ||
-    [ -n "$(find "$1/pom.xml" "$1/src" -newer "$1/target/nexmark-flink.jar" -print -quit)" ]; then
-    echo "building $1/target/nexmark-flink.jar" >&2
+  if [ ! -f "$1/target/$FLINK_JAR.jar" ] || [ ! -d "$1/target/lib" ] ||
+    [ -n "$(find "$1/pom.xml" "$1/src" -newer "$1/target/$FLINK_JAR.jar" -print -quit)" ]; then
+    echo "building $1/target/$FLINK_JAR.jar" >&2
     # shellcheck disable=SC2086
     (cd "$1" && mvn -B -q -Dstyle.color=never ${MVN_ARGS:-} package)
   fi
 }
 
-# flink_java DIR ARGS...: runs NexmarkFlink in a fresh JVM, with the flags
+# flink_java DIR ARGS...: runs $FLINK_MAIN in a fresh JVM, with the flags
 # Flink's own config.yaml gives Java 17 (env.java.opts.all). Its temporary
 # files (each JVM unpacks a 22 MB RPC jar, and System.exit skips the clean-up)
 # go to $FLINK_TMP, emptied first.
@@ -68,5 +73,5 @@ flink_java() {
     --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
     --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
     --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED \
-    -cp "$dir/target/nexmark-flink.jar:$dir/target/lib/*" millpond.bench.NexmarkFlink "$@"
+    -cp "$dir/target/$FLINK_JAR.jar:$dir/target/lib/*" "$FLINK_MAIN" "$@"
 }

@@ -9,6 +9,10 @@
 //! and from Kafka (the Kafka source) with the view shipped to Kafka by the
 //! transactional sink until Kafka holds its last epoch.
 //!
+//! Flink (`--flink`, `bench_flink`): the same pipeline as a Flink SQL job
+//! over the same input topic (`benches/kafka/flink`), its job time beside
+//! Millpond's.
+//!
 //! Latency: the Kafka pipeline running, a producer writes bids at a fixed
 //! rate with a probe bid (an auction of its own) every 50 ms; a
 //! read_committed consumer of the sink's topic reads each probe's row. A
@@ -32,6 +36,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
 
+use crate::bench_flink::{Flink, FlinkMode, FlinkRun};
 use crate::job::{Bid, BidStats};
 
 #[derive(Debug, Args)]
@@ -53,6 +58,17 @@ pub(crate) struct KafkaBenchArgs {
     /// Where to put the input and the runs (default: DATA_DIR/bench-kafka).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Run the same pipeline in Flink too (benches/kafka/flink: Flink SQL,
+    /// the Kafka connector exactly once, RocksDB, 1 s checkpoints): auto =
+    /// where the machine has java (and mvn until the runner is built).
+    #[arg(long, value_enum, default_value = "auto")]
+    flink: FlinkMode,
+    /// The Flink runner's directory.
+    #[arg(long, default_value = "benches/kafka/flink")]
+    flink_dir: PathBuf,
+    /// How long the Flink run may take, seconds.
+    #[arg(long, default_value_t = 900)]
+    flink_timeout_s: u64,
 }
 
 const PARTITIONS: i32 = 4;
@@ -357,6 +373,21 @@ pub(crate) fn run(data_dir: &Path, args: &KafkaBenchArgs) -> Result<()> {
         embedded / shipped
     );
     println!("Kafka pipeline / embedded log: {:.2}x (target >= 0.7x)", embedded / shipped);
+    if let Some(flink) =
+        Flink::detect(args.flink, &args.flink_dir, crate::bench_flink::KAFKA_JAR, args.flink_timeout_s)?
+    {
+        let flink_sink = format!("flink-bid-stats-{nonce}");
+        create_topic(&args.brokers, &flink_sink, 1)?;
+        let label = "Flink: Kafka -> bid_stats -> Kafka (exactly once, p=1)";
+        match flink.run_kafka(&args.brokers, &topic, &flink_sink, args.bids)? {
+            FlinkRun::Done { job_seconds } => {
+                println!("{label:<58} {job_seconds:>10.2} {:>16.0} {:>8.2}", rate(job_seconds), embedded / job_seconds);
+                println!("Millpond's Kafka pipeline / Flink's: {:.2}x", job_seconds / shipped);
+            }
+            FlinkRun::Timeout => println!("{label:<58} timed out after {} s", args.flink_timeout_s),
+            FlinkRun::Failed => println!("{label:<58} failed (its output is above)"),
+        }
+    }
     std::fs::remove_dir_all(&run).ok();
     std::fs::create_dir_all(&run)?;
     let latency_topic = format!("bench-latency-{nonce}");

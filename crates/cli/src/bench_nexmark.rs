@@ -93,7 +93,7 @@ pub(crate) fn run(data_dir: &Path, args: &NexmarkBenchArgs) -> Result<()> {
     }
     let files = query_files(args)?;
     let (small, large) = (sizes[0], sizes[sizes.len() - 1]);
-    let flink = Flink::detect(args.flink, &args.flink_dir, args.timeout_s)?;
+    let flink = Flink::detect(args.flink, &args.flink_dir, crate::bench_flink::NEXMARK_JAR, args.timeout_s)?;
     println!(
         "Nexmark over {sizes:?} events, RocksDB state, {} ms checkpoints; events/s/core = input events / seconds / workers{}",
         args.epoch_ms,
