@@ -18,7 +18,9 @@
 //!
 //! A change's record: key the row as JSON (a row's changes stay in one
 //! partition, in epoch order), value `{"epoch":E,"diff":D,"row":{…}}`, as
-//! `millpond subscribe` prints it.
+//! `millpond subscribe` prints it. These are sent as the committed epoch is
+//! read (its transaction begins at its first change and commits at its
+//! progress event); the keyed envelopes gather an epoch first.
 //!
 //! Invariants: a transaction holds exactly one epoch's changes and that
 //! epoch's progress record; epochs are shipped in increasing order, each
@@ -27,6 +29,7 @@
 //! history compacted) is an error that says to re-create the sink's topic,
 //! never a silent gap.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -46,8 +49,9 @@ use crate::{Epoch, Error, Result};
 pub const PROGRESS_TOPIC_DEFAULT: &str = "_millpond_sink_progress";
 /// How long one Kafka call (init, commit, a progress read) may take.
 const CALL_TIMEOUT_MS: u64 = 30_000;
-/// How long the sink waits for the view's next change before looking at `stop`.
-const POLL_MS: u64 = 100;
+/// How long the sink waits before it looks at the view's changelog again
+/// (and at `stop`): the most it adds to a change's latency.
+const POLL_MS: u64 = 20;
 /// Changes one transaction may hold (a larger epoch is refused, not split:
 /// a transaction is one epoch).
 pub const CHANGES_PER_EPOCH_MAX: usize = 10_000_000;
@@ -232,9 +236,11 @@ impl KafkaSink {
             }
             Err(e) => return Err(Retry::Fatal(self.error(format!("reading the view after epoch {last:?}: {e}")))),
         };
-        // One epoch's changes: the row's JSON text as the changelog holds
-        // it (checked), and its diff.
+        // One epoch's changes for an envelope that needs them all (the row's
+        // JSON text as the changelog holds it, checked, and its diff); the
+        // `Changes` envelope streams them instead.
         let mut pending: Vec<(String, i64)> = Vec::new();
+        let mut streaming = Streaming::default();
         while !stop.load(Ordering::Relaxed) {
             let Some(event) = subscription.next_raw() else {
                 if let Err(e) = subscription.poll() {
@@ -247,44 +253,90 @@ impl KafkaSink {
             };
             match event {
                 RawEvent::Change { epoch, diff, row } => {
-                    if pending.len() >= CHANGES_PER_EPOCH_MAX {
+                    if last.is_some_and(|l| epoch <= l) {
+                        continue; // Kafka holds it (the subscription starts after `last`).
+                    }
+                    if streaming.sent + pending.len() >= CHANGES_PER_EPOCH_MAX {
                         let message = format!("an epoch with more than {CHANGES_PER_EPOCH_MAX} changes");
                         return Err(Retry::Fatal(self.error(message)));
                     }
-                    debug_assert!(last.is_none_or(|l| epoch > l) || pending.is_empty());
-                    pending.push((row.get().to_owned(), diff));
+                    if self.envelope == Envelope::Changes {
+                        self.stream(&producer, &mut streaming, epoch, diff, row.get())?;
+                    } else {
+                        pending.push((row.get().to_owned(), diff));
+                    }
                 }
                 RawEvent::Progress { epoch, .. } => {
-                    if !pending.is_empty() && last.is_none_or(|l| epoch > l) {
-                        self.ship(&producer, epoch, &pending)?;
+                    let changes = streaming.sent + pending.len();
+                    if changes > 0 {
+                        if streaming.sent == 0 {
+                            producer.begin_transaction().map_err(|e| self.kafka("beginning a transaction", e))?;
+                            self.send_all(&producer, epoch, &pending)?;
+                        }
+                        self.commit(&producer, epoch)?;
                         stats.transactions += 1;
-                        stats.changes += pending.len() as u64;
+                        stats.changes += changes as u64;
                         stats.last_epoch = Some(epoch);
                     }
                     pending.clear();
+                    streaming.sent = 0;
                 }
             }
         }
         Ok(())
     }
 
-    /// One epoch's changes and its progress record in one transaction.
-    fn ship(&self, producer: &BaseProducer, epoch: Epoch, changes: &[(String, i64)]) -> std::result::Result<(), Retry> {
-        let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
+    /// Sends one change of a committed epoch in the `Changes` envelope,
+    /// beginning the epoch's transaction at its first change: the epoch is
+    /// shipped while it is read, and committed at its progress event.
+    fn stream(
+        &self,
+        producer: &BaseProducer,
+        streaming: &mut Streaming,
+        epoch: Epoch,
+        diff: i64,
+        row: &str,
+    ) -> std::result::Result<(), Retry> {
+        if streaming.sent == 0 {
+            producer.begin_transaction().map_err(|e| self.kafka("beginning a transaction", e))?;
+        }
+        streaming.value.clear();
+        let _ = write!(streaming.value, r#"{{"epoch":{epoch},"diff":{diff},"row":{row}}}"#);
+        send(producer, BaseRecord::<str, str>::to(&self.topic).key(row).payload(streaming.value.as_str()))
+            .map_err(|e| self.kafka("sending", e))?;
+        streaming.sent += 1;
+        Ok(())
+    }
+
+    /// Sends one epoch's `changes` in the sink's envelope (in an open transaction).
+    fn send_all(
+        &self,
+        producer: &BaseProducer,
+        epoch: Epoch,
+        changes: &[(String, i64)],
+    ) -> std::result::Result<(), Retry> {
         let records = self.envelope.records(epoch, changes).map_err(|e| Retry::Fatal(self.error(e)))?;
-        producer.begin_transaction().map_err(|e| self.kafka("beginning a transaction", e))?;
         for (key, value) in &records {
-            let record = BaseRecord::<String, String>::to(&self.topic).key(key);
+            let record = BaseRecord::<str, str>::to(&self.topic).key(key.as_str());
             let record = match value {
-                Some(value) => record.payload(value),
+                Some(value) => record.payload(value.as_str()),
                 None => record,
             };
             send(producer, record).map_err(|e| self.kafka("sending", e))?;
         }
+        Ok(())
+    }
+
+    /// Adds the epoch's progress record to the open transaction and commits it.
+    fn commit(&self, producer: &BaseProducer, epoch: Epoch) -> std::result::Result<(), Retry> {
+        let timeout = Duration::from_millis(CALL_TIMEOUT_MS);
         let progress = Progress { sink: self.name.clone(), view: self.view.clone(), epoch };
         let value = serde_json::to_string(&progress).expect("progress encodes");
-        send(producer, BaseRecord::to(&self.progress_topic).key(&self.name).payload(&value))
-            .map_err(|e| self.kafka("sending progress", e))?;
+        send(
+            producer,
+            BaseRecord::<str, str>::to(&self.progress_topic).key(self.name.as_str()).payload(value.as_str()),
+        )
+        .map_err(|e| self.kafka("sending progress", e))?;
         if let Err(e) = producer.commit_transaction(timeout) {
             let _ = producer.abort_transaction(timeout);
             return Err(self.kafka(&format!("committing epoch {epoch}"), e));
@@ -356,8 +408,17 @@ impl KafkaSink {
     }
 }
 
+/// The epoch being streamed in the `Changes` envelope.
+#[derive(Default)]
+struct Streaming {
+    /// Changes of the epoch sent so far (0: no transaction begun).
+    sent: usize,
+    /// The value being written (reused).
+    value: String,
+}
+
 /// Sends `record`, waiting while the producer's queue is full.
-fn send(producer: &BaseProducer, mut record: BaseRecord<'_, String, String>) -> std::result::Result<(), KafkaError> {
+fn send(producer: &BaseProducer, mut record: BaseRecord<'_, str, str>) -> std::result::Result<(), KafkaError> {
     loop {
         match producer.send(record) {
             Ok(()) => return Ok(()),
