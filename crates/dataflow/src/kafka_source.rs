@@ -94,8 +94,12 @@ where
              one topic; give the reader of {label} another name"
         ));
     }
-    let consumer = match consumer(source, reader) {
-        Ok(consumer) => BatchConsumer::new(consumer),
+    let consumer = match consumer(source, reader).map(BatchConsumer::new) {
+        Ok(Some(consumer)) => Some(consumer),
+        Ok(None) => {
+            ctx.build_error(format!("Kafka source {label} on {}: librdkafka gave no consumer queue", source.brokers));
+            None
+        }
         Err(e) => {
             ctx.build_error(format!("Kafka source {label} on {}: {e}", source.brokers));
             None
