@@ -33,10 +33,11 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::RetentionGap;
+use crate::kafka_fetch::{BrokerAddress, Fetcher, RETRY_BACKOFF_MS};
 use crate::context::{Shared, WorkerContext};
 use crate::dead_letter::DeadLetter;
 use crate::kafka_queue::{BatchConsumer, Taken};
-use crate::source::{Position, Tailer, record_positions};
+use crate::source::{Position, Tailer, advance, record_positions};
 use crate::{Collection, Epoch};
 
 /// How often the topic's partitions are looked up again.
@@ -47,6 +48,11 @@ const METADATA_TIMEOUT_MS: u64 = 2_000;
 const READ_MESSAGES_MAX: usize = 10_000;
 /// librdkafka's `fetch.queue.backoff.ms` for the source's consumer.
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+/// The source's own property (not librdkafka's) choosing how records are
+/// fetched: `direct` (the source's own Fetch requests, `kafka_fetch`; the
+/// default over PLAINTEXT) or `librdkafka` (its consumer queue; the
+/// default, and the only way, for TLS and SASL).
+pub const FETCH_PROPERTY: &str = "millpond.fetch";
 
 /// The topic of an external Kafka cluster to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +100,13 @@ where
              one topic; give the reader of {label} another name"
         ));
     }
+    let direct = match direct_fetch(source) {
+        Ok(direct) => direct,
+        Err(message) => {
+            ctx.build_error(format!("Kafka source {label} on {}: {message}", source.brokers));
+            false
+        }
+    };
     let consumer = match consumer(source, reader).map(BatchConsumer::new) {
         Ok(Some(consumer)) => Some(consumer),
         Ok(None) => {
@@ -111,6 +124,7 @@ where
         topic: source.topic.clone(),
         label: label.clone(),
         consumer,
+        fetcher: direct.then(|| Fetcher::new(&source.topic, &format!("millpond-{reader}"))),
         owner: (scope.index(), scope.peers()),
         committed,
         positions: Vec::new(),
@@ -124,9 +138,23 @@ where
     crate::source::operate(scope, ctx, &format!("source:{reader}"), tailer, lineage)
 }
 
+/// Whether `source` is read with the source's own Fetch requests: asked
+/// for, or by default when the cluster is spoken to in PLAINTEXT.
+fn direct_fetch(source: &KafkaTopic) -> Result<bool, String> {
+    let property = |name: &str| source.properties.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let plaintext = property("security.protocol").is_none_or(|p| p.eq_ignore_ascii_case("plaintext"));
+    match property(FETCH_PROPERTY) {
+        None => Ok(plaintext),
+        Some("librdkafka") => Ok(false),
+        Some("direct") if plaintext => Ok(true),
+        Some("direct") => Err(format!("{FETCH_PROPERTY}=direct speaks only PLAINTEXT; use librdkafka for TLS or SASL")),
+        Some(other) => Err(format!("{FETCH_PROPERTY} is 'direct' or 'librdkafka', not '{other}'")),
+    }
+}
+
 fn consumer(source: &KafkaTopic, reader: &str) -> Result<BaseConsumer, KafkaError> {
     let mut config = ClientConfig::new();
-    for (key, value) in &source.properties {
+    for (key, value) in source.properties.iter().filter(|(key, _)| key != FETCH_PROPERTY) {
         config.set(key, value);
     }
     config
@@ -148,7 +176,10 @@ struct KafkaReader<F> {
     reader: String,
     topic: String,
     label: String,
+    /// Metadata and watermarks; the records too, without a fetcher.
     consumer: Option<BatchConsumer>,
+    /// The records, when read with the source's own Fetch requests.
+    fetcher: Option<Fetcher>,
     /// This worker's index and the number of workers.
     owner: (usize, usize),
     /// The checkpoint's offsets, partition to next offset.
@@ -168,7 +199,12 @@ impl<F> KafkaReader<F> {
     /// Looks the topic's partitions up, when due, and assigns the owned
     /// ones: resumed at their checkpointed offsets, new ones at their start.
     fn discover(&mut self, shared: &Shared) {
-        let due = self.discovered.is_none_or(|at| at.elapsed() >= Duration::from_millis(DISCOVERY_INTERVAL_MS));
+        let since = self.discovered.map(|at| at.elapsed());
+        let wanted = self.fetcher.as_ref().is_some_and(Fetcher::wants_metadata);
+        let due = since.is_none_or(|since| {
+            since >= Duration::from_millis(DISCOVERY_INTERVAL_MS)
+                || (wanted && since >= Duration::from_millis(RETRY_BACKOFF_MS))
+        });
         let Some(consumer) = self.consumer.as_ref().filter(|_| due).map(BatchConsumer::consumer) else { return };
         self.discovered = Some(Instant::now());
         let timeout = Duration::from_millis(METADATA_TIMEOUT_MS);
@@ -178,6 +214,13 @@ impl<F> KafkaReader<F> {
             return; // Unknown yet (or the broker is not ready): looked up again later.
         }
         self.found = true;
+        let brokers: Vec<BrokerAddress> = metadata
+            .brokers()
+            .iter()
+            .map(|b| BrokerAddress { id: b.id(), address: format!("{}:{}", b.host(), b.port()) })
+            .collect();
+        let leaders: Vec<(u32, Option<i32>)> =
+            topic.partitions().iter().map(|p| (p.id() as u32, (p.leader() >= 0).then_some(p.leader()))).collect();
         let (index, peers) = self.owner;
         let mut added = false;
         for partition in 0..topic.partitions().len() as u32 {
@@ -195,11 +238,21 @@ impl<F> KafkaReader<F> {
             self.positions.sort_by_key(|p| p.partition);
             self.assign(shared);
         }
+        if let Some(fetcher) = self.fetcher.as_mut() {
+            fetcher.set_leaders(&brokers, &leaders);
+        }
     }
 
     /// Assigns every owned partition at its next offset (a fresh partition
     /// at the beginning).
     fn assign(&mut self, shared: &Shared) {
+        self.eof.iter_mut().for_each(|eof| *eof = false);
+        if let Some(fetcher) = self.fetcher.as_mut() {
+            for position in &self.positions {
+                fetcher.seek(position.partition, position.next_offset);
+            }
+            return;
+        }
         let Some(consumer) = self.consumer.as_ref().map(BatchConsumer::consumer) else { return };
         let mut list = TopicPartitionList::new();
         for position in &self.positions {
@@ -215,7 +268,6 @@ impl<F> KafkaReader<F> {
         if let Err(e) = consumer.assign(&list) {
             shared.fail(self.error(format!("assigning partitions: {e}")));
         }
-        self.eof.iter_mut().for_each(|eof| *eof = false);
     }
 
     fn error(&self, message: String) -> crate::Error {
@@ -242,7 +294,11 @@ impl<F> KafkaReader<F> {
                 shared.fail(self.error(message));
                 return false;
             }
-            if next < low {
+            if next < low && next == 0 && self.positions[i].recorded.is_none() {
+                // A partition read from its start, which retention moved.
+                self.positions[i].next_offset = low;
+                moved = true;
+            } else if next < low {
                 let gap = RetentionGap {
                     reader: self.reader.clone(),
                     topic: self.label.clone(),
@@ -261,6 +317,90 @@ impl<F> KafkaReader<F> {
             self.assign(shared);
         }
         true
+    }
+}
+
+impl<T, F> KafkaReader<F>
+where
+    F: Fn(&RecordView<'_>) -> Result<T, String>,
+{
+    /// Reads librdkafka's consumer queue. Returns the records given and
+    /// whether a position was found out of range.
+    fn read_queue(&mut self, mut give: impl FnMut(Result<T, Box<DeadLetter>>)) -> (usize, bool) {
+        let (mut read, mut out_of_range) = (0usize, false);
+        let Some(consumer) = self.consumer.as_mut() else { return (0, false) };
+        let mut reading = Reading {
+            positions: &mut self.positions,
+            eof: &mut self.eof,
+            label: &self.label,
+            decode: &self.decode,
+            buffer: &mut self.buffer,
+        };
+        while read < READ_MESSAGES_MAX {
+            let taken = consumer.take(|message| match reading.step(message, &mut give) {
+                Step::Given => read += 1,
+                Step::Skipped => {}
+                Step::OutOfRange => out_of_range = true,
+            });
+            if taken == 0 || out_of_range {
+                break;
+            }
+        }
+        (read, out_of_range)
+    }
+
+    /// Reads the fetched chunks, whole batches at a time, then sends the
+    /// fetches now due. `None` when the job failed.
+    fn read_fetched(
+        &mut self,
+        shared: &Shared,
+        mut give: impl FnMut(Result<T, Box<DeadLetter>>),
+    ) -> Option<(usize, bool)> {
+        let fetcher = self.fetcher.as_mut().expect("a fetcher");
+        if let Err(e) = fetcher.poll() {
+            shared.fail(self.error(e.to_string()));
+            return None;
+        }
+        let out_of_range = !fetcher.take_out_of_range().is_empty();
+        let (decode, label, scratch) = (&self.decode, self.label.as_str(), &mut self.buffer);
+        let mut read = 0usize;
+        while read < READ_MESSAGES_MAX
+            && let Some(chunk) = fetcher.front()
+        {
+            if chunk.is_done() {
+                fetcher.pop_front();
+                continue;
+            }
+            let partition = chunk.partition;
+            let Some(position) = self.positions.iter_mut().find(|p| p.partition == partition) else {
+                fetcher.pop_front();
+                continue;
+            };
+            let from = position.next_offset;
+            let at = chunk.next_base_offset();
+            let batch = chunk.read_batch(scratch, |record| {
+                if record.offset >= from {
+                    give(decode(record).map_err(|error| Box::new(DeadLetter::of(label, partition, record, error))));
+                    read += 1;
+                }
+            });
+            match batch.expect("a chunk not done has a batch") {
+                Ok(next_offset) => {
+                    advance(position, next_offset.max(from));
+                }
+                Err(e) => {
+                    let at = at.map_or_else(|| "?".to_owned(), |at| at.to_string());
+                    let message = format!("partition {partition}: the batch at offset {at} is not valid: {e}");
+                    shared.fail(self.error(message));
+                    return None;
+                }
+            }
+        }
+        if let Err(e) = fetcher.poll() {
+            shared.fail(self.error(e.to_string()));
+            return None;
+        }
+        Some((read, out_of_range))
     }
 }
 
@@ -345,28 +485,13 @@ where
         record_positions(shared, &self.reader, &self.label, epoch, &mut self.positions);
     }
 
-    fn read(&mut self, shared: &Shared, mut give: impl FnMut(Self::Item)) -> Option<bool> {
+    fn read(&mut self, shared: &Shared, give: impl FnMut(Self::Item)) -> Option<bool> {
         self.discover(shared);
-        let (mut read, mut out_of_range) = (0usize, false);
-        if let Some(consumer) = self.consumer.as_mut() {
-            let mut reading = Reading {
-                positions: &mut self.positions,
-                eof: &mut self.eof,
-                label: &self.label,
-                decode: &self.decode,
-                buffer: &mut self.buffer,
-            };
-            while read < READ_MESSAGES_MAX {
-                let taken = consumer.take(|message| match reading.step(message, &mut give) {
-                    Step::Given => read += 1,
-                    Step::Skipped => {}
-                    Step::OutOfRange => out_of_range = true,
-                });
-                if taken == 0 || out_of_range {
-                    break;
-                }
-            }
-        }
+        let (read, out_of_range) = if self.fetcher.is_some() {
+            self.read_fetched(shared, give)?
+        } else {
+            self.read_queue(give)
+        };
         if out_of_range && !self.out_of_range(shared) {
             return None;
         }
@@ -378,6 +503,10 @@ where
     }
 
     fn caught_up(&self) -> bool {
-        self.found && self.eof.iter().all(|eof| *eof)
+        let at_end = |(i, position): (usize, &Position)| match self.fetcher.as_ref() {
+            Some(fetcher) => fetcher.end(position.partition).is_some_and(|end| position.next_offset >= end),
+            None => self.eof[i],
+        };
+        self.found && self.positions.iter().enumerate().all(at_end)
     }
 }

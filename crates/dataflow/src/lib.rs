@@ -47,6 +47,8 @@ mod error;
 mod held_filter;
 mod join;
 pub mod json_check;
+mod kafka_chunk;
+mod kafka_fetch;
 mod kafka_queue;
 pub mod kafka_sink;
 pub mod kafka_source;

@@ -2,7 +2,9 @@
 //! the jars `.ci/run` fetches): committed records only (an aborted
 //! transaction never reaches the view), each once across runs that resume
 //! from the checkpoint, records that fail to decode as dead letters, and
-//! partitions added to the topic read from their start.
+//! partitions added to the topic read from their start; through both of
+//! the source's fetch paths (its own Fetch requests, librdkafka's queue),
+//! with compressed and uncompressed batches.
 mod common;
 #[path = "../../../tests/common/kafka_broker.rs"]
 mod kafka_broker;
@@ -22,9 +24,10 @@ struct Ev {
     v: i64,
 }
 
-fn producer(bootstrap: &str, transactional_id: Option<&str>) -> BaseProducer {
+fn producer(bootstrap: &str, transactional_id: Option<&str>, compression: &str) -> BaseProducer {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", bootstrap).set("linger.ms", "5").set("topic.metadata.refresh.interval.ms", "300");
+    config.set("compression.type", compression);
     if let Some(id) = transactional_id {
         config.set("transactional.id", id);
     }
@@ -59,9 +62,14 @@ fn events(range: std::ops::Range<i64>, partition: Option<i32>) -> Vec<(Option<i3
     range.map(|i| (partition, format!("{}", i % 10), format!(r#"{{"k":{},"v":{i}}}"#, i % 10))).collect()
 }
 
+/// The source's properties that choose its fetch path.
+fn fetch(path: &str) -> Vec<(String, String)> {
+    vec![(millpond_dataflow::kafka_source::FETCH_PROPERTY.to_owned(), path.to_owned())]
+}
+
 /// Runs the job until it read every partition to its end.
-fn run(dir: &std::path::Path, bootstrap: &str) {
-    let source = KafkaTopic { brokers: bootstrap.to_owned(), topic: "ev".to_owned(), properties: Vec::new() };
+fn run(dir: &std::path::Path, bootstrap: &str, path: &str) {
+    let source = KafkaTopic { brokers: bootstrap.to_owned(), topic: "ev".to_owned(), properties: fetch(path) };
     let config = RuntimeConfig::new(dir).workers(2).epoch_interval_ms(20).stop_when_caught_up(true);
     Runtime::run(config, move |job| {
         let events = job.kafka_source("ev", "ev", &source, json::<Ev>());
@@ -81,12 +89,21 @@ fn truth(values: impl IntoIterator<Item = i64>) -> BTreeMap<String, i64> {
 
 #[test]
 fn a_kafka_source_reads_committed_records_once_across_runs_and_new_partitions() {
+    reads_committed_records_once_across_runs_and_new_partitions("direct");
+}
+
+#[test]
+fn the_same_through_librdkafkas_consumer_queue() {
+    reads_committed_records_once_across_runs_and_new_partitions("librdkafka");
+}
+
+fn reads_committed_records_once_across_runs_and_new_partitions(path: &str) {
     let broker = KafkaBroker::start();
     broker.create_topic("ev", 2);
-    let plain = producer(&broker.bootstrap, None);
+    let plain = producer(&broker.bootstrap, None, "lz4");
     produce(&plain, &events(0..1000, None));
     produce(&plain, &[(Some(0), "bad".into(), "not json".into()), (Some(1), "bad".into(), "{\"k\":1}".into())]);
-    let transactional = producer(&broker.bootstrap, Some("writer"));
+    let transactional = producer(&broker.bootstrap, Some("writer"), "zstd");
     transactional.init_transactions(Duration::from_secs(30)).unwrap();
     transactional.begin_transaction().unwrap();
     produce(
@@ -99,7 +116,7 @@ fn a_kafka_source_reads_committed_records_once_across_runs_and_new_partitions() 
     transactional.commit_transaction(Duration::from_secs(30)).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    run(dir.path(), &broker.bootstrap);
+    run(dir.path(), &broker.bootstrap, path);
     assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..1100), "committed records, each once");
     let letters = common::dead_letters(dir.path(), "ev.dead-letter");
     assert_eq!(letters.len(), 2, "the two records that do not decode: {letters:?}");
@@ -110,7 +127,7 @@ fn a_kafka_source_reads_committed_records_once_across_runs_and_new_partitions() 
     broker.add_partitions("ev", 4);
     produce(&plain, &events(1500..1600, Some(2)));
     produce(&plain, &events(1600..1700, Some(3)));
-    run(dir.path(), &broker.bootstrap);
+    run(dir.path(), &broker.bootstrap, path);
     assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..1700), "resumed: each record once");
     assert_eq!(common::dead_letters(dir.path(), "ev.dead-letter").len(), 2, "each rejected record once");
 }
@@ -119,10 +136,25 @@ fn a_kafka_source_reads_committed_records_once_across_runs_and_new_partitions() 
 /// comes through as Kafka holds it, for records with and without headers.
 #[test]
 fn a_decoder_sees_each_kafka_records_key_headers_timestamp_and_offset() {
-    use rdkafka::message::{Header, OwnedHeaders};
     let broker = KafkaBroker::start();
     broker.create_topic("hd", 1);
-    let plain = producer(&broker.bootstrap, None);
+    let plain = producer(&broker.bootstrap, None, "none");
+    let expected = produce_fields(&plain);
+    for path in ["direct", "librdkafka"] {
+        let dir = tempfile::tempdir().unwrap();
+        let source = KafkaTopic { brokers: broker.bootstrap.clone(), topic: "hd".to_owned(), properties: fetch(path) };
+        read_fields(dir.path(), source);
+        let rows = common::view_rows(dir.path(), "seen");
+        assert_eq!(rows, common::rows_of(expected.clone().into_iter().map(|row| (row, 1))), "{path}: each record, once");
+    }
+}
+
+type Fields = (Option<String>, String, String, i64);
+
+/// Produces records with and without keys and headers; returns each
+/// one's fields by offset.
+fn produce_fields(plain: &BaseProducer) -> BTreeMap<u64, Fields> {
+    use rdkafka::message::{Header, OwnedHeaders};
     let mut expected = BTreeMap::new();
     for i in 0..300i64 {
         let value = format!("v{i}");
@@ -144,10 +176,12 @@ fn a_decoder_sees_each_kafka_records_key_headers_timestamp_and_offset() {
         expected.insert(i as u64, (key, format!("v{i}"), headers, 1_000_000 + i));
     }
     plain.flush(Duration::from_secs(30)).unwrap();
+    expected
+}
 
-    let dir = tempfile::tempdir().unwrap();
-    let source = KafkaTopic { brokers: broker.bootstrap.clone(), topic: "hd".to_owned(), properties: Vec::new() };
-    let config = RuntimeConfig::new(dir.path()).workers(1).epoch_interval_ms(20).stop_when_caught_up(true);
+/// Runs a job whose view holds each record's fields by offset.
+fn read_fields(dir: &std::path::Path, source: KafkaTopic) {
+    let config = RuntimeConfig::new(dir).workers(1).epoch_interval_ms(20).stop_when_caught_up(true);
     Runtime::run(config, move |job| {
         let seen = job.kafka_source("hd", "hd", &source, |r: &millpond_log::RecordView<'_>| {
             let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
@@ -161,6 +195,4 @@ fn a_decoder_sees_each_kafka_records_key_headers_timestamp_and_offset() {
         job.materialize("seen", seen);
     })
     .unwrap();
-    let rows = common::view_rows(dir.path(), "seen");
-    assert_eq!(rows, common::rows_of(expected.into_iter().map(|row| (row, 1))), "each record's fields, once");
 }

@@ -1,0 +1,615 @@
+//! The Kafka source's own fetch path: Fetch requests to each partition's
+//! leader, answered with whole record batches that the source's decoders
+//! read in place ([`Chunk`]), as they read the embedded log's.
+//!
+//! librdkafka hands out one message at a time, each an op its fetch thread
+//! allocates and the reader frees, under a lock per message: with the
+//! JSON decode behind it, that held the source to about 0.7 x the
+//! embedded log's rate (docs/performance.md, issue 13). Kafka's record
+//! batches are the embedded log's format, so this path sends Fetch
+//! (read_committed, versions 4-12, no fetch session) over plain TCP on
+//! the worker's own thread: non-blocking sockets, one request in flight
+//! per broker, the next one sent as soon as a response arrives and before
+//! it is read, so the broker prepares it while the worker decodes. The
+//! bytes arrive in the worker's cache, as a log read's do.
+//!
+//! Leaders and broker addresses come from the source's metadata lookups
+//! ([`Fetcher::set_leaders`]); a lost connection, a leadership error or a
+//! broker that does not answer asks for a lookup ([`Fetcher::wants_metadata`])
+//! and is retried after [`RETRY_BACKOFF_MS`]. Only `security.protocol`
+//! PLAINTEXT is spoken here; the source reads through librdkafka otherwise.
+//!
+//! Invariants: a partition has at most one request in flight and at most
+//! [`CHUNKS_PER_PARTITION_MAX`] chunks waiting; a response is matched to
+//! its request by correlation id, and a partition's data is used only if
+//! it answers the partition's current generation (a seek starts a new one)
+//! at the offset asked; chunks of a partition are handed out in offset
+//! order, each starting at or below the offset after the one before.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+use crate::kafka_chunk::{Aborted, Chunk};
+
+/// The Fetch versions spoken: 4 (read_committed, aborted transactions) to
+/// 12 (the last that names topics rather than topic ids).
+const FETCH_VERSIONS: std::ops::RangeInclusive<i16> = 4..=12;
+/// Bytes one partition may return per Fetch (Kafka returns at least one
+/// whole batch even when it is larger).
+pub(crate) const PARTITION_FETCH_BYTES: i32 = 4 << 20;
+/// Bytes one Fetch response may hold in all.
+const FETCH_BYTES_MAX: i32 = 64 << 20;
+/// The largest response frame read: the fetch limit, one batch over it
+/// (the first batch of a partition is returned whole), and headers.
+const RESPONSE_BYTES_MAX: usize = FETCH_BYTES_MAX as usize + millpond_log::batch::BATCH_BYTES_LIMIT + (1 << 20);
+/// How long a broker holds a Fetch that finds nothing (Kafka's long poll).
+const FETCH_WAIT_MS: i32 = 100;
+/// Connecting and the version handshake, at most.
+const CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// A request in flight this long is given up (the connection is closed).
+const REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// The wait before a failed broker or partition is tried again.
+pub(crate) const RETRY_BACKOFF_MS: u64 = 500;
+/// Chunks of one partition received and not yet read, at most.
+const CHUNKS_PER_PARTITION_MAX: usize = 2;
+
+/// What went wrong in a way a retry does not mend.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FetchError {
+    #[error("broker {broker} ({address}): {message}")]
+    Broker { broker: i32, address: String, message: String },
+    #[error("partition {partition}: Kafka error {code} ({name})")]
+    Partition { partition: u32, code: i16, name: String },
+}
+
+/// A broker of the cluster, as metadata names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BrokerAddress {
+    pub id: i32,
+    pub address: String,
+}
+
+/// The client of one topic's partitions.
+pub(crate) struct Fetcher {
+    topic: TopicName,
+    client_id: StrBytes,
+    partitions: BTreeMap<u32, PartitionFetch>,
+    brokers: HashMap<i32, Broker>,
+    /// Received, in arrival order (per partition: offset order).
+    chunks: VecDeque<Chunk>,
+    /// Partitions whose offset the broker does not have.
+    out_of_range: Vec<u32>,
+    metadata_wanted: bool,
+}
+
+struct PartitionFetch {
+    leader: Option<i32>,
+    /// The offset the next request asks for.
+    offset: u64,
+    generation: u64,
+    /// The last stable offset the last response gave (read_committed's end).
+    end: Option<u64>,
+    in_flight: bool,
+    chunks: usize,
+    retry_at: Option<Instant>,
+}
+
+struct Broker {
+    address: String,
+    connection: Option<Connection>,
+    retry_at: Option<Instant>,
+}
+
+struct Connection {
+    stream: TcpStream,
+    fetch_version: i16,
+    correlation_id: i32,
+    /// Bytes of requests not yet written.
+    outbox: Vec<u8>,
+    inbox: Inbox,
+    in_flight: Option<InFlight>,
+}
+
+/// The request a connection waits on.
+struct InFlight {
+    correlation_id: i32,
+    sent_at: Instant,
+    /// Each partition asked, with its generation and offset then.
+    asked: Vec<(u32, u64, u64)>,
+}
+
+/// A response frame being read: its size, then its body.
+#[derive(Default)]
+struct Inbox {
+    size: [u8; 4],
+    size_read: usize,
+    body: Vec<u8>,
+    body_read: usize,
+}
+
+impl Fetcher {
+    pub(crate) fn new(topic: &str, client_id: &str) -> Fetcher {
+        Fetcher {
+            topic: TopicName(StrBytes::from_string(topic.to_owned())),
+            client_id: StrBytes::from_string(client_id.to_owned()),
+            partitions: BTreeMap::new(),
+            brokers: HashMap::new(),
+            chunks: VecDeque::new(),
+            out_of_range: Vec::new(),
+            metadata_wanted: false,
+        }
+    }
+
+    /// The brokers and each partition's leader (`None`: none now), from a
+    /// metadata lookup. A broker whose address changed is reconnected.
+    pub(crate) fn set_leaders(&mut self, brokers: &[BrokerAddress], leaders: &[(u32, Option<i32>)]) {
+        for broker in brokers {
+            let known = self.brokers.entry(broker.id).or_insert_with(|| Broker {
+                address: broker.address.clone(),
+                connection: None,
+                retry_at: None,
+            });
+            if known.address != broker.address {
+                known.address = broker.address.clone();
+                self.drop_connection(broker.id);
+            }
+        }
+        for (partition, leader) in leaders {
+            if let Some(fetch) = self.partitions.get_mut(partition) {
+                fetch.leader = leader.filter(|id| self.brokers.contains_key(id));
+            }
+        }
+        self.metadata_wanted = self.partitions.values().any(|p| p.leader.is_none());
+    }
+
+    /// Reads `partition` from `offset` on, dropping what was fetched of it
+    /// before (a new generation: answers to older requests are ignored).
+    pub(crate) fn seek(&mut self, partition: u32, offset: u64) {
+        let fetch = self.partitions.entry(partition).or_insert(PartitionFetch {
+            leader: None,
+            offset,
+            generation: 0,
+            end: None,
+            in_flight: false,
+            chunks: 0,
+            retry_at: None,
+        });
+        fetch.offset = offset;
+        fetch.generation += 1;
+        fetch.end = None;
+        fetch.chunks = 0;
+        self.chunks.retain(|chunk| chunk.partition != partition);
+        self.metadata_wanted |= fetch.leader.is_none();
+    }
+
+    /// Whether a metadata lookup would help (a leader unknown or lost).
+    pub(crate) fn wants_metadata(&self) -> bool {
+        self.metadata_wanted
+    }
+
+    /// The partitions found out of range since the last call.
+    pub(crate) fn take_out_of_range(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.out_of_range)
+    }
+
+    /// Where `partition`'s committed data ends, as the last response said.
+    pub(crate) fn end(&self, partition: u32) -> Option<u64> {
+        self.partitions.get(&partition).and_then(|p| p.end)
+    }
+
+    /// The next chunk to read, if any.
+    pub(crate) fn front(&mut self) -> Option<&mut Chunk> {
+        self.chunks.front_mut()
+    }
+
+    /// Drops the front chunk (read to its end).
+    pub(crate) fn pop_front(&mut self) {
+        if let Some(chunk) = self.chunks.pop_front()
+            && let Some(fetch) = self.partitions.get_mut(&chunk.partition)
+            && fetch.generation == chunk.generation
+        {
+            assert!(fetch.chunks > 0, "a waiting chunk is counted");
+            fetch.chunks -= 1;
+        }
+    }
+
+    /// Reads what the sockets hold and sends the requests now due; never
+    /// waits on a broker (except to connect to one).
+    pub(crate) fn poll(&mut self) -> Result<(), FetchError> {
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        for id in &ids {
+            self.receive(*id)?;
+        }
+        for id in &ids {
+            self.send(*id)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the responses `broker`'s socket holds.
+    fn receive(&mut self, broker: i32) -> Result<(), FetchError> {
+        loop {
+            let Some(connection) = self.brokers.get_mut(&broker).and_then(|b| b.connection.as_mut()) else {
+                return Ok(());
+            };
+            let frame = match connection.read_frame() {
+                Ok(Some(frame)) => frame,
+                Ok(None) => {
+                    let timed_out = connection
+                        .in_flight
+                        .as_ref()
+                        .is_some_and(|f| f.sent_at.elapsed() >= Duration::from_millis(REQUEST_TIMEOUT_MS));
+                    if timed_out {
+                        self.lose(broker);
+                    }
+                    return Ok(());
+                }
+                Err(_) => {
+                    self.lose(broker);
+                    return Ok(());
+                }
+            };
+            let Some(in_flight) = connection.in_flight.take() else {
+                return Err(self.broker_error(broker, "a response to no request".into()));
+            };
+            let version = connection.fetch_version;
+            let response = decode_response::<FetchResponse>(frame, version, in_flight.correlation_id)
+                .map_err(|message| self.broker_error(broker, format!("Fetch v{version} response: {message}")))?;
+            self.take_response(broker, in_flight, response)?;
+        }
+    }
+
+    fn take_response(&mut self, broker: i32, in_flight: InFlight, response: FetchResponse) -> Result<(), FetchError> {
+        for (partition, _, _) in &in_flight.asked {
+            if let Some(fetch) = self.partitions.get_mut(partition) {
+                fetch.in_flight = false;
+            }
+        }
+        if let Some(error) = ResponseError::try_from_code(response.error_code) {
+            if !error.is_retriable() {
+                return Err(self.broker_error(broker, format!("Fetch failed: Kafka error {error}")));
+            }
+            self.brokers.get_mut(&broker).expect("a known broker").retry_at = Some(backoff());
+            self.metadata_wanted = true;
+            return Ok(());
+        }
+        for topic in response.responses {
+            if topic.topic != self.topic {
+                continue;
+            }
+            for data in topic.partitions {
+                let partition = data.partition_index as u32;
+                let asked = in_flight.asked.iter().find(|(p, _, _)| *p == partition);
+                if let Some(&(_, generation, offset)) = asked {
+                    self.take_partition(partition, generation, offset, data)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes one partition's answer, if it answers the current generation.
+    fn take_partition(
+        &mut self,
+        partition: u32,
+        generation: u64,
+        offset: u64,
+        data: kafka_protocol::messages::fetch_response::PartitionData,
+    ) -> Result<(), FetchError> {
+        let Some(fetch) = self.partitions.get_mut(&partition) else { return Ok(()) };
+        if fetch.generation != generation || fetch.offset != offset {
+            return Ok(()); // Sought elsewhere since.
+        }
+        match ResponseError::try_from_code(data.error_code) {
+            None => {}
+            Some(ResponseError::OffsetOutOfRange) => {
+                self.out_of_range.push(partition);
+                fetch.retry_at = Some(backoff());
+                return Ok(());
+            }
+            Some(error) if error.is_retriable() || is_leadership(error) => {
+                fetch.retry_at = Some(backoff());
+                fetch.leader = None;
+                self.metadata_wanted = true;
+                return Ok(());
+            }
+            Some(error) => {
+                return Err(FetchError::Partition { partition, code: error.code(), name: error.to_string() });
+            }
+        }
+        let end = if data.last_stable_offset >= 0 { data.last_stable_offset } else { data.high_watermark };
+        fetch.end = Some(end.max(0) as u64);
+        let records = data.records.unwrap_or_default();
+        if records.is_empty() {
+            return Ok(());
+        }
+        let aborted = data.aborted_transactions.unwrap_or_default().into_iter().map(|a| Aborted {
+            first_offset: a.first_offset.max(0) as u64,
+            producer_id: a.producer_id.0,
+        });
+        let (chunk, next_offset) = Chunk::new(partition, generation, records, aborted.collect());
+        if let Some(next_offset) = next_offset {
+            assert!(next_offset > fetch.offset, "a whole batch moves the fetch offset on");
+            fetch.offset = next_offset;
+        }
+        fetch.chunks += 1;
+        self.chunks.push_back(chunk);
+        Ok(())
+    }
+
+    /// Sends `broker` a Fetch for its partitions that are due, connecting
+    /// first if needed, and writes what the connection has not written.
+    fn send(&mut self, broker: i32) -> Result<(), FetchError> {
+        let now = Instant::now();
+        let due: Vec<(u32, u64, u64)> = self
+            .partitions
+            .iter()
+            .filter(|(_, f)| f.leader == Some(broker) && !f.in_flight && f.chunks < CHUNKS_PER_PARTITION_MAX)
+            .filter(|(_, f)| f.retry_at.is_none_or(|at| at <= now))
+            .map(|(p, f)| (*p, f.generation, f.offset))
+            .collect();
+        let Some(entry) = self.brokers.get_mut(&broker) else { return Ok(()) };
+        let idle = entry.connection.as_ref().is_none_or(|c| c.in_flight.is_none());
+        if !due.is_empty() && idle {
+            if entry.connection.is_none() {
+                if entry.retry_at.is_some_and(|at| at > now) {
+                    return Ok(());
+                }
+                match Connection::open(&entry.address, &self.client_id) {
+                    Ok(connection) => entry.connection = Some(connection),
+                    Err(_) => {
+                        self.lose(broker);
+                        return Ok(());
+                    }
+                }
+            }
+            let connection = entry.connection.as_mut().expect("connected");
+            connection.request_fetch(&self.topic, &due, &self.client_id);
+            for (partition, _, _) in &due {
+                self.partitions.get_mut(partition).expect("a due partition").in_flight = true;
+            }
+        }
+        let Some(connection) = self.brokers.get_mut(&broker).and_then(|b| b.connection.as_mut()) else {
+            return Ok(());
+        };
+        if connection.flush().is_err() {
+            self.lose(broker);
+        }
+        Ok(())
+    }
+
+    /// Drops `broker`'s connection after a failure: what it had in flight
+    /// is asked again (elsewhere, if leadership moved) after a backoff.
+    fn lose(&mut self, broker: i32) {
+        self.drop_connection(broker);
+        if let Some(entry) = self.brokers.get_mut(&broker) {
+            entry.retry_at = Some(backoff());
+        }
+        self.metadata_wanted = true;
+    }
+
+    fn drop_connection(&mut self, broker: i32) {
+        let Some(connection) = self.brokers.get_mut(&broker).and_then(|b| b.connection.take()) else { return };
+        for (partition, _, _) in connection.in_flight.map(|f| f.asked).unwrap_or_default() {
+            if let Some(fetch) = self.partitions.get_mut(&partition) {
+                fetch.in_flight = false;
+            }
+        }
+    }
+
+    fn broker_error(&self, broker: i32, message: String) -> FetchError {
+        let address = self.brokers.get(&broker).map(|b| b.address.clone()).unwrap_or_default();
+        FetchError::Broker { broker, address, message }
+    }
+}
+
+fn backoff() -> Instant {
+    Instant::now() + Duration::from_millis(RETRY_BACKOFF_MS)
+}
+
+/// Errors that mean "ask someone else": the partition's leader moved.
+fn is_leadership(error: ResponseError) -> bool {
+    matches!(
+        error,
+        ResponseError::NotLeaderOrFollower
+            | ResponseError::FencedLeaderEpoch
+            | ResponseError::UnknownLeaderEpoch
+            | ResponseError::UnknownTopicOrPartition
+            | ResponseError::LeaderNotAvailable
+            | ResponseError::ReplicaNotAvailable
+            | ResponseError::KafkaStorageError
+            | ResponseError::OffsetNotAvailable
+    )
+}
+
+impl Connection {
+    /// Connects to `address` and agrees on a Fetch version (ApiVersions v0),
+    /// blocking up to [`CONNECT_TIMEOUT_MS`] for each step.
+    fn open(address: &str, client_id: &StrBytes) -> std::io::Result<Connection> {
+        let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
+        let socket = address
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to nothing")))?;
+        let mut stream = TcpStream::connect_timeout(&socket, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let request = encode_request(&ApiVersionsRequest::default(), 0, 1, client_id);
+        stream.write_all(&request)?;
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size)?;
+        let size = frame_size(size)?;
+        let mut body = vec![0u8; size];
+        stream.read_exact(&mut body)?;
+        let versions = decode_response::<ApiVersionsResponse>(Bytes::from(body), 0, 1).map_err(std::io::Error::other)?;
+        let fetch_version = fetch_version(&versions).map_err(std::io::Error::other)?;
+        stream.set_nonblocking(true)?;
+        Ok(Connection {
+            stream,
+            fetch_version,
+            correlation_id: 1,
+            outbox: Vec::new(),
+            inbox: Inbox::default(),
+            in_flight: None,
+        })
+    }
+
+    /// Queues a Fetch of `asked` (partition, generation, offset).
+    fn request_fetch(&mut self, topic: &TopicName, asked: &[(u32, u64, u64)], client_id: &StrBytes) {
+        assert!(self.in_flight.is_none(), "one request in flight per connection");
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let request = fetch_request(topic, asked);
+        self.outbox.extend_from_slice(&encode_request(&request, self.fetch_version, self.correlation_id, client_id));
+        self.in_flight =
+            Some(InFlight { correlation_id: self.correlation_id, sent_at: Instant::now(), asked: asked.to_vec() });
+    }
+
+    /// Writes what the socket takes of the outbox.
+    fn flush(&mut self) -> std::io::Result<()> {
+        while !self.outbox.is_empty() {
+            match self.stream.write(&self.outbox) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(written) => drop(self.outbox.drain(..written)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next whole response frame, once the socket has given all of it.
+    fn read_frame(&mut self) -> std::io::Result<Option<Bytes>> {
+        let inbox = &mut self.inbox;
+        while inbox.size_read < 4 {
+            match read_some(&mut self.stream, &mut inbox.size[inbox.size_read..])? {
+                Some(read) => inbox.size_read += read,
+                None => return Ok(None),
+            }
+            if inbox.size_read == 4 {
+                inbox.body = vec![0u8; frame_size(inbox.size)?];
+                inbox.body_read = 0;
+            }
+        }
+        while inbox.body_read < inbox.body.len() {
+            match read_some(&mut self.stream, &mut inbox.body[inbox.body_read..])? {
+                Some(read) => inbox.body_read += read,
+                None => return Ok(None),
+            }
+        }
+        let frame = std::mem::take(&mut inbox.body);
+        *inbox = Inbox::default();
+        Ok(Some(Bytes::from(frame)))
+    }
+}
+
+/// Reads into `buffer`: `None` when the socket has nothing now; an error
+/// when the peer closed it.
+fn read_some(stream: &mut TcpStream, buffer: &mut [u8]) -> std::io::Result<Option<usize>> {
+    loop {
+        return match stream.read(buffer) {
+            Ok(0) => Err(ErrorKind::UnexpectedEof.into()),
+            Ok(read) => Ok(Some(read)),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => Err(e),
+        };
+    }
+}
+
+fn frame_size(size: [u8; 4]) -> std::io::Result<usize> {
+    let size = i32::from_be_bytes(size);
+    if size < 0 || size as usize > RESPONSE_BYTES_MAX {
+        let message = format!("a response frame of {size} bytes (at most {RESPONSE_BYTES_MAX})");
+        return Err(std::io::Error::new(ErrorKind::InvalidData, message));
+    }
+    Ok(size as usize)
+}
+
+/// The Fetch version both sides speak, from the broker's ApiVersions.
+fn fetch_version(versions: &ApiVersionsResponse) -> Result<i16, String> {
+    if let Some(error) = ResponseError::try_from_code(versions.error_code) {
+        return Err(format!("ApiVersions failed: Kafka error {error}"));
+    }
+    let fetch = versions.api_keys.iter().find(|k| k.api_key == ApiKey::Fetch as i16);
+    let Some(fetch) = fetch else { return Err("the broker serves no Fetch".into()) };
+    let version = fetch.max_version.min(*FETCH_VERSIONS.end());
+    if version < fetch.min_version || !FETCH_VERSIONS.contains(&version) {
+        return Err(format!(
+            "the broker serves Fetch v{}-{}; the source speaks v{}-{}",
+            fetch.min_version,
+            fetch.max_version,
+            FETCH_VERSIONS.start(),
+            FETCH_VERSIONS.end()
+        ));
+    }
+    Ok(version)
+}
+
+fn fetch_request(topic: &TopicName, asked: &[(u32, u64, u64)]) -> FetchRequest {
+    let partitions = asked.iter().map(|&(partition, _, offset)| {
+        let mut fetch = FetchPartition::default();
+        fetch.partition = partition as i32;
+        fetch.fetch_offset = offset as i64;
+        fetch.partition_max_bytes = PARTITION_FETCH_BYTES;
+        fetch.current_leader_epoch = -1;
+        fetch.last_fetched_epoch = -1;
+        fetch.log_start_offset = -1;
+        fetch
+    });
+    let mut fetch_topic = FetchTopic::default();
+    fetch_topic.topic = topic.clone();
+    fetch_topic.partitions = partitions.collect();
+    let mut request = FetchRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.max_wait_ms = FETCH_WAIT_MS;
+    request.min_bytes = 1;
+    request.max_bytes = FETCH_BYTES_MAX;
+    request.isolation_level = 1; // read_committed
+    request.session_id = 0;
+    request.session_epoch = -1; // A full fetch, no session.
+    request.topics = vec![fetch_topic];
+    request
+}
+
+/// A request frame: size, header, body.
+fn encode_request<R: Request>(request: &R, version: i16, correlation_id: i32, client_id: &StrBytes) -> Vec<u8> {
+    let mut header = RequestHeader::default();
+    header.request_api_key = R::KEY;
+    header.request_api_version = version;
+    header.correlation_id = correlation_id;
+    header.client_id = Some(client_id.clone());
+    let mut body = BytesMut::new();
+    header.encode(&mut body, R::header_version(version)).expect("a request header encodes");
+    request.encode(&mut body, version).expect("a request the source builds encodes");
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as i32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// Decodes a response frame (after its size) answering `correlation_id`.
+fn decode_response<R: Decodable + HeaderVersion>(
+    mut frame: Bytes,
+    version: i16,
+    correlation_id: i32,
+) -> Result<R, String> {
+    let header =
+        ResponseHeader::decode(&mut frame, R::header_version(version)).map_err(|e| format!("bad header: {e}"))?;
+    if header.correlation_id != correlation_id {
+        return Err(format!("correlation id {} answers no request (expected {correlation_id})", header.correlation_id));
+    }
+    R::decode(&mut frame, version).map_err(|e| format!("bad body: {e}"))
+}
