@@ -39,6 +39,7 @@ use kafka_protocol::messages::{
     ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
 
 use crate::kafka_chunk::{Aborted, Chunk};
 
@@ -222,6 +223,38 @@ impl Fetcher {
             assert!(fetch.chunks > 0, "a waiting chunk is counted");
             fetch.chunks -= 1;
         }
+    }
+
+    /// Waits up to `timeout` for a response that has begun to arrive to
+    /// arrive whole, when nothing is left to read: the worker would
+    /// otherwise sleep a poll interval while the broker is mid-answer.
+    pub(crate) fn wait_for_response(&mut self, timeout: Duration) -> Result<(), FetchError> {
+        let deadline = Instant::now() + timeout;
+        while self.chunks.is_empty() {
+            let arriving: Vec<i32> = self
+                .brokers
+                .iter()
+                .filter(|(_, b)| b.connection.as_ref().is_some_and(|c| c.inbox.size_read > 0))
+                .map(|(id, _)| *id)
+                .collect();
+            let left = deadline.saturating_duration_since(Instant::now());
+            if arriving.is_empty() || left.is_zero() {
+                return Ok(());
+            }
+            let mut fds: Vec<PollFd<'_>> = arriving
+                .iter()
+                .filter_map(|id| self.brokers[id].connection.as_ref())
+                .map(|c| PollFd::new(&c.stream, PollFlags::IN))
+                .collect();
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec { tv_sec: 0, tv_nsec: 1_000_000 });
+            // An error (an interrupted wait) is a short wait: the loop looks again.
+            let _ = poll(&mut fds, Some(&timeout));
+            drop(fds);
+            for id in arriving {
+                self.receive(id)?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads what the sockets hold and sends the requests now due; never

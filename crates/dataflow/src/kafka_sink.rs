@@ -52,6 +52,8 @@ const CALL_TIMEOUT_MS: u64 = 30_000;
 /// How long the sink waits before it looks at the view's changelog again
 /// (and at `stop`): the most it adds to a change's latency.
 const POLL_MS: u64 = 20;
+/// How long one wait for delivery reports lasts before commit.
+const DELIVERY_POLL_MS: u64 = 1;
 /// Changes one transaction may hold (a larger epoch is refused, not split:
 /// a transaction is one epoch).
 pub const CHANGES_PER_EPOCH_MAX: usize = 10_000_000;
@@ -337,7 +339,7 @@ impl KafkaSink {
             BaseRecord::<str, str>::to(&self.progress_topic).key(self.name.as_str()).payload(value.as_str()),
         )
         .map_err(|e| self.kafka("sending progress", e))?;
-        if let Err(e) = producer.commit_transaction(timeout) {
+        if let Err(e) = delivered(producer, timeout).and_then(|()| producer.commit_transaction(timeout)) {
             let _ = producer.abort_transaction(timeout);
             return Err(self.kafka(&format!("committing epoch {epoch}"), e));
         }
@@ -415,6 +417,23 @@ struct Streaming {
     sent: usize,
     /// The value being written (reused).
     value: String,
+}
+
+/// Waits until every message sent is delivered (or `timeout` passes).
+/// `BaseProducer::flush` polls in 100 ms steps and each poll lasts its
+/// whole step, so a flush (and `commit_transaction`, which flushes first)
+/// took at least 100 ms: a transaction per 100 ms at most. Here the
+/// delivery reports are served in 1 ms steps; the commit's own flush then
+/// finds nothing left.
+fn delivered(producer: &BaseProducer, timeout: Duration) -> std::result::Result<(), KafkaError> {
+    let deadline = std::time::Instant::now() + timeout;
+    while producer.in_flight_count() > 0 {
+        if std::time::Instant::now() >= deadline {
+            return Err(KafkaError::Flush(rdkafka::types::RDKafkaErrorCode::MessageTimedOut));
+        }
+        producer.poll(Duration::from_millis(DELIVERY_POLL_MS));
+    }
+    Ok(())
 }
 
 /// Sends `record`, waiting while the producer's queue is full.

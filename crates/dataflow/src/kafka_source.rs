@@ -46,6 +46,9 @@ pub const DISCOVERY_INTERVAL_MS: u64 = 5_000;
 const METADATA_TIMEOUT_MS: u64 = 2_000;
 /// Messages one read takes at most (then the operator yields).
 const READ_MESSAGES_MAX: usize = 10_000;
+/// Records read between looks at the sockets, on the source's own fetch
+/// path (a response arrives only as fast as its socket is drained).
+const RECEIVE_EVERY_RECORDS: usize = 2_000;
 /// librdkafka's `fetch.queue.backoff.ms` for the source's consumer.
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 /// The source's own property (not librdkafka's) choosing how records are
@@ -364,9 +367,23 @@ where
         let out_of_range = !fetcher.take_out_of_range().is_empty();
         let (decode, label, scratch) = (&self.decode, self.label.as_str(), &mut self.buffer);
         let mut read = 0usize;
-        while read < READ_MESSAGES_MAX
-            && let Some(chunk) = fetcher.front()
+        if fetcher.front().is_none()
+            && let Err(e) = fetcher.wait_for_response(Duration::from_millis(crate::source::IDLE_POLL_MS))
         {
+            shared.fail(self.error(e.to_string()));
+            return None;
+        }
+        let mut polled_at = 0usize;
+        while read < READ_MESSAGES_MAX {
+            if read - polled_at >= RECEIVE_EVERY_RECORDS {
+                // Drains the sockets, so the broker's next answer keeps coming.
+                polled_at = read;
+                if let Err(e) = fetcher.poll() {
+                    shared.fail(self.error(e.to_string()));
+                    return None;
+                }
+            }
+            let Some(chunk) = fetcher.front() else { break };
             if chunk.is_done() {
                 fetcher.pop_front();
                 continue;

@@ -49,7 +49,7 @@ use crate::dead_letter::DeadLetter;
 use crate::{Collection, Diff, Epoch};
 
 /// How long an idle source sleeps between polls of its partitions.
-const IDLE_POLL_MS: u64 = 5;
+pub(crate) const IDLE_POLL_MS: u64 = 5;
 
 /// A decoder from a JSON value into `T`.
 pub fn json<T: DeserializeOwned>() -> impl Fn(&RecordView<'_>) -> Result<T, String> + Clone + 'static {
