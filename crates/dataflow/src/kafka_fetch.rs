@@ -288,6 +288,9 @@ impl Fetcher {
                     }
                     return Ok(());
                 }
+                Err(e) if e.kind() == ErrorKind::InvalidData => {
+                    return Err(self.broker_error(broker, e.to_string()));
+                }
                 Err(_) => {
                     self.lose(broker);
                     return Ok(());
@@ -367,10 +370,11 @@ impl Fetcher {
         if records.is_empty() {
             return Ok(());
         }
-        let aborted = data.aborted_transactions.unwrap_or_default().into_iter().map(|a| Aborted {
-            first_offset: a.first_offset.max(0) as u64,
-            producer_id: a.producer_id.0,
-        });
+        let aborted = data
+            .aborted_transactions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| Aborted { first_offset: a.first_offset.max(0) as u64, producer_id: a.producer_id.0 });
         let (chunk, next_offset) = Chunk::new(partition, generation, records, aborted.collect());
         if let Some(next_offset) = next_offset {
             assert!(next_offset > fetch.offset, "a whole batch moves the fetch offset on");
@@ -486,7 +490,8 @@ impl Connection {
         let size = frame_size(size)?;
         let mut body = vec![0u8; size];
         stream.read_exact(&mut body)?;
-        let versions = decode_response::<ApiVersionsResponse>(Bytes::from(body), 0, 1).map_err(std::io::Error::other)?;
+        let versions =
+            decode_response::<ApiVersionsResponse>(Bytes::from(body), 0, 1).map_err(std::io::Error::other)?;
         let fetch_version = fetch_version(&versions).map_err(std::io::Error::other)?;
         stream.set_nonblocking(true)?;
         Ok(Connection {
@@ -645,4 +650,215 @@ fn decode_response<R: Decodable + HeaderVersion>(
         return Err(format!("correlation id {} answers no request (expected {correlation_id})", header.correlation_id));
     }
     R::decode(&mut frame, version).map_err(|e| format!("bad body: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use millpond_log::batch::{EncodeRecord, encode_batch};
+
+    use super::*;
+
+    /// What the fake broker does with the next request.
+    enum Reply {
+        /// ApiVersions: Fetch v4-12.
+        Versions,
+        /// A Fetch answered with this body.
+        Fetch(FetchResponse),
+        /// A response header, then these bytes as the body.
+        Garbage(Vec<u8>),
+        /// A frame size and nothing else.
+        Size(i32),
+        /// The connection is closed.
+        Close,
+    }
+
+    /// A broker on loopback that answers one connection's requests with
+    /// `replies`, in order; returns its address.
+    fn fake_broker(replies: Vec<Reply>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            for reply in replies {
+                let mut size = [0u8; 4];
+                if stream.read_exact(&mut size).is_err() {
+                    return;
+                }
+                let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+                stream.read_exact(&mut body).unwrap();
+                let version = i16::from_be_bytes([body[2], body[3]]);
+                let correlation_id = i32::from_be_bytes(body[4..8].try_into().unwrap());
+                let mut out = BytesMut::new();
+                let mut header = ResponseHeader::default();
+                header.correlation_id = correlation_id;
+                match reply {
+                    Reply::Versions => {
+                        header.encode(&mut out, 0).unwrap();
+                        let mut fetch = ApiVersion::default();
+                        fetch.api_key = ApiKey::Fetch as i16;
+                        fetch.min_version = 4;
+                        fetch.max_version = 17;
+                        let mut response = ApiVersionsResponse::default();
+                        response.api_keys = vec![fetch];
+                        response.encode(&mut out, 0).unwrap();
+                    }
+                    Reply::Fetch(response) => {
+                        header.encode(&mut out, FetchResponse::header_version(version)).unwrap();
+                        response.encode(&mut out, version).unwrap();
+                    }
+                    Reply::Garbage(bytes) => {
+                        header.encode(&mut out, FetchResponse::header_version(version)).unwrap();
+                        out.extend_from_slice(&bytes);
+                    }
+                    Reply::Size(size) => {
+                        stream.write_all(&size.to_be_bytes()).unwrap();
+                        continue;
+                    }
+                    Reply::Close => return,
+                }
+                stream.write_all(&(out.len() as i32).to_be_bytes()).unwrap();
+                stream.write_all(&out).unwrap();
+            }
+            // Held open until the test ends.
+            std::thread::sleep(Duration::from_secs(30));
+        });
+        address
+    }
+
+    /// A fetcher of topic `t` partition 0 from `offset`, led by the broker at `address`.
+    fn client(address: &str, offset: u64) -> Fetcher {
+        let mut fetcher = Fetcher::new("t", "test");
+        fetcher.seek(0, offset);
+        fetcher.set_leaders(&[BrokerAddress { id: 1, address: address.to_owned() }], &[(0, Some(1))]);
+        fetcher
+    }
+
+    /// Polls until `done` or 10 s, returning the first error.
+    fn poll_until(fetcher: &mut Fetcher, done: impl Fn(&mut Fetcher) -> bool) -> Result<(), FetchError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(fetcher) {
+            assert!(Instant::now() < deadline, "timed out");
+            fetcher.poll()?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+
+    fn fetch_response(error_code: i16, records: Option<Vec<u8>>, last_stable_offset: i64) -> FetchResponse {
+        let mut partition = PartitionData::default();
+        partition.partition_index = 0;
+        partition.error_code = error_code;
+        partition.high_watermark = last_stable_offset;
+        partition.last_stable_offset = last_stable_offset;
+        partition.records = records.map(Bytes::from);
+        let mut topic = FetchableTopicResponse::default();
+        topic.topic = TopicName(StrBytes::from_static_str("t"));
+        topic.partitions = vec![partition];
+        let mut response = FetchResponse::default();
+        response.responses = vec![topic];
+        response
+    }
+
+    fn batch(base: u64, values: &[&str]) -> Vec<u8> {
+        let records = values.iter().enumerate().map(|(i, v)| EncodeRecord {
+            offset_delta: i as u32,
+            timestamp_ms: 1,
+            key: None,
+            value: Some(v.as_bytes()),
+            headers: &[],
+        });
+        let mut out = Vec::new();
+        encode_batch(&mut out, base, values.len() as u32 - 1, records);
+        out
+    }
+
+    #[test]
+    fn batches_arrive_as_chunks_and_the_next_fetch_asks_after_them() {
+        let mut records = batch(5, &["a", "b"]);
+        records.extend(batch(7, &["c"]));
+        let address = fake_broker(vec![
+            Reply::Versions,
+            Reply::Fetch(fetch_response(0, Some(records), 8)),
+            Reply::Fetch(fetch_response(0, None, 8)),
+        ]);
+        let mut fetcher = client(&address, 5);
+        poll_until(&mut fetcher, |f| f.front().is_some()).unwrap();
+        assert_eq!(fetcher.end(0), Some(8));
+        assert_eq!(fetcher.partitions[&0].offset, 8, "the next fetch starts after the last whole batch");
+        let (mut scratch, mut seen) = (Vec::new(), Vec::new());
+        let chunk = fetcher.front().unwrap();
+        while let Some(next) = chunk.read_batch(&mut scratch, |r| seen.push((r.offset, r.value.unwrap().to_vec()))) {
+            next.unwrap();
+        }
+        assert_eq!(seen, [(5, b"a".to_vec()), (6, b"b".to_vec()), (7, b"c".to_vec())]);
+    }
+
+    #[test]
+    fn a_malformed_response_is_an_error_that_names_the_broker_not_a_panic() {
+        let address = fake_broker(vec![Reply::Versions, Reply::Garbage(vec![0xff; 7])]);
+        let mut fetcher = client(&address, 0);
+        let error = poll_until(&mut fetcher, |_| false).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains(&address) && message.contains("Fetch v12 response"), "{message}");
+    }
+
+    #[test]
+    fn an_oversized_frame_is_refused_before_it_is_read() {
+        let address = fake_broker(vec![Reply::Versions, Reply::Size(i32::MAX)]);
+        let mut fetcher = client(&address, 0);
+        let message = poll_until(&mut fetcher, |_| false).unwrap_err().to_string();
+        assert!(message.contains(&format!("{} bytes", i32::MAX)), "{message}");
+    }
+
+    #[test]
+    fn a_lost_connection_or_a_moved_leader_asks_for_metadata_and_is_retried() {
+        let address = fake_broker(vec![Reply::Versions, Reply::Close]);
+        let mut fetcher = client(&address, 0);
+        assert!(!fetcher.wants_metadata());
+        poll_until(&mut fetcher, |f| f.wants_metadata()).unwrap();
+        assert!(fetcher.brokers[&1].connection.is_none() && fetcher.brokers[&1].retry_at.is_some());
+
+        let not_leader = ResponseError::NotLeaderOrFollower.code();
+        let address = fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(not_leader, None, -1))]);
+        let mut fetcher = client(&address, 0);
+        poll_until(&mut fetcher, |f| f.wants_metadata()).unwrap();
+        assert_eq!(fetcher.partitions[&0].leader, None, "the leader is looked up again");
+        assert!(fetcher.front().is_none());
+    }
+
+    #[test]
+    fn out_of_range_is_reported_and_other_partition_errors_fail() {
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        let address = fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(out_of_range, None, -1))]);
+        let mut fetcher = client(&address, 9);
+        poll_until(&mut fetcher, |f| !f.out_of_range.is_empty()).unwrap();
+        assert_eq!(fetcher.take_out_of_range(), [0]);
+
+        let denied = ResponseError::TopicAuthorizationFailed.code();
+        let address = fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(denied, None, -1))]);
+        let mut fetcher = client(&address, 0);
+        let message = poll_until(&mut fetcher, |_| false).unwrap_err().to_string();
+        assert!(message.contains(&format!("partition 0: Kafka error {denied}")), "{message}");
+    }
+
+    #[test]
+    fn an_answer_to_a_position_sought_away_from_is_dropped() {
+        let address = fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(0, Some(batch(0, &["a"])), 1))]);
+        let mut fetcher = client(&address, 0);
+        fetcher.poll().unwrap(); // Connected, the Fetch at 0 sent.
+        assert!(fetcher.partitions[&0].in_flight);
+        fetcher.seek(0, 100);
+        let asked_at = |f: &mut Fetcher| {
+            let in_flight = f.brokers[&1].connection.as_ref().and_then(|c| c.in_flight.as_ref());
+            in_flight.map(|i| i.asked.iter().map(|a| a.2).collect::<Vec<_>>())
+        };
+        // The answer for offset 0 came, was dropped, and 100 was asked for.
+        poll_until(&mut fetcher, |f| asked_at(f) == Some(vec![100])).unwrap();
+        assert!(fetcher.front().is_none(), "the answer for offset 0 is not read at 100");
+        assert_eq!((fetcher.partitions[&0].offset, fetcher.end(0)), (100, None));
+    }
 }

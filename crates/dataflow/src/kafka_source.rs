@@ -33,9 +33,9 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::config::RetentionGap;
-use crate::kafka_fetch::{BrokerAddress, Fetcher, RETRY_BACKOFF_MS};
 use crate::context::{Shared, WorkerContext};
 use crate::dead_letter::DeadLetter;
+use crate::kafka_fetch::{BrokerAddress, Fetcher, RETRY_BACKOFF_MS};
 use crate::kafka_queue::{BatchConsumer, Taken};
 use crate::source::{Position, Tailer, advance, record_positions};
 use crate::{Collection, Epoch};
@@ -504,11 +504,8 @@ where
 
     fn read(&mut self, shared: &Shared, give: impl FnMut(Self::Item)) -> Option<bool> {
         self.discover(shared);
-        let (read, out_of_range) = if self.fetcher.is_some() {
-            self.read_fetched(shared, give)?
-        } else {
-            self.read_queue(give)
-        };
+        let (read, out_of_range) =
+            if self.fetcher.is_some() { self.read_fetched(shared, give)? } else { self.read_queue(give) };
         if out_of_range && !self.out_of_range(shared) {
             return None;
         }

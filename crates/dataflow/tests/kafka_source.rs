@@ -145,7 +145,11 @@ fn a_decoder_sees_each_kafka_records_key_headers_timestamp_and_offset() {
         let source = KafkaTopic { brokers: broker.bootstrap.clone(), topic: "hd".to_owned(), properties: fetch(path) };
         read_fields(dir.path(), source);
         let rows = common::view_rows(dir.path(), "seen");
-        assert_eq!(rows, common::rows_of(expected.clone().into_iter().map(|row| (row, 1))), "{path}: each record, once");
+        assert_eq!(
+            rows,
+            common::rows_of(expected.clone().into_iter().map(|row| (row, 1))),
+            "{path}: each record, once"
+        );
     }
 }
 
