@@ -328,7 +328,7 @@ impl Fetcher {
                 let partition = data.partition_index as u32;
                 let asked = in_flight.asked.iter().find(|(p, _, _)| *p == partition);
                 if let Some(&(_, generation, offset)) = asked {
-                    self.take_partition(partition, generation, offset, data)?;
+                    self.take_partition(broker, (partition, generation, offset), data)?;
                 }
             }
         }
@@ -338,9 +338,8 @@ impl Fetcher {
     /// Takes one partition's answer, if it answers the current generation.
     fn take_partition(
         &mut self,
-        partition: u32,
-        generation: u64,
-        offset: u64,
+        broker: i32,
+        (partition, generation, offset): (u32, u64, u64),
         data: kafka_protocol::messages::fetch_response::PartitionData,
     ) -> Result<(), FetchError> {
         let Some(fetch) = self.partitions.get_mut(&partition) else { return Ok(()) };
@@ -377,7 +376,13 @@ impl Fetcher {
             .map(|a| Aborted { first_offset: a.first_offset.max(0) as u64, producer_id: a.producer_id.0 });
         let (chunk, next_offset) = Chunk::new(partition, generation, records, aborted.collect());
         if let Some(next_offset) = next_offset {
-            assert!(next_offset > fetch.offset, "a whole batch moves the fetch offset on");
+            if next_offset <= fetch.offset {
+                let message = format!(
+                    "a Fetch of partition {partition} at offset {} returned batches that end before it (at {next_offset})",
+                    fetch.offset
+                );
+                return Err(self.broker_error(broker, message));
+            }
             fetch.offset = next_offset;
         }
         fetch.chunks += 1;
@@ -804,6 +809,14 @@ mod tests {
         let error = poll_until(&mut fetcher, |_| false).unwrap_err();
         let message = error.to_string();
         assert!(message.contains(&address) && message.contains("Fetch v12 response"), "{message}");
+    }
+
+    #[test]
+    fn batches_that_end_before_the_offset_asked_are_an_error_not_a_refetch_loop() {
+        let address = fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(0, Some(batch(0, &["a"])), 9))]);
+        let mut fetcher = client(&address, 5);
+        let message = poll_until(&mut fetcher, |_| false).unwrap_err().to_string();
+        assert!(message.contains("at offset 5 returned batches that end before it (at 1)"), "{message}");
     }
 
     #[test]
