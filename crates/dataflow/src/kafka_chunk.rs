@@ -75,6 +75,12 @@ impl Chunk {
         (chunk, next_offset)
     }
 
+    /// Whether the chunk holds no batch (its partition's data was cut
+    /// short before the end of its first batch).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     pub(crate) fn is_done(&self) -> bool {
         self.position >= self.bytes.len()
     }
@@ -149,26 +155,30 @@ impl Chunk {
 
 /// The length of the whole batches at the start of `bytes` and the offset
 /// after the last of them, read from their headers only (each batch is
-/// checked when it is read).
+/// checked when it is read). A first batch the response cut short gives
+/// `(0, None)` (Kafka cuts every partition but the first of a response at
+/// its byte limits); one whose header is wrong gives all of `bytes`, for
+/// `read_batch` to refuse.
 fn whole_batches(bytes: &[u8]) -> (usize, Option<u64>) {
     let (mut at, mut next_offset) = (0, None);
-    while bytes.len() - at >= BATCH_HEADER_BYTES {
-        let Ok(size) = batch::batch_size(&bytes[at..]) else { break };
-        if bytes.len() - at < size {
-            break;
-        }
+    while at < bytes.len() {
+        let size = match batch::batch_size(&bytes[at..]) {
+            Ok(size) if bytes.len() - at >= size.max(BATCH_HEADER_BYTES) => size,
+            Ok(_) | Err(BatchError::Incomplete { .. }) => break, // Cut short.
+            Err(_) if next_offset.is_none() => return (bytes.len(), None),
+            Err(_) => break,
+        };
         let header = &bytes[at..at + BATCH_HEADER_BYTES];
         let base = i64::from_be_bytes(header[0..8].try_into().expect("8 bytes"));
         let delta = i32::from_be_bytes(header[23..27].try_into().expect("4 bytes"));
         if base < 0 || delta < 0 {
-            break; // Read (and refused) as a bad batch by `read_batch`.
+            if next_offset.is_none() {
+                return (bytes.len(), None);
+            }
+            break; // Fetched again, and refused then.
         }
         next_offset = Some(base as u64 + delta as u64 + 1);
         at += size;
-    }
-    if at < bytes.len() && next_offset.is_none() {
-        // Not one whole batch: let `read_batch` report what is wrong.
-        return (bytes.len(), None);
     }
     (at, next_offset)
 }
@@ -248,6 +258,11 @@ mod tests {
         let (mut chunk, next) = Chunk::new(3, 0, Bytes::copy_from_slice(&bytes[..bytes.len() - 3]), Vec::new());
         assert_eq!((next, chunk.bytes.len()), (Some(1), whole));
         assert_eq!(values(&mut chunk), (vec!["a".into()], 1));
+
+        let (chunk, next) = Chunk::new(3, 0, Bytes::copy_from_slice(&bytes[whole..bytes.len() - 3]), Vec::new());
+        assert!(chunk.is_empty() && next.is_none(), "a first batch cut short is no batch, not an error");
+        let (chunk, next) = Chunk::new(3, 0, Bytes::copy_from_slice(&bytes[whole..whole + 20]), Vec::new());
+        assert!(chunk.is_empty() && next.is_none(), "nor is a cut header");
 
         let last = bytes.len() - 1;
         bytes[last] ^= 0xff;

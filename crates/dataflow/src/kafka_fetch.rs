@@ -58,7 +58,8 @@ const RESPONSE_BYTES_MAX: usize = FETCH_BYTES_MAX as usize + millpond_log::batch
 const FETCH_WAIT_MS: i32 = 100;
 /// Connecting and the version handshake, at most.
 const CONNECT_TIMEOUT_MS: u64 = 2_000;
-/// A request in flight this long is given up (the connection is closed).
+/// A request whose answer has not moved for this long is given up (the
+/// connection is closed).
 const REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// The wait before a failed broker or partition is tried again.
 pub(crate) const RETRY_BACKOFF_MS: u64 = 500;
@@ -92,6 +93,8 @@ pub(crate) struct Fetcher {
     /// Partitions whose offset the broker does not have.
     out_of_range: Vec<u32>,
     metadata_wanted: bool,
+    /// Fetch requests sent (for the partitions' turns).
+    requests: usize,
 }
 
 struct PartitionFetch {
@@ -104,6 +107,8 @@ struct PartitionFetch {
     in_flight: bool,
     chunks: usize,
     retry_at: Option<Instant>,
+    /// Its last answer was cut short: it is asked first next time.
+    cut: bool,
 }
 
 struct Broker {
@@ -125,7 +130,8 @@ struct Connection {
 /// The request a connection waits on.
 struct InFlight {
     correlation_id: i32,
-    sent_at: Instant,
+    /// When it was sent, or last had bytes of its answer arrive.
+    heard_at: Instant,
     /// Each partition asked, with its generation and offset then.
     asked: Vec<(u32, u64, u64)>,
 }
@@ -149,6 +155,7 @@ impl Fetcher {
             chunks: VecDeque::new(),
             out_of_range: Vec::new(),
             metadata_wanted: false,
+            requests: 0,
         }
     }
 
@@ -185,6 +192,7 @@ impl Fetcher {
             in_flight: false,
             chunks: 0,
             retry_at: None,
+            cut: false,
         });
         fetch.offset = offset;
         fetch.generation += 1;
@@ -282,7 +290,7 @@ impl Fetcher {
                     let timed_out = connection
                         .in_flight
                         .as_ref()
-                        .is_some_and(|f| f.sent_at.elapsed() >= Duration::from_millis(REQUEST_TIMEOUT_MS));
+                        .is_some_and(|f| f.heard_at.elapsed() >= Duration::from_millis(REQUEST_TIMEOUT_MS));
                     if timed_out {
                         self.lose(broker);
                     }
@@ -316,7 +324,11 @@ impl Fetcher {
             if !error.is_retriable() {
                 return Err(self.broker_error(broker, format!("Fetch failed: Kafka error {error}")));
             }
-            self.brokers.get_mut(&broker).expect("a known broker").retry_at = Some(backoff());
+            for (partition, _, _) in &in_flight.asked {
+                if let Some(fetch) = self.partitions.get_mut(partition) {
+                    fetch.retry_at = Some(backoff());
+                }
+            }
             self.metadata_wanted = true;
             return Ok(());
         }
@@ -328,7 +340,8 @@ impl Fetcher {
                 let partition = data.partition_index as u32;
                 let asked = in_flight.asked.iter().find(|(p, _, _)| *p == partition);
                 if let Some(&(_, generation, offset)) = asked {
-                    self.take_partition(broker, (partition, generation, offset), data)?;
+                    let first = in_flight.asked.first().is_some_and(|a| a.0 == partition);
+                    self.take_partition(broker, (partition, generation, offset), first, data)?;
                 }
             }
         }
@@ -340,6 +353,7 @@ impl Fetcher {
         &mut self,
         broker: i32,
         (partition, generation, offset): (u32, u64, u64),
+        first: bool,
         data: kafka_protocol::messages::fetch_response::PartitionData,
     ) -> Result<(), FetchError> {
         let Some(fetch) = self.partitions.get_mut(&partition) else { return Ok(()) };
@@ -353,7 +367,9 @@ impl Fetcher {
                 fetch.retry_at = Some(backoff());
                 return Ok(());
             }
-            Some(error) if error.is_retriable() || is_leadership(error) => {
+            Some(error)
+                if error.is_retriable() || is_leadership(error) || error == ResponseError::UnknownServerError =>
+            {
                 fetch.retry_at = Some(backoff());
                 fetch.leader = None;
                 self.metadata_wanted = true;
@@ -375,6 +391,21 @@ impl Fetcher {
             .into_iter()
             .map(|a| Aborted { first_offset: a.first_offset.max(0) as u64, producer_id: a.producer_id.0 });
         let (chunk, next_offset) = Chunk::new(partition, generation, records, aborted.collect());
+        if chunk.is_empty() {
+            // Cut short by the response's byte limits: asked for first next
+            // time, when Kafka returns the first batch whole.
+            if first {
+                let message = format!(
+                    "partition {partition} at offset {offset}: the first batch of a Fetch came back cut short, \
+                     though it was asked first (a broker without KIP-74?)"
+                );
+                return Err(self.broker_error(broker, message));
+            }
+            self.partitions.get_mut(&partition).expect("a fetched partition").cut = true;
+            return Ok(());
+        }
+        let fetch = self.partitions.get_mut(&partition).expect("a fetched partition");
+        fetch.cut = false;
         if let Some(next_offset) = next_offset {
             if next_offset <= fetch.offset {
                 let message = format!(
@@ -394,13 +425,21 @@ impl Fetcher {
     /// first if needed, and writes what the connection has not written.
     fn send(&mut self, broker: i32) -> Result<(), FetchError> {
         let now = Instant::now();
-        let due: Vec<(u32, u64, u64)> = self
+        let mut due: Vec<(u32, u64, u64)> = self
             .partitions
             .iter()
             .filter(|(_, f)| f.leader == Some(broker) && !f.in_flight && f.chunks < CHUNKS_PER_PARTITION_MAX)
             .filter(|(_, f)| f.retry_at.is_none_or(|at| at <= now))
             .map(|(p, f)| (*p, f.generation, f.offset))
             .collect();
+        // Kafka returns the first partition's first batch whole and cuts the
+        // rest at its byte limits: each partition takes its turn first, and
+        // one cut short last time goes first.
+        if !due.is_empty() {
+            let turn = self.requests % due.len();
+            due.rotate_left(turn);
+            due.sort_by_key(|(p, _, _)| !self.partitions[p].cut);
+        }
         let Some(entry) = self.brokers.get_mut(&broker) else { return Ok(()) };
         let idle = entry.connection.as_ref().is_none_or(|c| c.in_flight.is_none());
         if !due.is_empty() && idle {
@@ -418,6 +457,7 @@ impl Fetcher {
             }
             let connection = entry.connection.as_mut().expect("connected");
             connection.request_fetch(&self.topic, &due, &self.client_id);
+            self.requests = self.requests.wrapping_add(1);
             for (partition, _, _) in &due {
                 self.partitions.get_mut(partition).expect("a due partition").in_flight = true;
             }
@@ -480,11 +520,18 @@ impl Connection {
     /// blocking up to [`CONNECT_TIMEOUT_MS`] for each step.
     fn open(address: &str, client_id: &StrBytes) -> std::io::Result<Connection> {
         let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
-        let socket = address
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to nothing")))?;
-        let mut stream = TcpStream::connect_timeout(&socket, timeout)?;
+        let mut last = std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to nothing"));
+        let mut connected = None;
+        for socket in address.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&socket, timeout) {
+                Ok(stream) => {
+                    connected = Some(stream);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let mut stream = connected.ok_or(last)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
@@ -516,7 +563,7 @@ impl Connection {
         let request = fetch_request(topic, asked);
         self.outbox.extend_from_slice(&encode_request(&request, self.fetch_version, self.correlation_id, client_id));
         self.in_flight =
-            Some(InFlight { correlation_id: self.correlation_id, sent_at: Instant::now(), asked: asked.to_vec() });
+            Some(InFlight { correlation_id: self.correlation_id, heard_at: Instant::now(), asked: asked.to_vec() });
     }
 
     /// Writes what the socket takes of the outbox.
@@ -541,6 +588,9 @@ impl Connection {
                 Some(read) => inbox.size_read += read,
                 None => return Ok(None),
             }
+            if let Some(in_flight) = self.in_flight.as_mut() {
+                in_flight.heard_at = Instant::now();
+            }
             if inbox.size_read == 4 {
                 inbox.body = vec![0u8; frame_size(inbox.size)?];
                 inbox.body_read = 0;
@@ -550,6 +600,9 @@ impl Connection {
             match read_some(&mut self.stream, &mut inbox.body[inbox.body_read..])? {
                 Some(read) => inbox.body_read += read,
                 None => return Ok(None),
+            }
+            if let Some(in_flight) = self.in_flight.as_mut() {
+                in_flight.heard_at = Instant::now();
             }
         }
         let frame = std::mem::take(&mut inbox.body);
@@ -754,18 +807,27 @@ mod tests {
     }
 
     fn fetch_response(error_code: i16, records: Option<Vec<u8>>, last_stable_offset: i64) -> FetchResponse {
+        fetch_responses(vec![(0, error_code, records, last_stable_offset)])
+    }
+
+    /// A response of (partition, error, records, last stable offset)s.
+    fn fetch_responses(partitions: Vec<(i32, i16, Option<Vec<u8>>, i64)>) -> FetchResponse {
+        let mut topic = FetchableTopicResponse::default();
+        topic.topic = TopicName(StrBytes::from_static_str("t"));
+        topic.partitions = partitions.into_iter().map(|(p, e, r, lso)| partition_data(p, e, r, lso)).collect();
+        let mut response = FetchResponse::default();
+        response.responses = vec![topic];
+        response
+    }
+
+    fn partition_data(index: i32, error_code: i16, records: Option<Vec<u8>>, last_stable_offset: i64) -> PartitionData {
         let mut partition = PartitionData::default();
-        partition.partition_index = 0;
+        partition.partition_index = index;
         partition.error_code = error_code;
         partition.high_watermark = last_stable_offset;
         partition.last_stable_offset = last_stable_offset;
         partition.records = records.map(Bytes::from);
-        let mut topic = FetchableTopicResponse::default();
-        topic.topic = TopicName(StrBytes::from_static_str("t"));
-        topic.partitions = vec![partition];
-        let mut response = FetchResponse::default();
-        response.responses = vec![topic];
-        response
+        partition
     }
 
     fn batch(base: u64, values: &[&str]) -> Vec<u8> {
@@ -817,6 +879,54 @@ mod tests {
         let mut fetcher = client(&address, 5);
         let message = poll_until(&mut fetcher, |_| false).unwrap_err().to_string();
         assert!(message.contains("at offset 5 returned batches that end before it (at 1)"), "{message}");
+    }
+
+    #[test]
+    fn a_partition_cut_short_is_fetched_again_first_and_one_cut_when_first_fails() {
+        let big = batch(0, &["a"; 50]);
+        let address = fake_broker(vec![
+            Reply::Versions,
+            Reply::Fetch(fetch_responses(vec![
+                (0, 0, Some(batch(0, &["x"])), 1),
+                (1, 0, Some(big[..100].to_vec()), 50),
+            ])),
+        ]);
+        let mut fetcher = Fetcher::new("t", "test");
+        fetcher.seek(0, 0);
+        fetcher.seek(1, 0);
+        let leaders = [(0, Some(1)), (1, Some(1))];
+        fetcher.set_leaders(&[BrokerAddress { id: 1, address: address.clone() }], &leaders);
+        let asked = |f: &mut Fetcher| {
+            let in_flight = f.brokers[&1].connection.as_ref().and_then(|c| c.in_flight.as_ref());
+            in_flight.map(|i| i.asked.iter().map(|a| (a.0, a.2)).collect::<Vec<_>>())
+        };
+        poll_until(&mut fetcher, |f| f.partitions[&1].cut).unwrap();
+        assert_eq!(fetcher.partitions[&1].offset, 0, "nothing of a cut batch is taken");
+        assert_eq!(fetcher.chunks.len(), 1, "partition 0's batch only");
+        poll_until(&mut fetcher, |f| asked(f).is_some()).unwrap();
+        assert_eq!(asked(&mut fetcher), Some(vec![(1, 0), (0, 1)]), "the cut partition goes first");
+
+        let address =
+            fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(0, Some(big[..100].to_vec()), 50))]);
+        let mut fetcher = client(&address, 0);
+        let message = poll_until(&mut fetcher, |_| false).unwrap_err().to_string();
+        assert!(message.contains("cut short, though it was asked first"), "{message}");
+    }
+
+    #[test]
+    fn a_retriable_error_for_the_whole_fetch_backs_its_partitions_off() {
+        let mut response = fetch_response(0, None, -1);
+        response.error_code = ResponseError::FetchSessionIdNotFound.code();
+        assert!(ResponseError::FetchSessionIdNotFound.is_retriable());
+        let address = fake_broker(vec![Reply::Versions, Reply::Fetch(response)]);
+        let mut fetcher = client(&address, 0);
+        poll_until(&mut fetcher, |f| f.partitions[&0].retry_at.is_some()).unwrap();
+        for _ in 0..20 {
+            fetcher.poll().unwrap();
+            assert!(!fetcher.partitions[&0].in_flight, "not asked again before the backoff");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(fetcher.wants_metadata());
     }
 
     #[test]
