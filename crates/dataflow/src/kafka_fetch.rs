@@ -34,9 +34,10 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, FetchRequest, FetchResponse, MetadataRequest,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
@@ -519,32 +520,8 @@ impl Connection {
     /// Connects to `address` and agrees on a Fetch version (ApiVersions v0),
     /// blocking up to [`CONNECT_TIMEOUT_MS`] for each step.
     fn open(address: &str, client_id: &StrBytes) -> std::io::Result<Connection> {
-        let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
-        let mut last = std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to nothing"));
-        let mut connected = None;
-        for socket in address.to_socket_addrs()? {
-            match TcpStream::connect_timeout(&socket, timeout) {
-                Ok(stream) => {
-                    connected = Some(stream);
-                    break;
-                }
-                Err(e) => last = e,
-            }
-        }
-        let mut stream = connected.ok_or(last)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        let request = encode_request(&ApiVersionsRequest::default(), 0, 1, client_id);
-        stream.write_all(&request)?;
-        let mut size = [0u8; 4];
-        stream.read_exact(&mut size)?;
-        let size = frame_size(size)?;
-        let mut body = vec![0u8; size];
-        stream.read_exact(&mut body)?;
-        let versions =
-            decode_response::<ApiVersionsResponse>(Bytes::from(body), 0, 1).map_err(std::io::Error::other)?;
-        let fetch_version = fetch_version(&versions).map_err(std::io::Error::other)?;
+        let (stream, versions) = handshake(address, client_id)?;
+        let fetch_version = version(&versions, ApiKey::Fetch, &FETCH_VERSIONS).map_err(std::io::Error::other)?;
         stream.set_nonblocking(true)?;
         Ok(Connection {
             stream,
@@ -634,24 +611,87 @@ fn frame_size(size: [u8; 4]) -> std::io::Result<usize> {
     Ok(size as usize)
 }
 
-/// The Fetch version both sides speak, from the broker's ApiVersions.
-fn fetch_version(versions: &ApiVersionsResponse) -> Result<i16, String> {
+/// The version of `api` both sides speak (the highest in `ours` the broker
+/// serves), from the broker's ApiVersions.
+fn version(versions: &ApiVersionsResponse, api: ApiKey, ours: &std::ops::RangeInclusive<i16>) -> Result<i16, String> {
     if let Some(error) = ResponseError::try_from_code(versions.error_code) {
         return Err(format!("ApiVersions failed: Kafka error {error}"));
     }
-    let fetch = versions.api_keys.iter().find(|k| k.api_key == ApiKey::Fetch as i16);
-    let Some(fetch) = fetch else { return Err("the broker serves no Fetch".into()) };
-    let version = fetch.max_version.min(*FETCH_VERSIONS.end());
-    if version < fetch.min_version || !FETCH_VERSIONS.contains(&version) {
+    let served = versions.api_keys.iter().find(|k| k.api_key == api as i16);
+    let Some(served) = served else { return Err(format!("the broker serves no {api:?}")) };
+    let version = served.max_version.min(*ours.end());
+    if version < served.min_version || !ours.contains(&version) {
         return Err(format!(
-            "the broker serves Fetch v{}-{}; the source speaks v{}-{}",
-            fetch.min_version,
-            fetch.max_version,
-            FETCH_VERSIONS.start(),
-            FETCH_VERSIONS.end()
+            "the broker serves {api:?} v{}-{}; the source speaks v{}-{}",
+            served.min_version,
+            served.max_version,
+            ours.start(),
+            ours.end()
         ));
     }
     Ok(version)
+}
+
+/// Connects to `address` (each address it resolves to, in turn) and reads
+/// the broker's ApiVersions (v0), blocking up to [`CONNECT_TIMEOUT_MS`] for
+/// each step; the stream is left blocking, with that timeout.
+fn handshake(address: &str, client_id: &StrBytes) -> std::io::Result<(TcpStream, ApiVersionsResponse)> {
+    let timeout = Duration::from_millis(CONNECT_TIMEOUT_MS);
+    let mut last = std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to nothing"));
+    let mut connected = None;
+    for socket in address.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&socket, timeout) {
+            Ok(stream) => {
+                connected = Some(stream);
+                break;
+            }
+            Err(e) => last = e,
+        }
+    }
+    let mut stream = connected.ok_or(last)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let versions = call(&mut stream, &ApiVersionsRequest::default(), 0, client_id)?;
+    Ok((stream, versions))
+}
+
+/// Sends `request` at `version` on a blocking stream and reads its answer.
+fn call<R: Request>(
+    stream: &mut TcpStream,
+    request: &R,
+    version: i16,
+    client_id: &StrBytes,
+) -> std::io::Result<R::Response>
+where
+    R::Response: Decodable + HeaderVersion,
+{
+    stream.write_all(&encode_request(request, version, 1, client_id))?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let mut body = vec![0u8; frame_size(size)?];
+    stream.read_exact(&mut body)?;
+    decode_response::<R::Response>(Bytes::from(body), version, 1).map_err(std::io::Error::other)
+}
+
+/// The Metadata versions that carry topic ids.
+const TOPIC_ID_METADATA_VERSIONS: std::ops::RangeInclusive<i16> = 10..=12;
+
+/// The id of `topic` (32 hex digits, as the embedded log writes its own)
+/// as the broker at `address` gives it in Metadata v10-12. `Ok(None)`: the
+/// broker predates topic ids (Kafka < 2.8), or has no id for the topic.
+pub(crate) fn topic_id(address: &str, topic: &str, client_id: &str) -> Result<Option<String>, String> {
+    let client_id = StrBytes::from_string(client_id.to_owned());
+    let (mut stream, versions) = handshake(address, &client_id).map_err(|e| format!("{address}: {e}"))?;
+    let Ok(version) = version(&versions, ApiKey::Metadata, &TOPIC_ID_METADATA_VERSIONS) else { return Ok(None) };
+    let mut asked = MetadataRequestTopic::default();
+    asked.name = Some(TopicName(StrBytes::from_string(topic.to_owned())));
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![asked]);
+    request.allow_auto_topic_creation = false;
+    let response = call(&mut stream, &request, version, &client_id).map_err(|e| format!("{address}: Metadata: {e}"))?;
+    let found = response.topics.iter().find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic));
+    Ok(found.filter(|t| t.error_code == 0 && !t.topic_id.is_nil()).map(|t| t.topic_id.simple().to_string()))
 }
 
 fn fetch_request(topic: &TopicName, asked: &[(u32, u64, u64)]) -> FetchRequest {

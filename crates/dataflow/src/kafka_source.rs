@@ -134,6 +134,7 @@ where
         eof: Vec::new(),
         discovered: None,
         found: false,
+        topic_id: None,
         decode,
         buffer: Vec::new(),
     };
@@ -194,6 +195,8 @@ struct KafkaReader<F> {
     discovered: Option<Instant>,
     /// The topic's partitions were found at least once.
     found: bool,
+    /// The Kafka topic id read (direct fetch path only).
+    topic_id: Option<String>,
     decode: F,
     buffer: Vec<u8>,
 }
@@ -224,6 +227,12 @@ impl<F> KafkaReader<F> {
             .collect();
         let leaders: Vec<(u32, Option<i32>)> =
             topic.partitions().iter().map(|p| (p.id() as u32, (p.leader() >= 0).then_some(p.leader()))).collect();
+        if self.fetcher.is_some()
+            && let Some(broker) = brokers.first()
+            && !self.check_topic_id(shared, &broker.address)
+        {
+            return;
+        }
         let (index, peers) = self.owner;
         let mut added = false;
         for partition in 0..topic.partitions().len() as u32 {
@@ -271,6 +280,35 @@ impl<F> KafkaReader<F> {
         if let Err(e) = consumer.assign(&list) {
             shared.fail(self.error(format!("assigning partitions: {e}")));
         }
+    }
+
+    /// Checks that the topic is the incarnation the checkpoint's offsets
+    /// belong to (Kafka's topic id), and registers it; false when it is
+    /// not (the job fails). A broker without topic ids, or a lookup that
+    /// fails (looked up again at the next discovery), checks nothing.
+    fn check_topic_id(&mut self, shared: &Shared, broker: &str) -> bool {
+        let client_id = format!("millpond-{}", self.reader);
+        let Ok(Some(id)) = crate::kafka_fetch::topic_id(broker, &self.topic, &client_id) else { return true };
+        let resumed = shared.checkpoints.resumed();
+        let committed = self
+            .topic_id
+            .clone()
+            .or_else(|| resumed.topic_ids.get(&self.reader).filter(|_| !resumed.is_fresh(&self.reader)).cloned());
+        if let Some(committed) = committed.filter(|committed| *committed != id) {
+            let message = format!(
+                "the offsets read belong to topic id {committed}, but '{}' now has id {id}: it was deleted and \
+                 created again, so those offsets mean other records. Drop and re-create the views that read it (or \
+                 give them a new reader), which read the new topic from its start",
+                self.topic
+            );
+            shared.fail(self.error(message));
+            return false;
+        }
+        if self.topic_id.is_none() && self.owner.0 == 0 {
+            shared.checkpoints.register_topic_id(&self.reader, &id);
+        }
+        self.topic_id = Some(id);
+        true
     }
 
     fn error(&self, message: String) -> crate::Error {

@@ -200,3 +200,57 @@ fn read_fields(dir: &std::path::Path, source: KafkaTopic) {
     })
     .unwrap();
 }
+
+/// A topic deleted and created again has a new Kafka topic id: a reader
+/// with offsets in the old one is refused with an error that says so, even
+/// when the new topic already holds more records than those offsets (a
+/// silent resume would skip the new topic's first records).
+#[test]
+fn a_kafka_topic_deleted_and_created_again_is_not_resumed_at_its_old_offsets() {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let broker = KafkaBroker::start();
+    broker.create_topic("ev", 1);
+    let plain = producer(&broker.bootstrap, None, "none");
+    produce(&plain, &events(0..100, None));
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), &broker.bootstrap, "direct");
+    assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..100));
+
+    let admin: AdminClient<_> = ClientConfig::new().set("bootstrap.servers", &broker.bootstrap).create().unwrap();
+    let deleted = futures::executor::block_on(admin.delete_topics(&["ev"], &AdminOptions::new())).unwrap();
+    assert!(deleted.iter().all(Result::is_ok), "{deleted:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        // Deletion completes in the background: created again once it has.
+        let topic = NewTopic::new("ev", 1, TopicReplication::Fixed(1));
+        let created = futures::executor::block_on(admin.create_topics([&topic], &AdminOptions::new())).unwrap();
+        if created.iter().all(Result::is_ok) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the topic was not created again");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // The broker applies the deletion and the creation after the controller
+    // answered: until then it still serves (and appends to) the old log.
+    let consumer: rdkafka::consumer::BaseConsumer =
+        ClientConfig::new().set("bootstrap.servers", &broker.bootstrap).create().unwrap();
+    use rdkafka::consumer::Consumer;
+    while consumer.fetch_watermarks("ev", 0, Duration::from_secs(5)).ok() != Some((0, 0)) {
+        assert!(std::time::Instant::now() < deadline, "the broker never served the new topic");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let plain = producer(&broker.bootstrap, None, "none");
+    produce(&plain, &events(1000..1200, None));
+
+    let source = KafkaTopic { brokers: broker.bootstrap.clone(), topic: "ev".to_owned(), properties: fetch("direct") };
+    let config = RuntimeConfig::new(dir.path()).workers(2).epoch_interval_ms(20).stop_when_caught_up(true);
+    let error = Runtime::run(config, move |job| {
+        let events = job.kafka_source("ev", "ev", &source, json::<Ev>());
+        let sums = events.map(|e| (e.k, e.v)).aggregate("sums", Sum(|v: &i64| *v));
+        job.materialize("sums", sums);
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("deleted and created again"), "{error}");
+    assert_eq!(common::view_rows(dir.path(), "sums"), truth(0..100), "nothing of the new topic was read");
+}

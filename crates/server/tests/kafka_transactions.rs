@@ -2,7 +2,8 @@
 //! transactional client (confluent-kafka; `tests/kafka/transactions.py`):
 //! commits and aborts seen by read_committed and read_uncommitted
 //! consumers, a zombie fenced by a newer producer of its transactional id,
-//! offsets committed with a transaction and not with an abort, a producer
+//! offsets committed with a transaction and not with an abort, a zombie
+//! consumer's offsets refused by its group's generation, a producer
 //! that dies mid-transaction aborted by its timeout; Millpond's own source
 //! reads committed records only; and after a restart the coordinator
 //! carries on from its state topic.
@@ -54,8 +55,8 @@ fn transactional_producers_commit_abort_are_fenced_and_time_out() {
              CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n, SUM(t) AS s FROM ev",
         )
         .unwrap();
-    let stdout = transactions_py(endpoint.addr(), &["commit-abort", "fencing", "offsets", "hanging"]);
-    for phase in ["commit-abort: ok", "fencing: ok", "offsets: ok", "hanging: ok"] {
+    let stdout = transactions_py(endpoint.addr(), &["commit-abort", "fencing", "offsets", "zombie", "hanging"]);
+    for phase in ["commit-abort: ok", "fencing: ok", "offsets: ok", "zombie: ok", "hanging: ok"] {
         assert!(stdout.contains(phase), "{phase} missing from:\n{stdout}");
     }
     // The view counts the two committed transactions (30 records each,

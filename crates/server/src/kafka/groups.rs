@@ -449,6 +449,26 @@ impl Groups {
         }
     }
 
+    /// Whether a transactional commit (TxnOffsetCommit) of `generation` by
+    /// `member_id` may go through, as Kafka's coordinator decides (KIP-447):
+    /// a request that names neither (v0-2, or a producer that does not use
+    /// the group's metadata) is not checked; one that does must be the
+    /// current generation's member, which fences a zombie consumer's
+    /// transaction. Unlike a plain commit, a rebalance's hand-out does not
+    /// refuse it.
+    pub(crate) fn may_commit_in_txn(&self, group_id: &str, generation: i32, member_id: &str) -> Option<ResponseError> {
+        if generation < 0 && member_id.is_empty() {
+            return None;
+        }
+        let groups = self.groups.lock().expect("groups lock");
+        match groups.get(group_id) {
+            None => Some(ResponseError::IllegalGeneration),
+            Some(g) if !g.members.contains_key(member_id) => Some(ResponseError::UnknownMemberId),
+            Some(g) if g.generation != generation => Some(ResponseError::IllegalGeneration),
+            Some(_) => None,
+        }
+    }
+
     /// Ends what time ends: members silent past their session timeout,
     /// rounds past their deadline, member ids handed out and never used.
     pub(crate) fn tick(&self, now: Instant) {
@@ -596,6 +616,21 @@ mod tests {
         assert_eq!((described.state, described.members.len()), (State::Empty, 0));
         assert_eq!(groups.may_commit("g", -1, ""), None, "a simple commit into an empty group");
         assert_eq!(groups.may_commit("g", 1, &first), Some(ResponseError::UnknownMemberId));
+        assert_eq!(groups.may_commit_in_txn("g", 1, &first), Some(ResponseError::UnknownMemberId), "a zombie");
+    }
+
+    #[test]
+    fn a_transactional_commit_is_fenced_by_the_group_generation_when_it_names_one() {
+        let groups = Groups::default();
+        let t0 = Instant::now();
+        let (member, mut joined) = new_member(&groups, t0);
+        groups.tick(t0 + Duration::from_millis(INITIAL_REBALANCE_DELAY_MS + 1));
+        assert_eq!(joined.try_recv().unwrap().generation, 1);
+        assert_eq!(groups.may_commit_in_txn("g", 1, &member), None, "the current generation's member");
+        assert_eq!(groups.may_commit_in_txn("g", -1, ""), None, "a producer that names no member (v0-2)");
+        assert_eq!(groups.may_commit_in_txn("g", 0, &member), Some(ResponseError::IllegalGeneration));
+        assert_eq!(groups.may_commit_in_txn("g", 1, "other"), Some(ResponseError::UnknownMemberId));
+        assert_eq!(groups.may_commit_in_txn("none", 1, &member), Some(ResponseError::IllegalGeneration));
     }
 
     #[test]

@@ -127,11 +127,14 @@ pub(crate) fn txn_offset_commit(
             }
         }
     }
+    let group = request.group_id.0.as_str();
+    let fenced = broker.groups.may_commit_in_txn(group, request.generation_id, &request.member_id);
     let code = if invalid {
         ResponseError::InvalidCommitOffsetSize.code()
+    } else if let Some(error) = fenced {
+        error.code()
     } else {
         let id = request.transactional_id.0.as_str();
-        let group = request.group_id.0.as_str();
         broker.transactions.commit_offsets(id, producer, group, &offsets).err().map_or(0, |e| e.code)
     };
     let mut response = TxnOffsetCommitResponse::default();

@@ -9,6 +9,10 @@ Phases (python3 transactions.py HOST:PORT PHASE):
   first, whose open transaction is aborted and whose commit fails as fenced.
 - offsets: consume-transform-produce: offsets sent to the transaction are
   committed with a commit and not with an abort.
+- zombie: a consumer that left its group (a newer generation has its
+  partitions) cannot commit offsets through a transaction with its old
+  group metadata (KIP-447): ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID, and
+  the transaction must abort; the current member's metadata commits.
 - hanging: a producer that dies inside a transaction (os._exit) holds
   read_committed consumers back until the transaction times out; then its
   records are aborted and later committed records are read.
@@ -158,6 +162,43 @@ def offsets():
     print("offsets: ok")
 
 
+def assigned(consumer, seconds=30):
+    deadline = time.time() + seconds
+    while not consumer.assignment() and time.time() < deadline:
+        consumer.poll(0.2)
+    check("an assignment", bool(consumer.assignment()), True)
+
+
+def zombie():
+    source, group = "txn-zombie", "zombie-group"
+    create(source, 1)
+    config = {"bootstrap.servers": BOOTSTRAP, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False}
+    old = Consumer(config)
+    old.subscribe([source])
+    assigned(old)
+    stale = old.consumer_group_metadata()
+    old.close()  # It leaves; the group goes on without it.
+    current = Consumer(config)
+    current.subscribe([source])
+    assigned(current)
+    p = producer("zombie")
+    p.begin_transaction()
+    try:
+        p.send_offsets_to_transaction([TopicPartition(source, 0, 3)], stale, 20)
+        sys.exit("offsets of a generation the group left behind were accepted")
+    except KafkaException as e:
+        check("the zombie's error code", e.args[0].code() in (22, 25), True)  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
+    p.abort_transaction(20)
+    p.begin_transaction()
+    p.send_offsets_to_transaction([TopicPartition(source, 0, 3)], current.consumer_group_metadata(), 20)
+    p.commit_transaction(20)
+    committed = current.committed([TopicPartition(source, 0)], timeout=10)
+    check("the current member's offset", committed[0].offset, 3)
+    current.close()
+    print("zombie: ok")
+
+
 def hanging():
     topic = "txn-hang"
     create(topic, 1)
@@ -205,7 +246,7 @@ def after_restart():
     print("after-restart: ok")
 
 
-PHASES = {"commit-abort": commit_abort, "fencing": fencing, "offsets": offsets, "hanging": hanging,
+PHASES = {"commit-abort": commit_abort, "fencing": fencing, "offsets": offsets, "zombie": zombie, "hanging": hanging,
           "after-restart": after_restart}
 
 if __name__ == "__main__":
