@@ -41,6 +41,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use crate::kafka_chunk::{Aborted, Chunk};
 
@@ -57,7 +58,8 @@ const FETCH_BYTES_MAX: i32 = 64 << 20;
 const RESPONSE_BYTES_MAX: usize = FETCH_BYTES_MAX as usize + millpond_log::batch::BATCH_BYTES_LIMIT + (1 << 20);
 /// How long a broker holds a Fetch that finds nothing (Kafka's long poll).
 const FETCH_WAIT_MS: i32 = 100;
-/// Connecting and the version handshake, at most.
+/// Connecting and the version handshake, at most (the topic-id lookup
+/// waits this long per step; the fetch path never waits).
 const CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// A request whose answer has not moved for this long is given up (the
 /// connection is closed).
@@ -116,11 +118,16 @@ struct Broker {
     address: String,
     connection: Option<Connection>,
     retry_at: Option<Instant>,
+    /// Connections lost (which of the address's resolutions is tried next).
+    attempts: usize,
 }
 
 struct Connection {
     stream: TcpStream,
-    fetch_version: i16,
+    /// The connect finished (it is started without waiting).
+    connected: bool,
+    /// Agreed by ApiVersions (the first request); `None` until answered.
+    fetch_version: Option<i16>,
     correlation_id: i32,
     /// Bytes of requests not yet written.
     outbox: Vec<u8>,
@@ -168,6 +175,7 @@ impl Fetcher {
                 address: broker.address.clone(),
                 connection: None,
                 retry_at: None,
+                attempts: 0,
             });
             if known.address != broker.address {
                 known.address = broker.address.clone();
@@ -285,14 +293,16 @@ impl Fetcher {
             let Some(connection) = self.brokers.get_mut(&broker).and_then(|b| b.connection.as_mut()) else {
                 return Ok(());
             };
+            if !connection.connected {
+                if connection.timed_out() {
+                    self.lose(broker);
+                }
+                return Ok(());
+            }
             let frame = match connection.read_frame() {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
-                    let timed_out = connection
-                        .in_flight
-                        .as_ref()
-                        .is_some_and(|f| f.heard_at.elapsed() >= Duration::from_millis(REQUEST_TIMEOUT_MS));
-                    if timed_out {
+                    if connection.timed_out() {
                         self.lose(broker);
                     }
                     return Ok(());
@@ -308,7 +318,14 @@ impl Fetcher {
             let Some(in_flight) = connection.in_flight.take() else {
                 return Err(self.broker_error(broker, "a response to no request".into()));
             };
-            let version = connection.fetch_version;
+            let Some(version) = connection.fetch_version else {
+                let agreed = decode_response::<ApiVersionsResponse>(frame, 0, in_flight.correlation_id)
+                    .and_then(|versions| version(&versions, ApiKey::Fetch, &FETCH_VERSIONS))
+                    .map_err(|message| self.broker_error(broker, format!("ApiVersions: {message}")))?;
+                let connection = self.brokers.get_mut(&broker).and_then(|b| b.connection.as_mut());
+                connection.expect("the connection answered").fetch_version = Some(agreed);
+                continue;
+            };
             let response = decode_response::<FetchResponse>(frame, version, in_flight.correlation_id)
                 .map_err(|message| self.broker_error(broker, format!("Fetch v{version} response: {message}")))?;
             self.take_response(broker, in_flight, response)?;
@@ -442,20 +459,17 @@ impl Fetcher {
             due.sort_by_key(|(p, _, _)| !self.partitions[p].cut);
         }
         let Some(entry) = self.brokers.get_mut(&broker) else { return Ok(()) };
-        let idle = entry.connection.as_ref().is_none_or(|c| c.in_flight.is_none());
-        if !due.is_empty() && idle {
-            if entry.connection.is_none() {
-                if entry.retry_at.is_some_and(|at| at > now) {
+        if !due.is_empty() && entry.connection.is_none() && entry.retry_at.is_none_or(|at| at <= now) {
+            match Connection::start(&entry.address, entry.attempts, &self.client_id) {
+                Ok(connection) => entry.connection = Some(connection),
+                Err(_) => {
+                    self.lose(broker);
                     return Ok(());
                 }
-                match Connection::open(&entry.address, &self.client_id) {
-                    Ok(connection) => entry.connection = Some(connection),
-                    Err(_) => {
-                        self.lose(broker);
-                        return Ok(());
-                    }
-                }
             }
+        }
+        let ready = entry.connection.as_ref().is_some_and(|c| c.is_ready() && c.in_flight.is_none());
+        if !due.is_empty() && ready {
             let connection = entry.connection.as_mut().expect("connected");
             connection.request_fetch(&self.topic, &due, &self.client_id);
             self.requests = self.requests.wrapping_add(1);
@@ -478,6 +492,7 @@ impl Fetcher {
         self.drop_connection(broker);
         if let Some(entry) = self.brokers.get_mut(&broker) {
             entry.retry_at = Some(backoff());
+            entry.attempts = entry.attempts.wrapping_add(1);
         }
         self.metadata_wanted = true;
     }
@@ -517,20 +532,46 @@ fn is_leadership(error: ResponseError) -> bool {
 }
 
 impl Connection {
-    /// Connects to `address` and agrees on a Fetch version (ApiVersions v0),
-    /// blocking up to [`CONNECT_TIMEOUT_MS`] for each step.
-    fn open(address: &str, client_id: &StrBytes) -> std::io::Result<Connection> {
-        let (stream, versions) = handshake(address, client_id)?;
-        let fetch_version = version(&versions, ApiKey::Fetch, &FETCH_VERSIONS).map_err(std::io::Error::other)?;
-        stream.set_nonblocking(true)?;
+    /// Starts connecting to `address` (its `attempt`-th resolution, so a
+    /// retry tries the next) without waiting, with ApiVersions v0 queued:
+    /// [`Connection::flush`] finishes the connect, and the answer sets the
+    /// Fetch version. Only name resolution blocks.
+    fn start(address: &str, attempt: usize, client_id: &StrBytes) -> std::io::Result<Connection> {
+        let resolved: Vec<std::net::SocketAddr> = address.to_socket_addrs()?.collect();
+        let Some(socket) = resolved.get(attempt % resolved.len().max(1)) else {
+            return Err(std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to nothing")));
+        };
+        let family = if socket.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+        let fd = rustix::net::socket_with(family, SocketType::STREAM, flags, Some(rustix::net::ipproto::TCP))?;
+        match rustix::net::connect(&fd, socket) {
+            Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let stream = TcpStream::from(fd);
+        stream.set_nodelay(true)?;
+        let versions = InFlight { correlation_id: 1, heard_at: Instant::now(), asked: Vec::new() };
         Ok(Connection {
             stream,
-            fetch_version,
+            connected: false,
+            fetch_version: None,
             correlation_id: 1,
-            outbox: Vec::new(),
+            outbox: encode_request(&ApiVersionsRequest::default(), 0, 1, client_id),
             inbox: Inbox::default(),
-            in_flight: None,
+            in_flight: Some(versions),
         })
+    }
+
+    /// Whether the request in flight (the connect and ApiVersions first)
+    /// has heard nothing for longer than its limit.
+    fn timed_out(&self) -> bool {
+        let limit_ms = if self.is_ready() { REQUEST_TIMEOUT_MS } else { CONNECT_TIMEOUT_MS };
+        self.in_flight.as_ref().is_some_and(|f| f.heard_at.elapsed() >= Duration::from_millis(limit_ms))
+    }
+
+    /// Whether the connect and ApiVersions are done.
+    fn is_ready(&self) -> bool {
+        self.fetch_version.is_some()
     }
 
     /// Queues a Fetch of `asked` (partition, generation, offset).
@@ -538,13 +579,23 @@ impl Connection {
         assert!(self.in_flight.is_none(), "one request in flight per connection");
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let request = fetch_request(topic, asked);
-        self.outbox.extend_from_slice(&encode_request(&request, self.fetch_version, self.correlation_id, client_id));
+        let version = self.fetch_version.expect("a Fetch is sent once the version is agreed");
+        self.outbox.extend_from_slice(&encode_request(&request, version, self.correlation_id, client_id));
         self.in_flight =
             Some(InFlight { correlation_id: self.correlation_id, heard_at: Instant::now(), asked: asked.to_vec() });
     }
 
     /// Writes what the socket takes of the outbox.
     fn flush(&mut self) -> std::io::Result<()> {
+        if !self.connected {
+            if let Some(error) = self.stream.take_error()? {
+                return Err(error);
+            }
+            if self.stream.peer_addr().is_err() {
+                return Ok(()); // Still connecting.
+            }
+            self.connected = true;
+        }
         while !self.outbox.is_empty() {
             match self.stream.write(&self.outbox) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
@@ -970,6 +1021,22 @@ mod tests {
     }
 
     #[test]
+    fn a_broker_that_does_not_answer_never_blocks_the_worker() {
+        let address = fake_broker(Vec::new()); // Accepts, then says nothing.
+        let mut fetcher = client(&address, 0);
+        let started = Instant::now();
+        while !fetcher.wants_metadata() {
+            let poll_started = Instant::now();
+            fetcher.poll().unwrap();
+            assert!(poll_started.elapsed() < Duration::from_millis(200), "a poll waited on the broker");
+            assert!(started.elapsed() < Duration::from_secs(10), "never given up");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(started.elapsed() >= Duration::from_millis(CONNECT_TIMEOUT_MS), "given up after the connect timeout");
+        assert!(fetcher.brokers[&1].connection.is_none());
+    }
+
+    #[test]
     fn an_oversized_frame_is_refused_before_it_is_read() {
         let address = fake_broker(vec![Reply::Versions, Reply::Size(i32::MAX)]);
         let mut fetcher = client(&address, 0);
@@ -1012,8 +1079,7 @@ mod tests {
     fn an_answer_to_a_position_sought_away_from_is_dropped() {
         let address = fake_broker(vec![Reply::Versions, Reply::Fetch(fetch_response(0, Some(batch(0, &["a"])), 1))]);
         let mut fetcher = client(&address, 0);
-        fetcher.poll().unwrap(); // Connected, the Fetch at 0 sent.
-        assert!(fetcher.partitions[&0].in_flight);
+        poll_until(&mut fetcher, |f| f.partitions[&0].in_flight).unwrap(); // Connected, the Fetch at 0 sent.
         fetcher.seek(0, 100);
         let asked_at = |f: &mut Fetcher| {
             let in_flight = f.brokers[&1].connection.as_ref().and_then(|c| c.in_flight.as_ref());
