@@ -14,6 +14,7 @@ use std::sync::Arc;
 use sqlparser::ast::{self, Spanned};
 
 use crate::catalog::{Catalog, ObjectKind, suggestion};
+use crate::decorrelate::at_most_one_row;
 use crate::error::{Error, Location, Result};
 use crate::eval::eval;
 use crate::parse::NESTING_MAX;
@@ -702,7 +703,7 @@ impl<'a> Binder<'a> {
                     "aggregate functions are not allowed in WHERE (filter groups with HAVING)",
                 ));
             }
-            let allowed = std::mem::replace(&mut self.subqueries, self.one_off);
+            let allowed = std::mem::replace(&mut self.subqueries, true);
             let bound = self.bind_expr(selection, &mut Context::Rows(&from.scope));
             self.subqueries = allowed;
             let (predicate, ty) = bound?;
@@ -727,7 +728,7 @@ impl<'a> Binder<'a> {
         let (rel, scope) = if aggregating {
             self.bind_grouped(from, group_exprs, &items, select.having.as_ref())?
         } else {
-            let allowed = std::mem::replace(&mut self.subqueries, self.one_off);
+            let allowed = std::mem::replace(&mut self.subqueries, true);
             let bound = self.bind_rows(from, &items);
             self.subqueries = allowed;
             bound?
@@ -1646,7 +1647,7 @@ impl<'a> Binder<'a> {
                 let l = if lt == Type::Text { l } else { Expr::Cast(Box::new(l), Type::Text) };
                 Ok((Expr::Call(Function::ArrayAny, vec![l, r]), Type::Bool))
             }
-            E::In { .. } | E::Exists { .. } | E::Subquery(_) if self.subqueries && self.one_off => {
+            E::In { .. } | E::Exists { .. } | E::Subquery(_) if self.subqueries => {
                 let Context::Rows(scope) = context else {
                     return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
                 };
@@ -1909,16 +1910,31 @@ impl<'a> Binder<'a> {
                 return Err(self.error(query.span(), message));
             }
         };
+        if kind == SubqueryKind::Scalar && !self.one_off && !at_most_one_row(&bound.rel) {
+            return Err(self.unsupported(
+                query.span(),
+                "a scalar subquery in a view that may return more than one row (a view cannot stop at a \
+                 second row as a query does): aggregate it (MAX(...)) or add LIMIT 1",
+            ));
+        }
+        let mut rel = bound.rel;
         let operand = match (operand, kind) {
             (Some((e, operand_ty)), SubqueryKind::In) => {
-                if operand_ty != ty && operand_ty.common(ty).is_none() {
+                let Some(common) = operand_ty.common(ty) else {
                     return Err(self.error(expr.span(), format!("IN compares {operand_ty} with a subquery of {ty}")));
+                };
+                // Both sides as one type, so that equal values are equal keys.
+                if ty != common {
+                    rel = Rel::Project {
+                        input: Box::new(rel),
+                        exprs: vec![Expr::Cast(Box::new(Expr::Column(0)), common)],
+                    };
                 }
-                Some(Box::new(e))
+                Some(Box::new(if operand_ty == common { e } else { Expr::Cast(Box::new(e), common) }))
             }
             _ => None,
         };
-        let subquery = Expr::Subquery { kind, operand, rel: Box::new(bound.rel) };
+        let subquery = Expr::Subquery { kind, operand, rel: Box::new(rel) };
         let result = match kind {
             SubqueryKind::Scalar => ty,
             SubqueryKind::Array => Type::Text,

@@ -184,6 +184,8 @@ fn replace_subqueries(expr: &mut Expr, row: &[Value], inputs: &dyn Inputs) -> Re
                 .collect();
             Expr::Literal(Value::Text(crate::eval::array_text(values.iter().map(Option::as_deref)).into()))
         }
+        // Over no rows, IN is FALSE even for a NULL operand (an empty IN list is not).
+        SubqueryKind::In if rows.is_empty() => Expr::Literal(Value::Bool(false)),
         SubqueryKind::In => {
             let mut operand = operand.take().expect("IN (subquery) has an operand");
             replace_subqueries(&mut operand, row, inputs)?;

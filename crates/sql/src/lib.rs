@@ -32,6 +32,8 @@ mod bind;
 #[cfg(feature = "runtime")]
 mod catalog;
 mod decode;
+#[cfg(feature = "runtime")]
+mod decorrelate;
 mod error;
 #[cfg(feature = "runtime")]
 mod eval;

@@ -113,7 +113,10 @@ pub(super) fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location
         return Err(Error::sql(at.cloned().unwrap_or_default(), format!("view \"{}\" reads itself", object.name)));
     }
     let columns = bound.scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect();
-    Ok((bound.rel, columns, binder.dependencies))
+    // A view maintains its subqueries as joins (a one-off query answers them per row).
+    let rel = crate::decorrelate::decorrelate(bound.rel)
+        .map_err(|what| Error::sql(at.cloned().unwrap_or_default(), format!("not supported: {what}")))?;
+    Ok((rel, columns, binder.dependencies))
 }
 
 impl Session {

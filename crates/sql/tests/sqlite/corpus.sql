@@ -542,3 +542,45 @@ misc_qualified_star: SELECT t3.* FROM t3 JOIN u ON t3.k = u.k
 misc_case_insensitive_names: SELECT ID, A + B AS SUM_AB FROM T1 WHERE S IS NOT NULL
 misc_many_exprs: SELECT id, a, a + 1 AS a1, a * a AS a2, b - a AS ba, COALESCE(s, '') || '|' || COALESCE(CAST(b AS TEXT), '') AS sb FROM t1
 misc_group_by_all_cols: SELECT k, x, y, c, COUNT(*) AS n FROM t2 GROUP BY k, x, y, c
+
+# --- Subqueries in expressions (decorrelated into joins in a view) ------------------
+
+sub_scalar_global: SELECT id, a, (SELECT MAX(x) FROM t2) AS mx FROM t1
+sub_scalar_from_less: SELECT (SELECT COUNT(*) FROM t1) AS n, (SELECT MAX(a) FROM t1) AS m
+sub_scalar_arith: SELECT id, a - (SELECT MIN(a) FROM t1) AS from_min FROM t1
+sub_scalar_case: SELECT id, CASE WHEN c > (SELECT AVG(c) FROM t1) THEN a * 2 ELSE b * 10 END AS x FROM t1
+sub_scalar_where: SELECT id FROM t1 WHERE c > (SELECT AVG(c) FROM t1)
+sub_scalar_corr_count: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.k = t1.a) AS n FROM t1
+sub_scalar_corr_theta: SELECT id, (SELECT COUNT(*) FROM t1 AS x WHERE x.b < t1.b) AS n FROM t1
+sub_scalar_corr_two: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.k = t1.a AND t2.x < t1.b) AS n FROM t1
+sub_scalar_corr_null_outer: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.x = t1.b) AS n, (SELECT MIN(y) FROM t2 WHERE t2.x = t1.b) AS m FROM t1
+sub_scalar_corr_sum: SELECT k, (SELECT SUM(amount) FROM e WHERE e.k = t3.k) AS total FROM t3
+sub_scalar_corr_where: SELECT id, a FROM t1 WHERE a > (SELECT AVG(x) FROM t2 WHERE t2.k = t1.id % 7)
+sub_scalar_corr_is_null: SELECT id FROM t1 WHERE (SELECT COUNT(*) FROM t2 WHERE t2.x IS NULL AND t1.b IS NULL) > 0
+sub_scalar_limit_1: SELECT k, (SELECT name FROM t3 WHERE t3.k = u.k LIMIT 1) AS name FROM u
+sub_scalar_top_1: SELECT id, (SELECT x FROM t2 WHERE t2.k = t1.a ORDER BY x DESC LIMIT 1) AS top FROM t1
+sub_scalar_corr_join: SELECT id, (SELECT COUNT(*) FROM t2 JOIN t3 ON t2.k = t3.k WHERE t3.w > t1.a) AS n FROM t1
+sub_scalar_self_e: SELECT id, amount, (SELECT COUNT(*) FROM e AS f WHERE f.k = e.k) AS same_k FROM e
+sub_scalar_sqllogic: SELECT a + b * 2 AS x, (SELECT COUNT(*) FROM t1 AS x WHERE x.c > t1.c AND x.d < t1.d) AS n FROM t1 WHERE (a > b - 2 AND a < b + 2) OR c > d
+sub_scalar_two_in_select: SELECT id, (SELECT MAX(x) FROM t2 WHERE t2.k = t1.a) AS hi, (SELECT MIN(x) FROM t2 WHERE t2.k = t1.a) AS lo FROM t1
+sub_scalar_under_agg: SELECT k, COUNT(*) AS n FROM t2 WHERE x > (SELECT AVG(a) FROM t1) GROUP BY k
+sub_scalar_over_join: SELECT t1.id, t3.name FROM t1 JOIN t3 ON t1.a = t3.k WHERE t3.w > (SELECT AVG(w) FROM t3)
+sub_exists: SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.a)
+sub_not_exists: SELECT id FROM t1 WHERE NOT EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.a)
+sub_exists_theta: SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t1 AS x WHERE x.b < t1.b)
+sub_exists_value: SELECT k, EXISTS (SELECT 1 FROM e WHERE e.k = t3.k AND e.amount > 5) AS has FROM t3
+sub_exists_uncorrelated: SELECT id FROM t1 WHERE EXISTS (SELECT 1 FROM t4)
+sub_exists_upsert: SELECT k, v FROM u WHERE EXISTS (SELECT 1 FROM t3 WHERE t3.k = u.k)
+sub_exists_or: SELECT id FROM t1 WHERE a > 50 OR EXISTS (SELECT 1 FROM t3 WHERE t3.k = t1.a)
+sub_in: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2)
+sub_not_in_nulls: SELECT id, a FROM t1 WHERE a NOT IN (SELECT x FROM t2)
+sub_not_in: SELECT id FROM t1 WHERE a NOT IN (SELECT x FROM t2 WHERE x IS NOT NULL)
+sub_in_value: SELECT id, a IN (SELECT x FROM t2) AS i, b NOT IN (SELECT k FROM t3) AS n FROM t1
+sub_in_empty: SELECT id, a IN (SELECT a FROM t0) AS i, a NOT IN (SELECT a FROM t0) AS n FROM t1
+sub_in_changing: SELECT id, a IN (SELECT a FROM t4) AS i FROM t1
+sub_in_mixed_types: SELECT id, c IN (SELECT x FROM t2) AS i FROM t1
+sub_in_corr: SELECT id FROM t1 WHERE b IN (SELECT x FROM t2 WHERE t2.k = t1.id % 7)
+sub_in_corr_value: SELECT id, b IN (SELECT x FROM t2 WHERE t2.k = t1.a) AS i FROM t1
+sub_in_under_agg: SELECT k, COUNT(*) AS n FROM t2 WHERE x IN (SELECT a FROM t1) GROUP BY k
+sub_in_union: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2 UNION SELECT k FROM t3)
+sub_in_text: SELECT id FROM t1 WHERE s IN (SELECT y FROM t2)
