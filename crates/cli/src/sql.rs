@@ -43,6 +43,9 @@ fn execute(data_dir: &Path, sql: &str, file: Option<&str>, once: bool) -> Result
     match session.execute(sql, file, once) {
         Ok(outcomes) => {
             for outcome in outcomes {
+                for (location, notice) in &outcome.notices {
+                    eprintln!("notice: {location}: {notice}");
+                }
                 eprintln!("{outcome}");
             }
             Ok(session)

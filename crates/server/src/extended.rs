@@ -208,9 +208,12 @@ impl ExtendedQueryHandler for Extended {
             return crate::cursor::fetch(&self.engine, &settings, &sql, &format).await;
         }
         let _running = crate::pg::Running::start(&settings);
-        let mut responses = tokio::task::spawn_blocking(move || answer(&engine, &settings, &sql, &format))
+        let answering = settings.clone();
+        let answered = tokio::task::spawn_blocking(move || answer(&engine, &answering, &sql, &format))
             .await
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))??;
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        crate::pg::send_notices(client, &settings).await?;
+        let mut responses = answered?;
         debug_assert!(responses.len() <= 1, "a prepared statement is one statement (checked when parsed)");
         Ok(responses.pop().unwrap_or(Response::EmptyQuery))
     }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use async_trait::async_trait;
-use futures::Sink;
 use futures::stream;
+use futures::{Sink, SinkExt};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{ScramAuth, gen_salted_password};
 use pgwire::api::auth::{
@@ -77,6 +77,9 @@ pub(crate) struct Settings {
     interrupted: std::sync::atomic::AtomicBool,
     /// The `COPY topic FROM STDIN` in progress, if any.
     copy_in: std::sync::Mutex<Option<crate::copy_in::CopyIn>>,
+    /// Notices of the statements just executed (with their position in
+    /// the query), sent before their responses.
+    notices: std::sync::Mutex<Vec<(String, Option<String>)>>,
 }
 
 /// Held by a running query's future: dropped (cancelled, or done), it
@@ -774,10 +777,30 @@ impl SimpleQueryHandler for Queries {
         }
         let query = query.to_owned();
         let _running = Running::start(&settings);
-        tokio::task::spawn_blocking(move || answer(&engine, &settings, &query, &Format::UnifiedText))
+        let answering = settings.clone();
+        let answered = tokio::task::spawn_blocking(move || answer(&engine, &answering, &query, &Format::UnifiedText))
             .await
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))?
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        send_notices(client, &settings).await?;
+        answered
     }
+}
+
+/// Sends the notices the connection's last statements left (severity
+/// NOTICE, SQLSTATE 00000), as PostgreSQL sends them before the statement
+/// completes.
+pub(crate) async fn send_notices<C>(client: &mut C, settings: &Settings) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let notices = std::mem::take(&mut *settings.notices.lock().unwrap_or_else(|e| e.into_inner()));
+    for (notice, position) in notices {
+        let mut info = pgwire::error::ErrorInfo::new("NOTICE".into(), "00000".into(), notice);
+        info.position = position;
+        client.send(PgWireBackendMessage::NoticeResponse(info.into())).await?;
+    }
+    Ok(())
 }
 
 /// The first word of a statement, upper-cased.
@@ -804,6 +827,9 @@ pub(crate) fn answer(
         let (outcomes, writes) = engine.execute_tracked(&sql).map_err(|e| statement_error(&e, &sql))?;
         settings.wrote_since_begin.store(true, std::sync::atomic::Ordering::Relaxed);
         settings.wrote(writes);
+        let notices = outcomes.iter().flat_map(|outcome| &outcome.notices);
+        let notices = notices.map(|(location, message)| (message.clone(), position(&sql, location)));
+        settings.notices.lock().unwrap_or_else(|e| e.into_inner()).extend(notices);
         responses.extend(outcomes.iter().map(|outcome| Response::Execution(command_tag(&outcome.tag))));
         Ok(())
     };
@@ -1139,6 +1165,16 @@ fn not_supported(query: &str) -> PgWireError {
 }
 
 /// A statement's error with its SQLSTATE, and the position for SQL errors.
+/// Where `location` is in `query`, as Postgres counts it: characters
+/// from 1 (none when the location is unknown).
+fn position(query: &str, location: &millpond_sql::Location) -> Option<String> {
+    if location.line == 0 {
+        return None;
+    }
+    let before: usize = query.split_inclusive('\n').take(location.line as usize - 1).map(|l| l.chars().count()).sum();
+    Some((before + location.column as usize).to_string())
+}
+
 pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
     let Error::Sql(millpond_sql::Error::Sql { location, message }) = error else {
         return user_error("XX000", error.to_string());
@@ -1163,12 +1199,7 @@ pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
         "42601"
     };
     let mut info = ErrorInfo::new("ERROR".into(), code.into(), message.clone());
-    if location.line > 0 {
-        // Postgres counts characters of the query from 1.
-        let before: usize =
-            query.split_inclusive('\n').take(location.line as usize - 1).map(|l| l.chars().count()).sum();
-        info.position = Some((before + location.column as usize).to_string());
-    }
+    info.position = position(query, location);
     PgWireError::UserError(Box::new(info))
 }
 

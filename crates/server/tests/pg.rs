@@ -784,3 +784,57 @@ async fn selects_through_the_view_cache_equal_a_recomputation() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+/// A view's ORDER BY without LIMIT is accepted with a NOTICE (a view holds
+/// no order), sent before the statement completes, over both protocols.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_ordered_without_limit_is_created_with_a_notice() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 4);
+    let addr = endpoint.addr();
+    let (client, mut connection) =
+        tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls)
+            .await
+            .unwrap();
+    let (notices, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    tokio::spawn(messages.for_each(move |message| {
+        if let Ok(tokio_postgres::AsyncMessage::Notice(notice)) = message {
+            notices.send(notice).unwrap();
+        }
+        std::future::ready(())
+    }));
+    client
+        .batch_execute("CREATE TABLE t (id INT PRIMARY KEY, price INT); INSERT INTO t VALUES (1, 5), (2, 7)")
+        .await
+        .unwrap();
+    let create = "CREATE MATERIALIZED VIEW v AS SELECT id FROM t ORDER BY price DESC";
+    client.batch_execute(create).await.unwrap();
+    let notice = received.try_recv().expect("the notice came before the statement completed");
+    assert_eq!((notice.severity(), notice.code().code()), ("NOTICE", "00000"));
+    assert!(notice.message().starts_with("ORDER BY without LIMIT orders nothing here"), "{}", notice.message());
+    // The position is the ORDER BY key's, in characters from 1, as for errors.
+    let position: usize = notice.position().map_or(0, |p| match p {
+        tokio_postgres::error::ErrorPosition::Original(at) => *at as usize,
+        tokio_postgres::error::ErrorPosition::Internal { position, .. } => *position as usize,
+    });
+    assert_eq!(&create[position - 1..], "price DESC");
+    // The view holds every row (the order dropped, not the rows).
+    let rows = client.simple_query("SELECT id FROM v ORDER BY id").await.unwrap();
+    let ids: Vec<&str> = rows
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, ["1", "2"]);
+    // The extended protocol sends it too; a statement without one sends none.
+    client.execute("CREATE MATERIALIZED VIEW w AS SELECT id FROM t ORDER BY id", &[]).await.unwrap();
+    assert!(received.try_recv().unwrap().message().contains("ORDER BY without LIMIT"));
+    client.batch_execute("CREATE MATERIALIZED VIEW x AS SELECT id FROM t").await.unwrap();
+    assert!(received.try_recv().is_err());
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}

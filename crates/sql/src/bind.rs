@@ -95,9 +95,12 @@ pub(crate) struct Binder<'a> {
     /// The scopes of the queries a subquery being bound is in, innermost
     /// last (one-off queries only): its `Outer` references resolve there.
     outer: Vec<Scope>,
-    /// Whether the expression being bound may hold a subquery (a one-off
-    /// query's WHERE and SELECT items, over rows).
+    /// Whether the expression being bound may hold a subquery (WHERE and
+    /// SELECT items, over rows).
     subqueries: bool,
+    /// What the statement should be told of what was accepted but changes
+    /// nothing (an ORDER BY a view cannot keep), in the order found.
+    pub(crate) notices: Vec<(Location, String)>,
     /// Set for the query of an `ARRAY(SELECT ...)`, taken by it: its ORDER
     /// BY orders the array, so it needs no LIMIT.
     ordered: bool,
@@ -352,6 +355,7 @@ impl<'a> Binder<'a> {
             system: None,
             outer: Vec::new(),
             subqueries: false,
+            notices: Vec::new(),
             ordered: false,
             offset: 0,
             outermost: false,
@@ -500,11 +504,17 @@ impl<'a> Binder<'a> {
         match (order.is_empty(), limit) {
             (true, None) => {}
             (false, None) if !paged && !ordered => {
-                return Err(self.error(
-                    order[0].expr.span(),
-                    "not supported: ORDER BY without LIMIT: a view is an unordered set of rows; order them when \
-                     you read the view, or add LIMIT k to keep the first k rows (a top-k)",
+                // A view (or a subquery) is an unordered set of rows: the order
+                // is checked, then dropped, and the statement told so.
+                self.bind_order(&query.body, &order, bound.clone())?;
+                let at = self.location(order[0].expr.span());
+                self.notices.push((
+                    at,
+                    "ORDER BY without LIMIT orders nothing here: a view (or a subquery) is an unordered set of \
+                     rows; order them when you read it, or add LIMIT k to keep the first k rows"
+                        .into(),
                 ));
+                return Ok(bound);
             }
             (_, limit) => {
                 let k = limit.map(|(k, _)| k);

@@ -61,6 +61,16 @@ pub use query::Query;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub tag: String,
+    /// What the statement did not do as written, though it was accepted
+    /// (PostgreSQL's NOTICE): an ORDER BY a view cannot keep; each with
+    /// where it is in the executed text.
+    pub notices: Vec<(Location, String)>,
+}
+
+impl Outcome {
+    pub(crate) fn tagged(tag: String) -> Outcome {
+        Outcome { tag, notices: Vec::new() }
+    }
 }
 
 impl std::fmt::Display for Outcome {
@@ -165,7 +175,7 @@ impl Session {
                 && self.markers.contains_key(&marker.key)
                 && !batch.effects.iter().any(|e| matches!(e, Effect::CatalogDelete { name } if *name == marker.key))
             {
-                outcomes.push(Outcome { tag: format!("{} (already applied)", statement_tag(parsed)) });
+                outcomes.push(Outcome::tagged(format!("{} (already applied)", statement_tag(parsed))));
                 continue;
             }
             let outcome = self.plan(parsed, &mut batch, marker)?;
@@ -244,16 +254,18 @@ impl Session {
                     }
                     let object = view_object(create, at, parsed.nesting)?;
                     // The definition must bind now, against the catalog as it is at this point.
-                    bind_view(&batch.working, &object, Some(at))?;
+                    let (_, _, _, notices) = bind_view(&batch.working, &object, Some(at))?;
                     let name_at = name_location(at, &create.name);
-                    self.create(
+                    let mut outcome = self.create(
                         &mut batch.working,
                         object,
                         create.or_replace,
                         create.if_not_exists,
                         &name_at,
                         &mut batch.effects,
-                    )
+                    )?;
+                    outcome.notices = notices;
+                    Ok(outcome)
                 }
                 ast::Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                     let kind = match object_type {
@@ -270,7 +282,7 @@ impl Session {
                         let name_at = span_location(at, ident.span);
                         outcome = Some(self.drop(batch, &normalize(ident), kind, *if_exists, *cascade, &name_at)?);
                     }
-                    Ok(outcome.unwrap_or(Outcome { tag: format!("DROP {}", kind.to_uppercase()) }))
+                    Ok(outcome.unwrap_or(Outcome::tagged(format!("DROP {}", kind.to_uppercase()))))
                 }
                 ast::Statement::Insert(insert) => self.insert(insert, batch, marker, at),
                 ast::Statement::Update(update) => self.update(update, batch, marker, at),
@@ -333,7 +345,7 @@ impl Session {
                 _ => {}
             }
             if let ObjectKind::View { materialized: true, .. } = object.kind {
-                let (rel, columns, dependencies) = bind_view(&self.catalog, object, None)?;
+                let (rel, columns, dependencies, _) = bind_view(&self.catalog, object, None)?;
                 // The view's plan depends on its definition and on those of the
                 // objects it reads (a replaced view, table or source changes it):
                 // a new fingerprint, so its operators start over.

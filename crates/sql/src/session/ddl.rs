@@ -94,9 +94,9 @@ pub(super) fn view_object(create: &ast::CreateView, at: &Location, nesting: usiz
     })
 }
 
-/// A bound view: its plan, output columns and the catalog objects it reads
-/// (through views too).
-pub(super) type BoundView = (crate::plan::Rel, Vec<(String, Type)>, BTreeSet<String>);
+/// A bound view: its plan, output columns, the catalog objects it reads
+/// (through views too) and the notices binding it gave.
+pub(super) type BoundView = (crate::plan::Rel, Vec<(String, Type)>, BTreeSet<String>, Vec<(Location, String)>);
 
 /// Binds a view's query.
 pub(super) fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location>) -> Result<BoundView> {
@@ -116,7 +116,7 @@ pub(super) fn bind_view(catalog: &Catalog, object: &Object, at: Option<&Location
     // A view maintains its subqueries as joins (a one-off query answers them per row).
     let rel = crate::decorrelate::decorrelate(bound.rel)
         .map_err(|what| Error::sql(at.cloned().unwrap_or_default(), format!("not supported: {what}")))?;
-    Ok((rel, columns, binder.dependencies))
+    Ok((rel, columns, binder.dependencies, binder.notices))
 }
 
 impl Session {
@@ -162,7 +162,7 @@ impl Session {
             None => None,
             Some((kind, key)) => {
                 let view_object = working.get(&view).expect("checked above");
-                let (_, columns, _) = bind_view(working, view_object, None)?;
+                let (_, columns, _, _) = bind_view(working, view_object, None)?;
                 let mut names = Vec::new();
                 for ident in key {
                     let column = normalize(ident);
@@ -315,7 +315,7 @@ impl Session {
         let tag = format!("CREATE {} {}", object.kind_name().to_uppercase(), object.name);
         if let Some(existing) = working.get(&object.name) {
             if existing.definition == object.definition || if_not_exists {
-                return Ok(Outcome { tag: format!("{tag} (unchanged)") });
+                return Ok(Outcome::tagged(format!("{tag} (unchanged)")));
             }
             if !or_replace {
                 return Err(Error::sql(
@@ -347,7 +347,7 @@ impl Session {
             }
         }
         effects.push(Effect::CatalogPut { name: object.name.clone(), definition: object.definition.clone() });
-        Ok(Outcome { tag: if replaced { format!("{tag} (replaced)") } else { tag } })
+        Ok(Outcome::tagged(if replaced { format!("{tag} (replaced)") } else { tag }))
     }
 
     /// A table created under the name of one whose DROP crashed after its
@@ -391,7 +391,7 @@ impl Session {
         let tag = format!("DROP {} {name}", kind.to_uppercase());
         let Some(object) = working.get(name) else {
             if if_exists {
-                return Ok(Outcome { tag: format!("{tag} (did not exist)") });
+                return Ok(Outcome::tagged(format!("{tag} (did not exist)")));
             }
             return Err(Error::sql(at.clone(), format!("there is no {kind} \"{name}\"")));
         };
@@ -462,6 +462,6 @@ impl Session {
                 self.write_table(&object, records.collect(), None, effects, table_ends)?;
             }
         }
-        Ok(Outcome { tag: if doomed.len() > 1 { format!("{tag} (and {} dependents)", doomed.len() - 1) } else { tag } })
+        Ok(Outcome::tagged(if doomed.len() > 1 { format!("{tag} (and {} dependents)", doomed.len() - 1) } else { tag }))
     }
 }

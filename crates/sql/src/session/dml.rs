@@ -253,7 +253,7 @@ impl Session {
         }
         let count = records.len();
         self.write_table(&object, records, marker, effects, table_ends)?;
-        Ok(Outcome { tag: format!("INSERT {count}") })
+        Ok(Outcome::tagged(format!("INSERT {count}")))
     }
 
     /// The table's scope and the rows matching `selection`.
@@ -353,7 +353,7 @@ impl Session {
         }
         let count = matching.len();
         self.write_table(&object, records, marker, effects, table_ends)?;
-        Ok(Outcome { tag: format!("UPDATE {count}") })
+        Ok(Outcome::tagged(format!("UPDATE {count}")))
     }
 
     pub(super) fn delete(
@@ -384,6 +384,6 @@ impl Session {
         }
         let count = matching.len();
         self.write_table(&object, records, marker, effects, table_ends)?;
-        Ok(Outcome { tag: format!("DELETE {count}") })
+        Ok(Outcome::tagged(format!("DELETE {count}")))
     }
 }

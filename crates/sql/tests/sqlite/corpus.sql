@@ -584,3 +584,9 @@ sub_in_corr_value: SELECT id, b IN (SELECT x FROM t2 WHERE t2.k = t1.a) AS i FRO
 sub_in_under_agg: SELECT k, COUNT(*) AS n FROM t2 WHERE x IN (SELECT a FROM t1) GROUP BY k
 sub_in_union: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2 UNION SELECT k FROM t3)
 sub_in_text: SELECT id FROM t1 WHERE s IN (SELECT y FROM t2)
+
+# --- ORDER BY without LIMIT: accepted with a notice, the order dropped -------------
+
+order_no_limit: SELECT id, a FROM t1 ORDER BY a DESC, id
+order_in_subquery: SELECT k, n FROM (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k ORDER BY n) q
+order_by_position: SELECT k, x FROM t2 ORDER BY 2, 1

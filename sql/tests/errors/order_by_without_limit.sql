@@ -1,3 +1,0 @@
--- A view is unordered: ORDER BY needs LIMIT.
-CREATE TABLE t (id INT PRIMARY KEY, price INT);
-CREATE MATERIALIZED VIEW v AS SELECT id FROM t ORDER BY price DESC;
