@@ -22,7 +22,7 @@ use crate::plan::{
     AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey, SubqueryKind,
     TableFunction,
 };
-use crate::rewrite::{JoinCondition, and_all, apply_filter, conjuncts, split_condition};
+use crate::rewrite::{JoinCondition, aggregate, and_all, apply_filter, conjuncts, split_condition};
 use crate::time;
 use crate::value::{Type, Value, cast, parse_decimal};
 
@@ -183,7 +183,7 @@ fn operator_symbol(symbol: &str) -> Option<ast::BinaryOperator> {
 }
 
 fn is_aggregate_name(name: &str) -> bool {
-    matches!(name, "count" | "sum" | "min" | "max" | "avg" | "string_agg")
+    matches!(name, "count" | "sum" | "min" | "max" | "avg" | "string_agg" | "bool_and" | "bool_or" | "every")
 }
 
 fn function_name(function: &ast::Function) -> String {
@@ -948,11 +948,7 @@ impl<'a> Binder<'a> {
                 Some(predicate)
             }
         };
-        let mut rel = Rel::Aggregate {
-            input: Box::new(from.rel),
-            group: group.into_iter().map(|(e, _)| e).collect(),
-            aggregates,
-        };
+        let mut rel = aggregate(from.rel, group.into_iter().map(|(e, _)| e).collect(), aggregates);
         if let Some(predicate) = having {
             rel = Rel::Filter { input: Box::new(rel), predicate };
         }
@@ -2216,8 +2212,11 @@ impl<'a> Binder<'a> {
                 "window functions here: ROW_NUMBER() OVER (...) is allowed as a SELECT item, filtered by an outer query",
             ));
         }
-        if function.filter.is_some() || !function.within_group.is_empty() || function.null_treatment.is_some() {
-            return Err(self.unsupported(span, "FILTER, WITHIN GROUP and NULL treatment clauses"));
+        if !function.within_group.is_empty() || function.null_treatment.is_some() {
+            return Err(self.unsupported(span, "WITHIN GROUP and NULL treatment clauses"));
+        }
+        if function.filter.is_some() && !is_aggregate_name(&name) {
+            return Err(self.error(span, format!("FILTER is only for aggregate functions, not {name}()")));
         }
         let (distinct, clauses) = match &function.args {
             ast::FunctionArguments::List(list) => {
@@ -2231,7 +2230,7 @@ impl<'a> Binder<'a> {
         }
         let args = function_args(function);
         if is_aggregate_name(&name) {
-            return self.bind_aggregate(&name, distinct, &args, context, span);
+            return self.bind_aggregate(&name, (distinct, function.filter.as_deref()), &args, context, span);
         }
         if distinct {
             return Err(self.error(span, format!("DISTINCT is only for aggregate functions, not {name}()")));
@@ -2428,13 +2427,26 @@ impl<'a> Binder<'a> {
     fn bind_aggregate(
         &mut self,
         name: &str,
-        distinct: bool,
+        (distinct, filter): (bool, Option<&ast::Expr>),
         args: &[FunctionArgument<'_>],
         context: &mut Context<'_>,
         span: sqlparser::tokenizer::Span,
     ) -> Result<(Expr, Type)> {
         let Context::Groups { input, group, aggregates } = context else {
             return Err(self.error(span, format!("the aggregate {name}() is not allowed here")));
+        };
+        // FILTER (WHERE c): the rows where c is TRUE, as the argument NULL elsewhere.
+        let filter = match filter {
+            Some(f) if contains_aggregate(f) => {
+                return Err(self.error(f.span(), "aggregate functions are not allowed in FILTER"));
+            }
+            Some(f) => {
+                let input: &Scope = input;
+                let (predicate, ty) = self.bind_expr(f, &mut Context::Rows(input))?;
+                self.expect_bool(ty, f.span(), "FILTER")?;
+                Some(predicate)
+            }
+            None => None,
         };
         let mut separator: Box<str> = "".into();
         let (func, arg, arg_type) = match (name, args) {
@@ -2474,8 +2486,14 @@ impl<'a> Binder<'a> {
                     "min" => AggregateFunction::Min,
                     "max" => AggregateFunction::Max,
                     "avg" => AggregateFunction::Avg,
+                    // FALSE orders before TRUE: all TRUE is the least, any TRUE the greatest.
+                    "bool_and" | "every" => AggregateFunction::Min,
+                    "bool_or" => AggregateFunction::Max,
                     _ => return Err(self.error(span, format!("{name}() takes two arguments"))),
                 };
+                if matches!(name, "bool_and" | "bool_or" | "every") && !matches!(ty, Type::Bool | Type::Null) {
+                    return Err(self.error(e.span(), format!("{name}() needs a BOOLEAN, not {ty}")));
+                }
                 if matches!(func, AggregateFunction::Sum | AggregateFunction::Avg)
                     && !(ty.is_numeric() || ty == Type::Null)
                 {
@@ -2485,9 +2503,18 @@ impl<'a> Binder<'a> {
             }
             _ => return Err(self.error(span, format!("{name}() takes one argument"))),
         };
-        if distinct && func != AggregateFunction::Count {
-            return Err(self.unsupported(span, format!("{name}(DISTINCT ...) (COUNT(DISTINCT ...) is supported)")));
-        }
+        // MIN and MAX of the distinct values are MIN and MAX.
+        let distinct = distinct && !matches!(func, AggregateFunction::Min | AggregateFunction::Max);
+        let (func, arg, arg_type) = match filter {
+            None => (func, arg, arg_type),
+            Some(predicate) => {
+                let (func, arg, arg_type) = match func {
+                    AggregateFunction::CountRows => (AggregateFunction::Count, Expr::Literal(Value::Int(1)), Type::Int),
+                    other => (other, arg, arg_type),
+                };
+                (func, Expr::Case(vec![(predicate, arg)], Box::new(Expr::Literal(Value::Null))), arg_type)
+            }
+        };
         let output_type = match func {
             AggregateFunction::CountRows | AggregateFunction::Count => Type::Int,
             AggregateFunction::Sum => match arg_type {

@@ -33,7 +33,7 @@ use std::collections::BTreeSet;
 
 use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, JoinKind, Rel, SubqueryKind};
 use crate::render::{default_row, width};
-use crate::rewrite::apply_filter;
+use crate::rewrite::{apply_filter, null_safe};
 use crate::value::{Type, Value};
 
 /// What decorrelation cannot rewrite: said as "not supported: ..." by the caller.
@@ -231,19 +231,6 @@ fn left_join_on_domain(
     let mut right_keys = null_safe(0..k);
     right_keys.extend(extra_answer_keys);
     join(JoinKind::Left, outer, answer, (left_keys, right_keys))
-}
-
-/// Join keys under which NULL matches NULL: per column, whether it is NULL
-/// and its value (a constant in its place when it is), neither ever NULL.
-fn null_safe(columns: impl Iterator<Item = usize>) -> Vec<Expr> {
-    columns
-        .flat_map(|c| {
-            [
-                Expr::IsNull(Box::new(Expr::Column(c))),
-                Expr::Call(Function::Coalesce, vec![Expr::Column(c), Expr::Literal(Value::Bool(false))]),
-            ]
-        })
-        .collect()
 }
 
 /// Whether a subquery is part of any expression of `rel` or its inputs.

@@ -5,10 +5,12 @@
 //! - a filter's conjuncts become join keys of the inner joins below it, or
 //!   bound a ROW_NUMBER below it (`rn <= k`: top-k), the rest stay a filter;
 //! - a join condition splits into key pairs and the conjuncts of one side,
-//!   the other, or both.
+//!   the other, or both;
+//! - DISTINCT aggregates that keep no set of values (SUM, AVG, string_agg)
+//!   become aggregates over distinct (group, argument) pairs, joined back.
 //!
 //! Invariant: a rewritten plan computes what the plan did.
-use crate::plan::{BinaryOp, Expr, JoinKind, Rel};
+use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, JoinKind, Rel};
 use crate::value::Value;
 
 /// Splits a predicate into its AND-ed parts.
@@ -102,6 +104,72 @@ pub(crate) fn apply_filter(mut rel: Rel, predicate: Expr) -> Rel {
         Some(predicate) => Rel::Filter { input: Box::new(rel), predicate },
         None => rel,
     }
+}
+
+/// Join keys under which NULL matches NULL: per column, whether it is NULL
+/// and its value (a constant in its place when it is), neither ever NULL.
+pub(crate) fn null_safe(columns: impl Iterator<Item = usize>) -> Vec<Expr> {
+    columns
+        .flat_map(|c| {
+            [
+                Expr::IsNull(Box::new(Expr::Column(c))),
+                Expr::Call(Function::Coalesce, vec![Expr::Column(c), Expr::Literal(Value::Bool(false))]),
+            ]
+        })
+        .collect()
+}
+
+/// A GROUP BY whose `DISTINCT` aggregates other than COUNT, MIN and MAX
+/// (which keep their values' set) are each computed over the distinct
+/// (group, argument) pairs and joined back to the other aggregates on the
+/// group, NULL-safely: the output is the group, then the aggregates, in
+/// order, as `Rel::Aggregate`'s. Every group of the input has a row in each
+/// part (a distinct pair exists for it even when its argument is NULL), and
+/// a global aggregate's parts have one row each.
+pub(crate) fn aggregate(input: Rel, group: Vec<Expr>, aggregates: Vec<AggregateCall>) -> Rel {
+    let split = |a: &AggregateCall| {
+        a.distinct && !matches!(a.func, AggregateFunction::Count | AggregateFunction::Min | AggregateFunction::Max)
+    };
+    if !aggregates.iter().any(split) {
+        return Rel::Aggregate { input: Box::new(input), group, aggregates };
+    }
+    let g = group.len();
+    let (kept, parted): (Vec<_>, Vec<_>) = aggregates.iter().cloned().enumerate().partition(|(_, a)| !split(a));
+    let mut rel = Rel::Aggregate {
+        input: Box::new(input.clone()),
+        group: group.clone(),
+        aggregates: kept.iter().map(|(_, a)| a.clone()).collect(),
+    };
+    let mut width = g + kept.len();
+    // Where each call's value is in the joined row.
+    let mut at = vec![0; aggregates.len()];
+    for (position, (i, _)) in kept.iter().enumerate() {
+        at[*i] = g + position;
+    }
+    for (i, call) in parted {
+        let pairs = Rel::Project {
+            input: Box::new(input.clone()),
+            exprs: group.iter().cloned().chain([call.arg.clone()]).collect(),
+        };
+        let part = Rel::Aggregate {
+            input: Box::new(Rel::Distinct { input: Box::new(pairs) }),
+            group: (0..g).map(Expr::Column).collect(),
+            aggregates: vec![AggregateCall { arg: Expr::Column(g), distinct: false, ..call }],
+        };
+        rel = Rel::Join {
+            kind: JoinKind::Inner,
+            left: Box::new(rel),
+            right: Box::new(part),
+            left_keys: null_safe(0..g),
+            right_keys: null_safe(0..g),
+            left_width: width,
+            right_width: g + 1,
+        };
+        at[i] = width + g;
+        width += g + 1;
+    }
+    let exprs = (0..g).chain(at).map(Expr::Column).collect();
+    Rel::Project { input: Box::new(rel), exprs }
 }
 
 /// `rn <= k`, `rn < k`, `rn = 1` (and mirrored): the column and the bound.

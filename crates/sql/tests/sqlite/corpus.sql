@@ -590,3 +590,27 @@ sub_in_text: SELECT id FROM t1 WHERE s IN (SELECT y FROM t2)
 order_no_limit: SELECT id, a FROM t1 ORDER BY a DESC, id
 order_in_subquery: SELECT k, n FROM (SELECT k, COUNT(*) AS n FROM t2 GROUP BY k ORDER BY n) q
 order_by_position: SELECT k, x FROM t2 ORDER BY 2, 1
+
+# --- DISTINCT aggregates ---------------------------------------------------------------
+
+agg_distinct_group: SELECT k, SUM(DISTINCT x) AS s, AVG(DISTINCT x) AS a, COUNT(DISTINCT x) AS n, SUM(x) AS t FROM t2 GROUP BY k
+agg_distinct_global: SELECT SUM(DISTINCT a) AS s, AVG(DISTINCT b) AS av, MIN(DISTINCT a) AS mn, MAX(DISTINCT b) AS mx, COUNT(*) AS n FROM t1
+agg_distinct_empty: SELECT SUM(DISTINCT a) AS s, AVG(DISTINCT b) AS av, COUNT(*) AS n FROM t0
+agg_distinct_changing: SELECT SUM(DISTINCT a) AS s, COUNT(DISTINCT b) AS n FROM t4
+agg_distinct_null_group: SELECT x, SUM(DISTINCT k) AS s, COUNT(*) AS n FROM t2 GROUP BY x
+agg_distinct_double: SELECT k, SUM(DISTINCT c) AS s, AVG(DISTINCT c) AS a FROM t2 GROUP BY k
+# ours: a DECIMAL's AVG keeps 6 fractional digits.
+agg_distinct_decimal: SELECT a % 3 AS r, SUM(DISTINCT d) AS s, AVG(DISTINCT d) AS av FROM t1 GROUP BY a % 3
+sqlite: SELECT a % 3 AS r, SUM(DISTINCT d), ROUND(AVG(DISTINCT d), 6) FROM t1 GROUP BY a % 3
+agg_distinct_having: SELECT k, SUM(DISTINCT x) AS s FROM t2 GROUP BY k HAVING SUM(DISTINCT x) > 10
+agg_distinct_expr: SELECT k, SUM(DISTINCT x % 5) + 1 AS s, SUM(DISTINCT x) - SUM(DISTINCT k) AS d FROM t2 GROUP BY k
+agg_distinct_only: SELECT k, AVG(DISTINCT x) AS a FROM t2 GROUP BY k
+agg_distinct_upsert: SELECT w, SUM(DISTINCT v) AS s, AVG(DISTINCT v) AS a FROM u GROUP BY w
+agg_distinct_append_only: SELECT cat, SUM(DISTINCT amount) AS s, COUNT(DISTINCT k) AS n, MAX(DISTINCT price) AS mx FROM e GROUP BY cat
+# FILTER: SQLite 3.30+ has it.
+agg_filter: SELECT k, COUNT(*) FILTER (WHERE x > 10) AS big, SUM(x) FILTER (WHERE y IS NOT NULL) AS sy, COUNT(*) AS n FROM t2 GROUP BY k
+agg_filter_global: SELECT COUNT(*) FILTER (WHERE a > b) AS gt, MAX(c) FILTER (WHERE a < 50) AS mc, AVG(b) FILTER (WHERE s IS NULL) AS av FROM t1
+agg_filter_distinct: SELECT k, COUNT(DISTINCT x) FILTER (WHERE x % 2 = 0) AS even, SUM(DISTINCT x) FILTER (WHERE x > 0) AS pos FROM t2 GROUP BY k
+# ours: bool_and/bool_or; SQLite: MIN/MAX of 0/1.
+agg_bool: SELECT k, bool_and(x > 5) AS all_big, bool_or(x > 50) AS any_huge, every(y IS NOT NULL) AS all_y FROM t2 GROUP BY k
+sqlite: SELECT k, MIN(x > 5), MAX(x > 50), MIN(y IS NOT NULL) FROM t2 GROUP BY k
