@@ -36,6 +36,11 @@ use crate::render::{default_row, width};
 use crate::rewrite::{apply_filter, null_safe};
 use crate::value::{Type, Value};
 
+/// The depth of a lifted subquery's references to the rows it is answered
+/// for, once its nested subqueries are lifted (references further out are
+/// at depth 1 and up, as in the query around it).
+const HERE: usize = 0;
+
 /// What decorrelation cannot rewrite: said as "not supported: ..." by the caller.
 pub(crate) type Unsupported = String;
 
@@ -96,9 +101,11 @@ fn lift(rel: &mut Rel, expr: &mut Expr) -> Result<(), Unsupported> {
     let Expr::Subquery { kind, operand, rel: subquery } = std::mem::replace(expr, Expr::Literal(Value::Null)) else {
         unreachable!("matched above")
     };
-    if holds_subquery(&subquery) {
-        return Err("a subquery in an expression of a subquery".into());
-    }
+    // Its own subqueries first; then its references to the rows it is
+    // answered for are at depth 0, and those to queries further out one
+    // level nearer (they now stand in this query's plan).
+    let mut subquery = Box::new(decorrelate(*subquery)?);
+    subquery.map_outer_all(&mut |depth| depth - 1);
     let outer = std::mem::replace(rel, Rel::Unit);
     let (joined, value) = match kind {
         SubqueryKind::Scalar => scalar(outer, *subquery)?,
@@ -123,7 +130,7 @@ struct Correlated {
 
 fn correlate(outer: &Rel, subquery: Rel) -> Result<Correlated, Unsupported> {
     let mut columns = BTreeSet::new();
-    subquery.visit_outer(1, &mut |c| {
+    subquery.visit_outer(HERE, &mut |c| {
         columns.insert(c);
     });
     let columns: Vec<usize> = columns.into_iter().collect();
@@ -233,19 +240,13 @@ fn left_join_on_domain(
     join(JoinKind::Left, outer, answer, (left_keys, right_keys))
 }
 
-/// Whether a subquery is part of any expression of `rel` or its inputs.
-fn holds_subquery(rel: &Rel) -> bool {
-    let mut rel = rel.clone();
-    rel.exprs_mut().iter().any(|e| e.has_subquery()) || rel.inputs_mut().into_iter().any(|i| holds_subquery(i))
-}
-
 fn project(input: Rel, exprs: Vec<Expr>) -> Rel {
     Rel::Project { input: Box::new(input), exprs }
 }
 
 fn is_correlated(rel: &Rel) -> bool {
     let mut any = false;
-    rel.visit_outer(1, &mut |_| any = true);
+    rel.visit_outer(HERE, &mut |_| any = true);
     any
 }
 
@@ -350,8 +351,7 @@ fn join(kind: JoinKind, left: Rel, right: Rel, (left_keys, right_keys): (Vec<Exp
 /// Outer references (to the columns `columns` of the enclosing rows) become
 /// references to the domain's columns, which come first.
 fn replace_outer(expr: &mut Expr, columns: &[usize]) {
-    if let Expr::Outer { depth, column } = expr {
-        assert_eq!(*depth, 1, "the binder nests no subquery in a subquery's expressions");
+    if let Expr::Outer { depth: HERE, column } = expr {
         let at = columns.iter().position(|c| c == column).expect("the domain holds every outer column read");
         *expr = Expr::Column(at);
         return;

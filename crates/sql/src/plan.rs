@@ -323,6 +323,23 @@ impl Rel {
             input.map_outer(level, f);
         }
     }
+    /// Rewrites the depth of every `Outer` reference of a plan that holds no
+    /// subquery (so that all its references count from the same query).
+    pub(crate) fn map_outer_all(&mut self, f: &mut dyn FnMut(usize) -> usize) {
+        fn walk(expr: &mut Expr, f: &mut dyn FnMut(usize) -> usize) {
+            assert!(!matches!(expr, Expr::Subquery { .. }), "a plan whose subqueries were lifted");
+            if let Expr::Outer { depth, .. } = expr {
+                *depth = f(*depth);
+            }
+            expr.children_mut().into_iter().for_each(|c| walk(c, f));
+        }
+        for expr in self.exprs_mut() {
+            walk(expr, f);
+        }
+        for input in self.inputs_mut() {
+            input.map_outer_all(f);
+        }
+    }
     /// Calls `f` with the column of every `Outer` reference at `level`.
     pub(crate) fn visit_outer(&self, level: usize, f: &mut dyn FnMut(usize)) {
         // Visiting through a copy keeps one walker (plans with subqueries are small, one-off).

@@ -614,3 +614,10 @@ agg_filter_distinct: SELECT k, COUNT(DISTINCT x) FILTER (WHERE x % 2 = 0) AS eve
 # ours: bool_and/bool_or; SQLite: MIN/MAX of 0/1.
 agg_bool: SELECT k, bool_and(x > 5) AS all_big, bool_or(x > 50) AS any_huge, every(y IS NOT NULL) AS all_y FROM t2 GROUP BY k
 sqlite: SELECT k, MIN(x > 5), MAX(x > 50), MIN(y IS NOT NULL) FROM t2 GROUP BY k
+
+# --- Subqueries inside subqueries ------------------------------------------------------
+
+sub_nested_in: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2 WHERE x IN (SELECT b FROM t1 WHERE c > 0.5))
+sub_nested_two_levels_out: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.k = t1.a AND EXISTS (SELECT 1 FROM t3 WHERE t3.k = t2.x AND t3.w > t1.b)) AS n FROM t1
+sub_nested_scalar: SELECT k, (SELECT MAX(x) FROM t2 WHERE t2.k = t3.k AND t2.x < (SELECT AVG(x) FROM t2)) AS m FROM t3
+sub_nested_not_in: SELECT id FROM t1 WHERE b NOT IN (SELECT x FROM t2 WHERE x IS NOT NULL AND k NOT IN (SELECT k FROM t3))
