@@ -183,7 +183,7 @@ fn operator_symbol(symbol: &str) -> Option<ast::BinaryOperator> {
 }
 
 fn is_aggregate_name(name: &str) -> bool {
-    matches!(name, "count" | "sum" | "min" | "max" | "avg" | "string_agg" | "bool_and" | "bool_or" | "every")
+    matches!(name, "count" | "sum" | "min" | "max" | "avg" | "string_agg" | "bool_and" | "bool_or" | "every" | "total")
 }
 
 fn function_name(function: &ast::Function) -> String {
@@ -1879,7 +1879,17 @@ impl<'a> Binder<'a> {
     /// `(SELECT ...)`, `EXISTS (SELECT ...)`, `x [NOT] IN (SELECT ...)` over
     /// rows of `scope` (one-off queries): bound with `scope` as its outer scope.
     fn bind_subquery(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<(Expr, Type)> {
+        // SQLite's `x IN name`: `x IN (SELECT * FROM name)`.
+        let table_query;
         let (query, operand, negated) = match expr {
+            ast::Expr::In { expr: operand, target: ast::InTarget::Table { name, args: None }, negated, .. } => {
+                let text = format!("SELECT * FROM {name}");
+                let parsed = sqlparser::parser::Parser::new(&sqlparser::dialect::GenericDialect {})
+                    .try_with_sql(&text)
+                    .and_then(|mut parser| parser.parse_query());
+                table_query = parsed.map_err(|e| self.error(expr.span(), format!("IN {name}: {e}")))?;
+                (&table_query, Some(operand), *negated)
+            }
             ast::Expr::Subquery(query) => (query, None, false),
             ast::Expr::Function(ast::Function { args: ast::FunctionArguments::Subquery(query), .. }) => {
                 (query, None, false)
@@ -1890,6 +1900,9 @@ impl<'a> Binder<'a> {
             }
             other => return Err(self.unsupported(other.span(), "this subquery")),
         };
+        // Where the subquery's own errors point (a generated one's are the IN's).
+        let generated = matches!(expr, ast::Expr::In { target: ast::InTarget::Table { .. }, .. });
+        let query_span = if generated { expr.span() } else { query.span() };
         let operand = match operand {
             Some(o) => Some(self.bind_expr(o, &mut Context::Rows(scope))?),
             None => None,
@@ -1901,7 +1914,11 @@ impl<'a> Binder<'a> {
         self.ordered = false;
         self.subqueries = allowed;
         self.outer.pop();
-        let bound = bound?;
+        // A generated `SELECT * FROM name` has no place in the text: its errors are the IN's.
+        let bound = bound.map_err(|e| match e {
+            Error::Sql { message, .. } if generated => Error::sql(self.location(expr.span()), message),
+            other => other,
+        })?;
         let kind = match (expr, &operand) {
             (ast::Expr::Exists { .. }, _) => SubqueryKind::Exists,
             (ast::Expr::Function(_), _) => SubqueryKind::Array,
@@ -1913,12 +1930,12 @@ impl<'a> Binder<'a> {
             [column] => column.ty,
             columns => {
                 let message = format!("a subquery used as an expression returns one column, not {}", columns.len());
-                return Err(self.error(query.span(), message));
+                return Err(self.error(query_span, message));
             }
         };
         if kind == SubqueryKind::Scalar && !self.one_off && !at_most_one_row(&bound.rel) {
             return Err(self.unsupported(
-                query.span(),
+                query_span,
                 "a scalar subquery in a view that may return more than one row (a view cannot stop at a \
                  second row as a query does): aggregate it (MAX(...)) or add LIMIT 1",
             ));
@@ -2482,7 +2499,7 @@ impl<'a> Binder<'a> {
                 let (arg, ty) = self.bind_expr(e, &mut Context::Rows(input))?;
                 let func = match name {
                     "count" => AggregateFunction::Count,
-                    "sum" => AggregateFunction::Sum,
+                    "sum" | "total" => AggregateFunction::Sum,
                     "min" => AggregateFunction::Min,
                     "max" => AggregateFunction::Max,
                     "avg" => AggregateFunction::Avg,
@@ -2499,7 +2516,11 @@ impl<'a> Binder<'a> {
                 {
                     return Err(self.error(e.span(), format!("{name}() needs a number, not {ty}")));
                 }
-                (func, arg, ty)
+                if name == "total" {
+                    (func, Expr::Cast(Box::new(arg), Type::Double), Type::Double)
+                } else {
+                    (func, arg, ty)
+                }
             }
             _ => return Err(self.error(span, format!("{name}() takes one argument"))),
         };
@@ -2536,7 +2557,12 @@ impl<'a> Binder<'a> {
                 aggregates.len() - 1
             }
         };
-        Ok((Expr::Column(group.len() + index), output_type))
+        let value = Expr::Column(group.len() + index);
+        if name == "total" {
+            // SQLite's total(): SUM as a DOUBLE, 0.0 over no values.
+            return Ok((Expr::Call(Function::Coalesce, vec![value, Expr::Literal(Value::double(0.0))]), output_type));
+        }
+        Ok((value, output_type))
     }
 }
 

@@ -204,7 +204,11 @@ fn run_seed(seed: u64, entries: &[Entry]) -> TestResult<Outcome> {
         drop(session);
         let columns: BTreeMap<String, Vec<(String, Type)>> =
             views.views.iter().map(|v| (v.name.clone(), v.columns.clone())).collect();
-        assert_eq!(columns.keys().collect::<Vec<_>>(), live.keys().collect::<Vec<_>>(), "the views compiled");
+        assert_eq!(
+            columns.keys().collect::<Vec<_>>(),
+            live.keys().collect::<Vec<_>>(),
+            "the views compiled (failures so far: {failures:#?})"
+        );
         let mut config = RuntimeConfig::new(dir).epoch_interval_ms(20).stop_when_caught_up(true);
         if number == 1 {
             config = config.workers(2).fetch_bytes_max(256).drop_undeclared(true);

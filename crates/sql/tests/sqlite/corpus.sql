@@ -621,3 +621,14 @@ sub_nested_in: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2 WHERE x IN (SELECT
 sub_nested_two_levels_out: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.k = t1.a AND EXISTS (SELECT 1 FROM t3 WHERE t3.k = t2.x AND t3.w > t1.b)) AS n FROM t1
 sub_nested_scalar: SELECT k, (SELECT MAX(x) FROM t2 WHERE t2.k = t3.k AND t2.x < (SELECT AVG(x) FROM t2)) AS m FROM t3
 sub_nested_not_in: SELECT id FROM t1 WHERE b NOT IN (SELECT x FROM t2 WHERE x IS NOT NULL AND k NOT IN (SELECT k FROM t3))
+
+# --- SQLite's own forms --------------------------------------------------------------------
+
+# `x IN name` is `x IN (SELECT * FROM name)` (SQLite reserves names starting sqlite_).
+view one_col_k: SELECT k FROM t2
+view one_col_empty: SELECT a FROM t0
+lite_in_view: SELECT id FROM t1 WHERE a IN one_col_k
+lite_in_empty_view: SELECT id, a IN one_col_empty AS i, a NOT IN one_col_empty AS n FROM t1
+# total(): SUM as a float, 0.0 over no values.
+lite_total: SELECT k, total(x) AS t, total(DISTINCT x) AS td FROM t2 GROUP BY k
+lite_total_empty: SELECT total(a) AS t, total(b) FILTER (WHERE b > 1000) AS none FROM t1
