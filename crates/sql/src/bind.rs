@@ -23,6 +23,7 @@ use crate::plan::{
     TableFunction,
 };
 use crate::rewrite::{JoinCondition, aggregate, and_all, apply_filter, conjuncts, split_condition};
+use crate::set_operation::{SetOperation, set_operation};
 use crate::time;
 use crate::value::{Type, Value, cast, parse_decimal};
 
@@ -34,6 +35,9 @@ pub(crate) struct ScopeColumn {
     pub(crate) table: Option<String>,
     pub(crate) name: String,
     pub(crate) ty: Type,
+    /// A side's copy of a `JOIN ... USING` column: reached by its qualified
+    /// name only, and left out of `SELECT *` (the merged column stands for it).
+    pub(crate) qualified_only: bool,
 }
 
 /// The columns visible at a point of a query, in the order of the rows.
@@ -379,15 +383,30 @@ impl<'a> Binder<'a> {
     /// Binds a query to a plan; output column names must be unique when
     /// `unique_names` (a view's columns become JSON fields).
     pub(crate) fn bind_view_query(&mut self, query: &ast::Query) -> Result<Bound> {
-        let bound = self.bind_query(query)?;
+        let mut bound = self.bind_query(query)?;
+        // A view's rows are keyed by column name: a repeated name is given
+        // the first free `name_N`, and the statement told so.
+        let mut taken: BTreeSet<String> = bound.scope.columns.iter().map(|c| c.name.clone()).collect();
         let mut seen = BTreeSet::new();
-        for (i, column) in bound.scope.columns.iter().enumerate() {
-            if !seen.insert(column.name.as_str()) {
-                return Err(self.error(
-                    item_span(&query.body, i).unwrap_or(query.span()),
-                    format!("the view has two columns named \"{}\"; give one of them an alias with AS", column.name),
-                ));
+        for (i, column) in bound.scope.columns.iter_mut().enumerate() {
+            if seen.insert(column.name.clone()) {
+                continue;
             }
+            let renamed =
+                (2..).map(|n| format!("{}_{n}", column.name)).find(|n| !taken.contains(n)).expect("unbounded");
+            let at = self.location(item_span(&query.body, i).unwrap_or(query.span()));
+            self.notices.push((
+                at,
+                format!(
+                    "the view has two columns named \"{}\": column {} is named \"{renamed}\" (give it an alias \
+                     with AS to choose)",
+                    column.name,
+                    i + 1
+                ),
+            ));
+            taken.insert(renamed.clone());
+            seen.insert(renamed.clone());
+            column.name = renamed;
         }
         self.check_top_k(&bound.rel)?;
         Ok(bound)
@@ -415,7 +434,8 @@ impl<'a> Binder<'a> {
             | Rel::Aggregate { input, .. }
             | Rel::Distinct { input }
             | Rel::TopK { input, .. }
-            | Rel::Window { input, .. } => self.check_top_k(input),
+            | Rel::Window { input, .. }
+            | Rel::Replicate { input } => self.check_top_k(input),
             Rel::Join { left, right, .. } => {
                 self.check_top_k(left)?;
                 self.check_top_k(right)
@@ -609,16 +629,23 @@ impl<'a> Binder<'a> {
             ast::SetExpr::Query(query) => self.bind_query(query),
             ast::SetExpr::SetOperation { left, op, set_quantifier, right: right_body } => {
                 let op_span = body.span();
-                if *op != ast::SetOperator::Union {
-                    return Err(self.unsupported(op_span, format!("{op} (only UNION and UNION ALL)")));
-                }
+                let operation = match op {
+                    ast::SetOperator::Union => None,
+                    ast::SetOperator::Intersect => Some(SetOperation::Intersect),
+                    ast::SetOperator::Except | ast::SetOperator::Minus => Some(SetOperation::Except),
+                };
+                let all = match set_quantifier {
+                    ast::SetQuantifier::All => true,
+                    ast::SetQuantifier::None | ast::SetQuantifier::Distinct => false,
+                    other => return Err(self.unsupported(op_span, format!("{op} {other}"))),
+                };
                 let left = self.bind_set_expr(left)?;
                 let right = self.bind_set_expr(right_body)?;
                 if left.scope.columns.len() != right.scope.columns.len() {
                     return Err(self.error(
                         right_body.span(),
                         format!(
-                            "each UNION input must have the same number of columns: {} and {}",
+                            "each {op} input must have the same number of columns: {} and {}",
                             left.scope.columns.len(),
                             right.scope.columns.len()
                         ),
@@ -629,7 +656,7 @@ impl<'a> Binder<'a> {
                     let Some(common) = l.ty.common(r.ty) else {
                         return Err(self.error(
                             item_span(right_body, i).unwrap_or(right_body.span()),
-                            format!("UNION column \"{}\" is {} on one side and {} on the other", l.name, l.ty, r.ty),
+                            format!("{op} column \"{}\" is {} on one side and {} on the other", l.name, l.ty, r.ty),
                         ));
                     };
                     types.push(common);
@@ -657,11 +684,11 @@ impl<'a> Binder<'a> {
                     column.ty = *ty;
                     column.table = None;
                 }
-                let union = Rel::UnionAll { inputs: vec![conform(left), conform(right)] };
-                let rel = match set_quantifier {
-                    ast::SetQuantifier::All => union,
-                    ast::SetQuantifier::None | ast::SetQuantifier::Distinct => Rel::Distinct { input: Box::new(union) },
-                    other => return Err(self.unsupported(op_span, format!("UNION {other}"))),
+                let (left, right) = (conform(left), conform(right));
+                let rel = match operation {
+                    Some(operation) => set_operation(operation, all, left, right),
+                    None if all => Rel::UnionAll { inputs: vec![left, right] },
+                    None => Rel::Distinct { input: Box::new(Rel::UnionAll { inputs: vec![left, right] }) },
                 };
                 Ok(Bound { rel, scope })
             }
@@ -766,8 +793,8 @@ impl<'a> Binder<'a> {
                         return Err(self.error(item.span(), "SELECT * with no FROM clause"));
                     }
                     let span = item.span();
-                    items
-                        .extend(scope.columns.iter().enumerate().map(|(i, c)| (Item::Column(i, span), c.name.clone())));
+                    let visible = scope.columns.iter().enumerate().filter(|(_, c)| !c.qualified_only);
+                    items.extend(visible.map(|(i, c)| (Item::Column(i, span), c.name.clone())));
                 }
                 ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
                     let table = object_name(name).map(normalize).unwrap_or_default();
@@ -822,7 +849,7 @@ impl<'a> Binder<'a> {
                 }
             };
             exprs.push(expr);
-            columns.push(ScopeColumn { table, name: name.clone(), ty });
+            columns.push(ScopeColumn { table, name: name.clone(), ty, qualified_only: false });
         }
         let identity = exprs.len() == width && exprs.iter().enumerate().all(|(i, e)| *e == Expr::Column(i));
         let rel = if identity && !row_number_seen { rel } else { Rel::Project { input: Box::new(rel), exprs } };
@@ -937,7 +964,7 @@ impl<'a> Binder<'a> {
                 }
             };
             exprs.push(expr);
-            columns.push(ScopeColumn { table: None, name: name.clone(), ty });
+            columns.push(ScopeColumn { table: None, name: name.clone(), ty, qualified_only: false });
         }
         let having = match having {
             None => None,
@@ -1025,20 +1052,19 @@ impl<'a> Binder<'a> {
                 self.expect_bool(ty, on.span(), "ON")?;
                 conjuncts(predicate, &mut parts);
             }
-            Some(ast::JoinConstraint::Using(names)) => {
-                for name in names {
-                    let Some(ident) = object_name(name) else {
-                        return Err(self.error(span, "USING takes column names"));
-                    };
-                    let column = normalize(ident);
-                    let find = |s: &Scope| s.columns.iter().position(|c| c.name == column);
-                    let (Some(l), Some(r)) = (find(&left.scope), find(&right.scope)) else {
-                        return Err(self.error(ident.span, format!("USING column \"{column}\" is not on both sides")));
-                    };
-                    parts.push(Expr::binary(BinaryOp::Eq, Expr::Column(l), Expr::Column(left_width + r)));
+            Some(ast::JoinConstraint::Using(_) | ast::JoinConstraint::Natural) => {
+                for &(l, r, _) in &self.using_columns(&left.scope, &right.scope, constraint, span)? {
+                    let pair = (Expr::Column(l), left.scope.columns[l].ty);
+                    let equal = self.bind_binary(
+                        &ast::BinaryOperator::Eq,
+                        pair,
+                        (Expr::Column(left_width + r), right.scope.columns[r].ty),
+                        span,
+                    )?;
+                    parts.push(equal.0);
                 }
             }
-            Some(other) => return Err(self.unsupported(span, format!("join constraint {other:?}"))),
+            Some(ast::JoinConstraint::UsingAlias(..)) => return Err(self.unsupported(span, "USING (...) AS alias")),
         }
         let split = split_condition(parts, left_width);
         let JoinCondition { left_keys, right_keys, left_only, right_only, both } = split;
@@ -1112,7 +1138,91 @@ impl<'a> Binder<'a> {
             }
             _ => unreachable!("join kinds are listed above"),
         };
-        Ok(Bound { rel, scope })
+        let bound = Bound { rel, scope };
+        match constraint {
+            Some(ast::JoinConstraint::Using(_) | ast::JoinConstraint::Natural) => {
+                let using = self.using_columns(&left.scope, &right.scope, constraint, span)?;
+                self.merge_using(bound, &using, kind, left_width, span)
+            }
+            _ => Ok(bound),
+        }
+    }
+
+    /// The column pairs (left, right, name) a USING or NATURAL join equates
+    /// and merges: each named column, found once on each side (NATURAL: the
+    /// names both sides have, in the left side's order).
+    fn using_columns(
+        &self,
+        left: &Scope,
+        right: &Scope,
+        constraint: Option<&ast::JoinConstraint>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<Vec<(usize, usize, String)>> {
+        let find = |scope: &Scope, name: &str| -> Vec<usize> {
+            let visible = scope.columns.iter().enumerate().filter(|(_, c)| !c.qualified_only && c.name == name);
+            visible.map(|(i, _)| i).collect()
+        };
+        let names: Vec<(String, sqlparser::tokenizer::Span)> = match constraint {
+            Some(ast::JoinConstraint::Using(names)) => names
+                .iter()
+                .map(|name| match object_name(name) {
+                    Some(ident) => Ok((normalize(ident), ident.span)),
+                    None => Err(self.error(span, "USING takes column names")),
+                })
+                .collect::<Result<_>>()?,
+            _ => {
+                let mut seen = BTreeSet::new();
+                let common = left.columns.iter().filter(|c| !c.qualified_only && !find(right, &c.name).is_empty());
+                common.filter(|c| seen.insert(c.name.clone())).map(|c| (c.name.clone(), span)).collect()
+            }
+        };
+        let mut pairs = Vec::new();
+        for (name, at) in names {
+            match (find(left, &name).as_slice(), find(right, &name).as_slice()) {
+                ([l], [r]) => pairs.push((*l, *r, name)),
+                ([], _) | (_, []) => {
+                    return Err(self.error(at, format!("USING column \"{name}\" is not on both sides")));
+                }
+                _ => return Err(self.error(at, format!("USING column \"{name}\" is ambiguous on one side"))),
+            }
+        }
+        Ok(pairs)
+    }
+
+    /// A USING or NATURAL join's output as SQL has it: each USING column
+    /// once, first (the left side's value; the right side's for a RIGHT
+    /// JOIN; either for a FULL JOIN), then each side's columns, whose
+    /// copies of the USING columns are reached by qualified name only.
+    fn merge_using(
+        &self,
+        joined: Bound,
+        using: &[(usize, usize, String)],
+        kind: &str,
+        left_width: usize,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<Bound> {
+        let mut exprs = Vec::new();
+        let mut columns = Vec::new();
+        for (l, r, name) in using {
+            let r = left_width + r;
+            let (lt, rt) = (joined.scope.columns[*l].ty, joined.scope.columns[r].ty);
+            let ty = self.common_type(lt, rt, span, &format!("USING column \"{name}\""))?;
+            let (left_value, right_value) = (conform(Expr::Column(*l), ty), conform(Expr::Column(r), ty));
+            exprs.push(match kind {
+                "right" => right_value,
+                "full" => Expr::Call(Function::Coalesce, vec![left_value, right_value]),
+                _ => left_value,
+            });
+            columns.push(ScopeColumn { table: None, name: name.clone(), ty, qualified_only: false });
+        }
+        let mut sides = joined.scope.columns;
+        for (l, r, _) in using {
+            sides[*l].qualified_only = true;
+            sides[left_width + r].qualified_only = true;
+        }
+        exprs.extend((0..sides.len()).map(Expr::Column));
+        columns.extend(sides);
+        Ok(Bound { rel: Rel::Project { input: Box::new(joined.rel), exprs }, scope: Scope { columns } })
     }
 
     fn alias_scope(&self, mut scope: Scope, table: &str, alias: Option<&ast::TableAlias>) -> Result<Scope> {
@@ -1217,7 +1327,7 @@ impl<'a> Binder<'a> {
         let scope = Scope {
             columns: columns
                 .iter()
-                .map(|(n, t)| ScopeColumn { table: Some(name.clone()), name: n.clone(), ty: *t })
+                .map(|(n, t)| ScopeColumn { table: Some(name.clone()), name: n.clone(), ty: *t, qualified_only: false })
                 .collect(),
         };
         let rel = Rel::Get { object: table.name(), input: Input::System { table }, columns };
@@ -1282,7 +1392,12 @@ impl<'a> Binder<'a> {
         let scope = Scope {
             columns: columns
                 .iter()
-                .map(|(n, t)| ScopeColumn { table: Some(table.clone()), name: n.clone(), ty: *t })
+                .map(|(n, t)| ScopeColumn {
+                    table: Some(table.clone()),
+                    name: n.clone(),
+                    ty: *t,
+                    qualified_only: false,
+                })
                 .collect(),
         };
         let rel = Rel::Get { object: name.to_owned(), input: Input::Function { function, args: bound }, columns };
@@ -1333,7 +1448,7 @@ impl<'a> Binder<'a> {
         let scope_of = |cols: &[(String, Type)]| Scope {
             columns: cols
                 .iter()
-                .map(|(n, t)| ScopeColumn { table: Some(name.clone()), name: n.clone(), ty: *t })
+                .map(|(n, t)| ScopeColumn { table: Some(name.clone()), name: n.clone(), ty: *t, qualified_only: false })
                 .collect(),
         };
         match &object.kind {
@@ -1471,7 +1586,12 @@ impl<'a> Binder<'a> {
         }
         let mut scope = inner_scope;
         for column in ["window_start", "window_end"] {
-            scope.columns.push(ScopeColumn { table: None, name: column.to_owned(), ty: Type::Timestamp });
+            scope.columns.push(ScopeColumn {
+                table: None,
+                name: column.to_owned(),
+                ty: Type::Timestamp,
+                qualified_only: false,
+            });
         }
         let scope = self.alias_scope(scope, &relation_name, alias)?;
         Ok(Bound { rel: Rel::Window { input: Box::new(bound.rel), time_column, slide_micros, size_micros }, scope })
@@ -1487,7 +1607,7 @@ impl<'a> Binder<'a> {
             .columns
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.name == column && (table.is_none() || c.table == table))
+            .filter(|(_, c)| c.name == column && if table.is_none() { !c.qualified_only } else { c.table == table })
             .map(|(i, _)| i)
             .collect();
         match matches.as_slice() {
@@ -1560,7 +1680,8 @@ impl<'a> Binder<'a> {
                     ast::UnaryOperator::Minus if ty.is_numeric() || ty == Type::Interval || ty == Type::Null => {
                         Ok((fold(Expr::Negate(Box::new(e))), ty))
                     }
-                    ast::UnaryOperator::Plus if ty.is_numeric() || ty == Type::Interval => Ok((e, ty)),
+                    // Identity on every type, as in SQLite (`+ col` of TEXT or NULL).
+                    ast::UnaryOperator::Plus => Ok((e, ty)),
                     _ => Err(self.error(span, format!("operator {op} does not apply to {ty}"))),
                 }
             }
@@ -1644,6 +1765,16 @@ impl<'a> Binder<'a> {
                 };
                 self.bind_subquery(expr, scope)
             }
+            E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right }
+                if matches!(right.as_ref(), E::Subquery(_)) && self.subqueries =>
+            {
+                let Context::Rows(scope) = context else {
+                    return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
+                };
+                let E::Subquery(query) = right.as_ref() else { unreachable!("matched above") };
+                let all = matches!(expr, E::AllOp { .. });
+                self.bind_quantified(left, compare_op, query, all, scope, span)
+            }
             E::AnyOp { left, compare_op: ast::BinaryOperator::Eq, right, .. } if self.one_off => {
                 let (l, lt) = self.bind_expr(left, context)?;
                 let (r, rt) = self.bind_expr(right, context)?;
@@ -1668,18 +1799,51 @@ impl<'a> Binder<'a> {
             }
             E::Like { negated, any, expr: inner, pattern, escape_char }
             | E::ILike { negated, any, expr: inner, pattern, escape_char } => {
-                if *any || escape_char.is_some() {
-                    return Err(self.unsupported(span, "LIKE ANY and ESCAPE (the escape character is \\)"));
+                if *any {
+                    return Err(self.unsupported(span, "LIKE ANY"));
                 }
                 let (e, ty) = self.bind_expr(inner, context)?;
-                let (p, pty) = self.bind_expr(pattern, context)?;
+                let (mut p, pty) = self.bind_expr(pattern, context)?;
                 for (t, s) in [(ty, inner.span()), (pty, pattern.span())] {
                     if !matches!(t, Type::Text | Type::Null) {
                         return Err(self.error(s, format!("LIKE compares TEXT, not {t}")));
                     }
                 }
+                if let Some(escape) = self.escape_char(escape_char.as_deref(), span)? {
+                    // The pattern rewritten to LIKE's own escape character, `\`.
+                    match &p {
+                        Expr::Literal(Value::Text(text)) => {
+                            p = Expr::Literal(Value::Text(crate::function::like_with_escape(text, escape).into()));
+                        }
+                        Expr::Literal(Value::Null) => {}
+                        _ => {
+                            return Err(self.unsupported(pattern.span(), "ESCAPE with a pattern that is not a constant"));
+                        }
+                    }
+                }
                 let case_insensitive = matches!(expr, E::ILike { .. });
                 let test = Expr::Like { expr: Box::new(e), pattern: Box::new(p), case_insensitive };
+                Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
+            }
+            E::SimilarTo { negated, expr: inner, pattern, escape_char } => {
+                let (e, ty) = self.bind_expr(inner, context)?;
+                let (p, pty) = self.bind_expr(pattern, context)?;
+                for (t, s) in [(ty, inner.span()), (pty, pattern.span())] {
+                    if !matches!(t, Type::Text | Type::Null) {
+                        return Err(self.error(s, format!("SIMILAR TO compares TEXT, not {t}")));
+                    }
+                }
+                let escape = match escape_char {
+                    None => Some('\\'),
+                    Some(_) => self.escape_char(escape_char.as_deref(), span)?.flatten(),
+                };
+                if let Expr::Literal(Value::Text(text)) = &p
+                    && let Err(e) = crate::eval::compile_regex(&crate::function::similar_to_regex(text, escape), false)
+                {
+                    return Err(self.error(pattern.span(), format!("invalid SIMILAR TO pattern '{text}': {e}")));
+                }
+                let escape = Expr::Literal(Value::Text(escape.map(String::from).unwrap_or_default().into()));
+                let test = fold(Expr::Call(Function::SimilarTo, vec![e, p, escape]));
                 Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
             }
             E::Case { operand, conditions, else_result, .. } => {
@@ -1964,6 +2128,76 @@ impl<'a> Binder<'a> {
             SubqueryKind::Exists | SubqueryKind::In => Type::Bool,
         };
         Ok((if negated { Expr::Not(Box::new(subquery)) } else { subquery }, result))
+    }
+
+    /// `operand op ANY (subquery)` (or SOME), `operand op ALL (subquery)`:
+    /// as `EXISTS` subqueries over the subquery's rows, with SQL's answers.
+    /// ANY is TRUE if the comparison is TRUE for some row, else NULL if it is
+    /// NULL for some row, else FALSE (over no rows too); ALL is FALSE if it
+    /// is FALSE for some row, else NULL if it is NULL for some, else TRUE.
+    fn bind_quantified(
+        &mut self,
+        operand: &ast::Expr,
+        op: &ast::BinaryOperator,
+        query: &ast::Query,
+        all: bool,
+        scope: &Scope,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Expr, Type)> {
+        let (operand_expr, operand_ty) = self.bind_expr(operand, &mut Context::Rows(scope))?;
+        if operand_expr.has_subquery() {
+            return Err(self.unsupported(operand.span(), "a subquery as the operand of ANY or ALL"));
+        }
+        self.outer.push(scope.clone());
+        let allowed = std::mem::replace(&mut self.subqueries, false);
+        let bound = self.bind_query(query);
+        self.subqueries = allowed;
+        self.outer.pop();
+        let bound = bound?;
+        let [column] = bound.scope.columns.as_slice() else {
+            let message = format!("the subquery of ANY or ALL returns one column, not {}", bound.scope.columns.len());
+            return Err(self.error(query.span(), message));
+        };
+        // The operand, read from inside the subquery: one level further out.
+        let mut inner = operand_expr;
+        inner.map_outer_depths(&mut |depth| depth + 1);
+        inner.map_columns_to_outer();
+        let (compare, _) = self.bind_binary(op, (inner, operand_ty), (Expr::Column(0), column.ty), span)?;
+        let exists = |predicate: Expr| Expr::Subquery {
+            kind: SubqueryKind::Exists,
+            operand: None,
+            rel: Box::new(Rel::Filter { input: Box::new(bound.rel.clone()), predicate }),
+        };
+        let some_null = exists(Expr::IsNull(Box::new(compare.clone())));
+        let (decisive, answer) = match all {
+            false => (exists(compare), true),
+            true => (exists(Expr::Not(Box::new(compare))), false),
+        };
+        let whens = vec![(decisive, Expr::Literal(Value::Bool(answer))), (some_null, Expr::Literal(Value::Null))];
+        Ok((Expr::Case(whens, Box::new(Expr::Literal(Value::Bool(!answer)))), Type::Bool))
+    }
+
+    /// An `ESCAPE` clause's character: `None` without the clause,
+    /// `Some(None)` for `ESCAPE ''` (no escape character at all).
+    fn escape_char(
+        &self,
+        escape: Option<&ast::Expr>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<Option<Option<char>>> {
+        let Some(escape) = escape else { return Ok(None) };
+        let text = match escape {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::SingleQuotedString(s) | ast::Value::EscapedStringLiteral(s) => s.as_str(),
+                other => return Err(self.error(span, format!("ESCAPE takes a one-character string, not {other}"))),
+            },
+            other => return Err(self.error(other.span(), "ESCAPE takes a constant one-character string")),
+        };
+        let mut chars = text.chars();
+        match (chars.next(), chars.next()) {
+            (None, _) => Ok(Some(None)),
+            (Some(c), None) => Ok(Some(Some(c))),
+            _ => Err(self.error(span, format!("ESCAPE takes one character, not '{text}'"))),
+        }
     }
 
     fn bind_text_arg(&mut self, e: &ast::Expr, context: &mut Context<'_>) -> Result<Expr> {
@@ -2360,7 +2594,7 @@ impl<'a> Binder<'a> {
                 expect(0, &|t| is_num(t) || t == Type::Interval, "a number")?;
                 (Function::Abs, bound[0].0.1)
             }
-            "round" | "floor" | "ceil" | "ceiling" => {
+            "round" | "floor" | "ceil" | "ceiling" | "trunc" => {
                 arity(1..=2)?;
                 expect(0, &is_num, "a number")?;
                 if bound.len() == 2 {
@@ -2369,6 +2603,7 @@ impl<'a> Binder<'a> {
                 let f = match name.as_str() {
                     "round" => Function::Round,
                     "floor" => Function::Floor,
+                    "trunc" => Function::Trunc,
                     _ => Function::Ceil,
                 };
                 (f, bound[0].0.1)
@@ -2392,6 +2627,140 @@ impl<'a> Binder<'a> {
                         vec![Expr::Literal(Value::Text(unit.into())), bound[1].0.0.clone()],
                     ),
                     Type::Timestamp,
+                ));
+            }
+            "mod" => {
+                arity(2..=2)?;
+                let (a, b) = (bound[0].0.clone(), bound[1].0.clone());
+                return self.bind_binary(&ast::BinaryOperator::Modulo, a, b, span);
+            }
+            "power" | "pow" | "sqrt" | "cbrt" | "exp" | "ln" | "log" | "log10" => {
+                let two = matches!(name.as_str(), "power" | "pow") || (name == "log" && bound.len() == 2);
+                arity(if name == "log" {
+                    1..=2
+                } else if two {
+                    2..=2
+                } else {
+                    1..=1
+                })?;
+                (0..bound.len()).try_for_each(|i| expect(i, &is_num, "a number"))?;
+                let f = match name.as_str() {
+                    "power" | "pow" => Function::Power,
+                    "sqrt" => Function::Sqrt,
+                    "cbrt" => Function::Cbrt,
+                    "exp" => Function::Exp,
+                    "ln" => Function::Ln,
+                    "log" if two => Function::LogBase,
+                    _ => Function::Log10,
+                };
+                (f, Type::Double)
+            }
+            "sign" => {
+                arity(1..=1)?;
+                expect(0, &is_num, "a number")?;
+                (Function::Sign, bound[0].0.1)
+            }
+            "pi" => {
+                arity(0..=0)?;
+                return Ok((Expr::Literal(Value::double(std::f64::consts::PI)), Type::Double));
+            }
+            "lpad" | "rpad" => {
+                arity(2..=3)?;
+                expect(0, &is_text, "TEXT")?;
+                expect(1, &is_int, "an integer")?;
+                if bound.len() == 3 {
+                    expect(2, &is_text, "TEXT")?;
+                }
+                (if name == "lpad" { Function::LPad } else { Function::RPad }, Type::Text)
+            }
+            "left" | "right" | "repeat" => {
+                arity(2..=2)?;
+                expect(0, &is_text, "TEXT")?;
+                expect(1, &is_int, "an integer")?;
+                let f = match name.as_str() {
+                    "left" => Function::Left,
+                    "right" => Function::Right,
+                    _ => Function::Repeat,
+                };
+                (f, Type::Text)
+            }
+            "reverse" | "initcap" | "ascii" => {
+                arity(1..=1)?;
+                expect(0, &is_text, "TEXT")?;
+                match name.as_str() {
+                    "reverse" => (Function::Reverse, Type::Text),
+                    "initcap" => (Function::InitCap, Type::Text),
+                    _ => (Function::Ascii, Type::Int),
+                }
+            }
+            "chr" => {
+                arity(1..=1)?;
+                expect(0, &is_int, "an integer")?;
+                (Function::Chr, Type::Text)
+            }
+            "starts_with" => {
+                arity(2..=2)?;
+                (0..2).try_for_each(|i| expect(i, &is_text, "TEXT"))?;
+                (Function::StartsWith, Type::Bool)
+            }
+            "regexp_replace" => {
+                arity(3..=4)?;
+                (0..bound.len()).try_for_each(|i| expect(i, &is_text, "TEXT"))?;
+                let flags = match bound.get(3) {
+                    None => String::new(),
+                    Some(((Expr::Literal(Value::Text(flags)), _), s)) => {
+                        if crate::function::regexp_flags(flags).is_none() {
+                            let message = format!("regexp_replace's flags are g (every match), i and c, not '{flags}'");
+                            return Err(self.error(*s, message));
+                        }
+                        flags.to_string()
+                    }
+                    Some((_, s)) => return Err(self.unsupported(*s, "regexp_replace flags that are not a constant")),
+                };
+                let case_insensitive = crate::function::regexp_flags(&flags).is_some_and(|(_, ci)| ci);
+                if let Expr::Literal(Value::Text(pattern)) = &bound[1].0.0
+                    && let Err(e) = crate::eval::compile_regex(pattern, case_insensitive)
+                {
+                    return Err(self.error(bound[1].1, format!("invalid regular expression '{pattern}': {e}")));
+                }
+                let mut args = exprs();
+                args.truncate(3);
+                args.push(Expr::Literal(Value::Text(flags.into())));
+                return Ok((fold(Expr::Call(Function::RegexpReplace, args)), Type::Text));
+            }
+            "to_char" => {
+                arity(2..=2)?;
+                expect(
+                    0,
+                    &|t| matches!(t, Type::Timestamp | Type::Date),
+                    "a TIMESTAMP or DATE (to_char of numbers is not supported)",
+                )?;
+                expect(1, &is_text, "TEXT")?;
+                (Function::ToChar, Type::Text)
+            }
+            "date_part" => {
+                arity(2..=2)?;
+                let field = match &bound[0].0.0 {
+                    Expr::Literal(Value::Text(field)) if time::extract(field, 0).is_some() => field.to_lowercase(),
+                    _ => {
+                        return Err(self.error(
+                            bound[0].1,
+                            "date_part's first argument is a field such as 'year', 'month', 'day', 'hour', 'minute', \
+                             'second', 'dow', 'doy' or 'epoch'",
+                        ));
+                    }
+                };
+                expect(1, &|t| matches!(t, Type::Timestamp | Type::Date | Type::Interval), "a TIMESTAMP")?;
+                let extract =
+                    Expr::Call(Function::Extract, vec![Expr::Literal(Value::Text(field.into())), bound[1].0.0.clone()]);
+                // date_part is a DOUBLE (PostgreSQL's double precision), whatever the field.
+                return Ok((fold(Expr::Cast(Box::new(extract), Type::Double)), Type::Double));
+            }
+            "age" => {
+                return Err(self.unsupported(
+                    span,
+                    "age(): it counts years and months, which intervals here do not hold; subtract the \
+                     timestamps (a - b) for an interval in days and time",
                 ));
             }
             "now" | "current_timestamp" | "random" => {
@@ -2426,6 +2795,30 @@ impl<'a> Binder<'a> {
                     "date_trunc",
                     "greatest",
                     "least",
+                    "trunc",
+                    "mod",
+                    "power",
+                    "sqrt",
+                    "cbrt",
+                    "exp",
+                    "ln",
+                    "log",
+                    "log10",
+                    "sign",
+                    "pi",
+                    "lpad",
+                    "rpad",
+                    "left",
+                    "right",
+                    "repeat",
+                    "reverse",
+                    "initcap",
+                    "ascii",
+                    "chr",
+                    "starts_with",
+                    "regexp_replace",
+                    "to_char",
+                    "date_part",
                     "count",
                     "sum",
                     "min",

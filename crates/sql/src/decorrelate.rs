@@ -33,7 +33,7 @@ use std::collections::BTreeSet;
 
 use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, JoinKind, Rel, SubqueryKind};
 use crate::render::{default_row, width};
-use crate::rewrite::{apply_filter, null_safe};
+use crate::rewrite::{apply_filter, join, null_safe, project};
 use crate::value::{Type, Value};
 
 /// The depth of a lifted subquery's references to the rows it is answered
@@ -85,7 +85,7 @@ pub(crate) fn at_most_one_row(rel: &Rel) -> bool {
         Rel::Project { input, .. } | Rel::Filter { input, .. } | Rel::Distinct { input } => at_most_one_row(input),
         Rel::Join { left, right, .. } => at_most_one_row(left) && at_most_one_row(right),
         Rel::UnionAll { inputs } => inputs.len() == 1 && at_most_one_row(&inputs[0]),
-        Rel::Get { .. } | Rel::TopK { .. } | Rel::Window { .. } => false,
+        Rel::Get { .. } | Rel::TopK { .. } | Rel::Window { .. } | Rel::Replicate { .. } => false,
     }
 }
 
@@ -240,10 +240,6 @@ fn left_join_on_domain(
     join(JoinKind::Left, outer, answer, (left_keys, right_keys))
 }
 
-fn project(input: Rel, exprs: Vec<Expr>) -> Rel {
-    Rel::Project { input: Box::new(input), exprs }
-}
-
 fn is_correlated(rel: &Rel) -> bool {
     let mut any = false;
     rel.visit_outer(HERE, &mut |_| any = true);
@@ -280,6 +276,7 @@ fn apply(domain: &Rel, columns: &[usize], rel: Rel) -> Result<Rel, Unsupported> 
             if global { with_default_rows(domain, grouped, &aggregates) } else { grouped }
         }
         Rel::Distinct { input } => Rel::Distinct { input: Box::new(apply(domain, columns, *input)?) },
+        Rel::Replicate { input } => Rel::Replicate { input: Box::new(apply(domain, columns, *input)?) },
         Rel::UnionAll { inputs } => {
             Rel::UnionAll { inputs: inputs.into_iter().map(|i| apply(domain, columns, i)).collect::<Result<_, _>>()? }
         }
@@ -334,18 +331,6 @@ fn with_default_rows(domain: &Rel, grouped: Rel, aggregates: &[AggregateCall]) -
         }
     });
     project(joined, (0..k).map(Expr::Column).chain(values).collect())
-}
-
-fn join(kind: JoinKind, left: Rel, right: Rel, (left_keys, right_keys): (Vec<Expr>, Vec<Expr>)) -> Rel {
-    Rel::Join {
-        kind,
-        left_width: width(&left),
-        right_width: width(&right),
-        left: Box::new(left),
-        right: Box::new(right),
-        left_keys,
-        right_keys,
-    }
 }
 
 /// Outer references (to the columns `columns` of the enclosing rows) become

@@ -7,6 +7,7 @@
 //! cast) yields NULL, as in SQLite, so that one bad row cannot stop a view.
 use std::cmp::Ordering;
 
+use crate::function;
 use crate::plan::{BinaryOp, Expr, Function};
 use crate::time;
 use crate::value::{DECIMAL_ONE, Type, Value, cast, round_decimal};
@@ -359,7 +360,7 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
             Value::Interval(i) => Value::Interval(i.checked_abs()?),
             _ => return None,
         },
-        Round | Floor | Ceil => {
+        Round | Floor | Ceil | Trunc => {
             let digits = match values.get(1) {
                 Some(_) => int_arg(1)?.clamp(-18, 6),
                 None => 0,
@@ -372,6 +373,7 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
                     let floor = units.div_euclid(step) * step;
                     let rounded = match function {
                         Floor => floor,
+                        Trunc => units / step * step,
                         Ceil if floor == units => floor,
                         Ceil => floor + step,
                         _ if digits >= 0 => round_decimal(units, digits as u8),
@@ -389,6 +391,7 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
                     Value::double(
                         match function {
                             Floor => x.floor(),
+                            Trunc => x.trunc(),
                             Ceil => x.ceil(),
                             _ => x.round(),
                         } / scale,
@@ -449,6 +452,64 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
             Value::Text(array_elements(&text_arg(0)?)?.into_iter().nth(index)??.into())
         }
         QuoteLiteral => Value::Text(format!("'{}'", text_arg(0)?.replace('\'', "''")).into()),
+        Power | Sqrt | Cbrt | Exp | Ln | Log10 | LogBase => {
+            let x = values[0].as_f64()?;
+            let y = || values[1].as_f64();
+            Value::double(function::finite(match function {
+                Power => x.powf(y()?),
+                Sqrt if x >= 0.0 => x.sqrt(),
+                Cbrt => x.cbrt(),
+                Exp => x.exp(),
+                Ln if x > 0.0 => x.ln(),
+                Log10 if x > 0.0 => x.log10(),
+                LogBase if x > 0.0 && x != 1.0 && y()? > 0.0 => y()?.ln() / x.ln(),
+                _ => return None,
+            })?)
+        }
+        Sign => match &values[0] {
+            Value::Int(i) => Value::Int(i.signum()),
+            Value::Double(d) if d.0.is_nan() => Value::double(f64::NAN),
+            Value::Double(d) => Value::double(if d.0 == 0.0 { 0.0 } else { d.0.signum() }),
+            Value::Decimal(d) => Value::Decimal((d.get().signum() * DECIMAL_ONE).into()),
+            _ => return None,
+        },
+        LPad | RPad => {
+            let fill = match values.get(2) {
+                Some(_) => text_arg(2)?,
+                None => " ".to_owned(),
+            };
+            Value::Text(function::pad(&text_arg(0)?, int_arg(1)?, &fill, function == LPad)?.into())
+        }
+        Left | Right => Value::Text(function::left_right(&text_arg(0)?, int_arg(1)?, function == Left).into()),
+        Reverse => Value::Text(text_arg(0)?.chars().rev().collect()),
+        Repeat => Value::Text(function::repeat(&text_arg(0)?, int_arg(1)?)?.into()),
+        InitCap => Value::Text(function::initcap(&text_arg(0)?).into()),
+        StartsWith => Value::Bool(text_arg(0)?.starts_with(text_arg(1)?.as_str())),
+        Ascii => Value::Int(text_arg(0)?.chars().next().map_or(0, |c| c as i64)),
+        Chr => Value::Text(function::chr(int_arg(0)?)?.into()),
+        RegexpReplace => {
+            let (global, case_insensitive) = function::regexp_flags(&text_arg(3)?)?;
+            let (text, replacement) = (text_arg(0)?, function::replacement(&text_arg(2)?));
+            let replaced = with_regex(&text_arg(1)?, case_insensitive, |re| match global {
+                true => re.replace_all(&text, replacement.as_str()).into_owned(),
+                false => re.replace(&text, replacement.as_str()).into_owned(),
+            })?;
+            Value::Text(replaced.into())
+        }
+        SimilarTo => {
+            let escape = text_arg(2)?.chars().next();
+            let pattern = function::similar_to_regex(&text_arg(1)?, escape);
+            let text = text_arg(0)?;
+            Value::Bool(with_regex(&pattern, false, |re| re.is_match(&text))?)
+        }
+        ToChar => {
+            let micros = match &values[0] {
+                Value::Timestamp(t) => *t,
+                Value::Date(d) => *d as i64 * time::MICROS_PER_DAY,
+                _ => return None,
+            };
+            Value::Text(function::to_char(micros, &text_arg(1)?).into())
+        }
         Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat => unreachable!("handled by call"),
     })
 }
@@ -466,6 +527,12 @@ pub(crate) fn compile_regex(pattern: &str, case_insensitive: bool) -> std::resul
 /// `text ~ pattern`: `None` when the pattern does not compile (the binder
 /// refuses literal patterns that do not; a computed one yields NULL).
 fn regex_match(text: &str, pattern: &str, case_insensitive: bool) -> Option<bool> {
+    with_regex(pattern, case_insensitive, |re| re.is_match(text))
+}
+
+/// `f` of `pattern` compiled (kept in a per-thread cache); `None` when it
+/// does not compile.
+fn with_regex<T>(pattern: &str, case_insensitive: bool, f: impl FnOnce(&regex::Regex) -> T) -> Option<T> {
     thread_local! {
         static CACHE: std::cell::RefCell<std::collections::HashMap<(String, bool), regex::Regex>> =
             Default::default();
@@ -479,7 +546,7 @@ fn regex_match(text: &str, pattern: &str, case_insensitive: bool) -> Option<bool
             }
             cache.insert(key.clone(), compile_regex(pattern, case_insensitive).ok()?);
         }
-        Some(cache[&key].is_match(text))
+        Some(f(&cache[&key]))
     })
 }
 

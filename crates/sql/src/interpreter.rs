@@ -18,7 +18,7 @@ use millpond_dataflow::{Aggregate, Diff, SetUpdates, Sets};
 use crate::error::{Error, Result};
 use crate::eval::{eval, holds};
 use crate::plan::{Expr, Input, JoinKind, Rel, SubqueryKind};
-use crate::render::{SqlAggregates, Tuple, append_only, default_row, top_k, windowed};
+use crate::render::{SqlAggregates, Tuple, append_only, default_row, replicas, top_k, windowed};
 use crate::value::{Row, Type, Value};
 
 /// Rows with their multiplicities (each at least 1).
@@ -102,6 +102,13 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
                 })
                 .collect()
         }
+        Rel::Replicate { input } => evaluate(input, inputs)?
+            .into_iter()
+            .map(|(mut row, count)| {
+                let copies = replicas(&mut row);
+                (row, count * copies)
+            })
+            .collect(),
         Rel::Distinct { input } => {
             let rows: BTreeMap<Row, i64> = evaluate(input, inputs)?.into_iter().collect();
             rows.into_keys().map(|row| (row, 1)).collect()

@@ -38,6 +38,8 @@ mod error;
 #[cfg(feature = "runtime")]
 mod eval;
 #[cfg(feature = "runtime")]
+mod function;
+#[cfg(feature = "runtime")]
 mod interpreter;
 mod parse;
 #[cfg(feature = "runtime")]
@@ -48,6 +50,8 @@ mod render;
 mod rewrite;
 #[cfg(feature = "runtime")]
 mod session;
+#[cfg(feature = "runtime")]
+mod set_operation;
 #[cfg(feature = "runtime")]
 mod sort_key;
 #[cfg(feature = "runtime")]

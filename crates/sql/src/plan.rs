@@ -74,6 +74,34 @@ pub(crate) enum Function {
     ArrayElement,
     /// EXTRACT(field FROM x): the field is the first argument (a literal).
     Extract,
+    /// `trunc(x [, digits])`: toward zero, as round's sibling.
+    Trunc,
+    /// DOUBLE results (module `function`): NULL out of their domain.
+    Power,
+    Sqrt,
+    Cbrt,
+    Exp,
+    Ln,
+    Log10,
+    /// `log(base, x)`.
+    LogBase,
+    Sign,
+    LPad,
+    RPad,
+    Left,
+    Right,
+    Reverse,
+    Repeat,
+    InitCap,
+    StartsWith,
+    Ascii,
+    Chr,
+    /// `regexp_replace(text, pattern, replacement, flags)` (flags a literal).
+    RegexpReplace,
+    /// `text SIMILAR TO pattern` with its escape character (a literal, `''` for none).
+    SimilarTo,
+    /// `to_char(timestamp, template)`.
+    ToChar,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -217,6 +245,26 @@ impl Expr {
             }
         }
     }
+    /// Adds to the depth of every `Outer` reference of an expression that
+    /// holds no subquery (it is moved into a subquery: `f` is `depth + 1`).
+    pub(crate) fn map_outer_depths(&mut self, f: &mut dyn FnMut(usize) -> usize) {
+        assert!(!self.has_subquery(), "an expression without subqueries");
+        if let Expr::Outer { depth, .. } = self {
+            *depth = f(*depth);
+        }
+        self.children_mut().into_iter().for_each(|c| c.map_outer_depths(f));
+    }
+    /// Turns the columns of an expression that holds no subquery into
+    /// references to the same columns one query out (it is moved into a
+    /// subquery of the query it was over).
+    pub(crate) fn map_columns_to_outer(&mut self) {
+        assert!(!self.has_subquery(), "an expression without subqueries");
+        if let Expr::Column(column) = *self {
+            *self = Expr::Outer { depth: 1, column };
+            return;
+        }
+        self.children_mut().into_iter().for_each(Expr::map_columns_to_outer);
+    }
     /// Whether this expression reads an enclosing query's row (an `Outer`
     /// reference, or a subquery): it is no constant, even without columns.
     pub(crate) fn is_correlated(&self) -> bool {
@@ -285,9 +333,12 @@ impl Rel {
     pub(crate) fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
             Rel::Get { input: Input::Function { args, .. }, .. } => args.iter_mut().collect(),
-            Rel::Get { .. } | Rel::Unit | Rel::Distinct { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => {
-                Vec::new()
-            }
+            Rel::Get { .. }
+            | Rel::Unit
+            | Rel::Distinct { .. }
+            | Rel::UnionAll { .. }
+            | Rel::Window { .. }
+            | Rel::Replicate { .. } => Vec::new(),
             Rel::Project { exprs, .. } => exprs.iter_mut().collect(),
             Rel::Filter { predicate, .. } => vec![predicate],
             Rel::Join { left_keys, right_keys, .. } => left_keys.iter_mut().chain(right_keys.iter_mut()).collect(),
@@ -308,7 +359,8 @@ impl Rel {
             | Rel::Aggregate { input, .. }
             | Rel::Distinct { input }
             | Rel::TopK { input, .. }
-            | Rel::Window { input, .. } => vec![input.as_mut()],
+            | Rel::Window { input, .. }
+            | Rel::Replicate { input } => vec![input.as_mut()],
             Rel::Join { left, right, .. } => vec![left.as_mut(), right.as_mut()],
             Rel::UnionAll { inputs } => inputs.iter_mut().collect(),
         }
@@ -475,4 +527,10 @@ pub(crate) enum Rel {
     /// One row with no columns, once: the input of FROM-less SELECTs and of
     /// global aggregates' default row.
     Unit,
+    /// Each input row as many times as its last column says, without that
+    /// column: INTERSECT ALL and EXCEPT ALL (`set_operation`). The count is
+    /// an INT of at least 1 (a filter below keeps only such rows).
+    Replicate {
+        input: Box<Rel>,
+    },
 }

@@ -182,7 +182,8 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
         | Rel::Aggregate { input, .. }
         | Rel::Distinct { input }
         | Rel::TopK { input, .. }
-        | Rel::Window { input, .. } => count_uses(input, uses),
+        | Rel::Window { input, .. }
+        | Rel::Replicate { input } => count_uses(input, uses),
         Rel::Join { left, right, .. } => {
             count_uses(left, uses);
             count_uses(right, uses);
@@ -259,7 +260,12 @@ fn unique_key(rel: &Rel) -> Option<Vec<usize>> {
         Rel::Project { input, exprs } => {
             unique_key(input)?.into_iter().map(|column| exprs.iter().position(|e| *e == Expr::Column(column))).collect()
         }
-        Rel::Aggregate { .. } | Rel::Get { .. } | Rel::Join { .. } | Rel::UnionAll { .. } | Rel::Window { .. } => None,
+        Rel::Aggregate { .. }
+        | Rel::Get { .. }
+        | Rel::Join { .. }
+        | Rel::UnionAll { .. }
+        | Rel::Window { .. }
+        | Rel::Replicate { .. } => None,
         Rel::Unit => None,
     }
 }
@@ -319,7 +325,8 @@ fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
         | Rel::Aggregate { input, .. }
         | Rel::Distinct { input }
         | Rel::TopK { input, .. }
-        | Rel::Window { input, .. } => append_only_sources(input, out),
+        | Rel::Window { input, .. }
+        | Rel::Replicate { input } => append_only_sources(input, out),
         Rel::Join { left, right, .. } => {
             append_only_sources(left, out);
             append_only_sources(right, out);
@@ -425,7 +432,9 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
             demand(input, &inner, out);
         }
         // Whole rows are compared (and kept in state): every column counts.
-        Rel::Distinct { input } | Rel::TopK { input, .. } => demand(input, &all(width(input)), out),
+        Rel::Distinct { input } | Rel::TopK { input, .. } | Rel::Replicate { input } => {
+            demand(input, &all(width(input)), out)
+        }
         Rel::UnionAll { inputs } => inputs.iter().for_each(|i| demand(i, needed, out)),
         Rel::Window { input, time_column, .. } => {
             let mut inner = needed[..needed.len() - 2].to_vec();
@@ -456,6 +465,7 @@ pub(crate) fn width(rel: &Rel) -> usize {
         Rel::UnionAll { inputs } => inputs.first().map_or(0, width),
         Rel::TopK { input_width, row_number, .. } => input_width + usize::from(*row_number),
         Rel::Window { input, .. } => width(input) + 2,
+        Rel::Replicate { input } => width(input) - 1,
         Rel::Unit => 0,
     }
 }
@@ -763,6 +773,10 @@ impl<'s> Renderer<'s, '_> {
                 let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
                 self.render(input).flat_map(move |row: Row| windowed(row, column, slide, size))
             }
+            Rel::Replicate { input } => self.render(input).explode(|mut row: Row| {
+                let copies = replicas(&mut row);
+                std::iter::once((row, copies as Diff))
+            }),
             Rel::Unit => self.unit(),
         }
     }
@@ -849,6 +863,14 @@ pub(crate) fn windowed(row: Row, column: usize, slide: i64, size: i64) -> impl I
         out.push(Value::Timestamp(start.saturating_add(size)));
         out
     })
+}
+
+/// Takes a `Rel::Replicate` row's last column, its number of copies.
+pub(crate) fn replicas(row: &mut Row) -> i64 {
+    match row.pop() {
+        Some(Value::Int(copies)) if copies >= 1 => copies,
+        other => panic!("a replicated row's count is an INT of at least 1, not {other:?}"),
+    }
 }
 
 /// The first `limit` rows by `order` (ties broken by the whole row), with
@@ -1210,6 +1232,7 @@ pub(crate) fn append_only(rel: &Rel) -> bool {
             matches!(kind, JoinKind::Inner) && append_only(left) && append_only(right)
         }
         Rel::Aggregate { .. } | Rel::Distinct { .. } | Rel::TopK { .. } => false,
+        Rel::Replicate { input } => append_only(input),
     }
 }
 

@@ -11,6 +11,7 @@
 //!
 //! Invariant: a rewritten plan computes what the plan did.
 use crate::plan::{AggregateCall, AggregateFunction, BinaryOp, Expr, Function, JoinKind, Rel};
+use crate::render::width;
 use crate::value::Value;
 
 /// Splits a predicate into its AND-ed parts.
@@ -104,6 +105,23 @@ pub(crate) fn apply_filter(mut rel: Rel, predicate: Expr) -> Rel {
         Some(predicate) => Rel::Filter { input: Box::new(rel), predicate },
         None => rel,
     }
+}
+
+/// `left` joined with `right` on `keys` (the left side's, the right side's).
+pub(crate) fn join(kind: JoinKind, left: Rel, right: Rel, (left_keys, right_keys): (Vec<Expr>, Vec<Expr>)) -> Rel {
+    Rel::Join {
+        kind,
+        left_width: width(&left),
+        right_width: width(&right),
+        left: Box::new(left),
+        right: Box::new(right),
+        left_keys,
+        right_keys,
+    }
+}
+
+pub(crate) fn project(input: Rel, exprs: Vec<Expr>) -> Rel {
+    Rel::Project { input: Box::new(input), exprs }
 }
 
 /// Join keys under which NULL matches NULL: per column, whether it is NULL

@@ -23,7 +23,12 @@ pub(super) fn table_scope(object: &Object) -> Scope {
         columns: object
             .columns
             .iter()
-            .map(|c| ScopeColumn { table: Some(object.name.clone()), name: c.name.clone(), ty: c.ty })
+            .map(|c| ScopeColumn {
+                table: Some(object.name.clone()),
+                name: c.name.clone(),
+                ty: c.ty,
+                qualified_only: false,
+            })
             .collect(),
     }
 }

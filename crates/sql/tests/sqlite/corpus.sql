@@ -324,6 +324,17 @@ agg_of_join_count: SELECT t3.name, COUNT(e.id) AS n FROM t3 LEFT JOIN e ON t3.k 
 # --- Joins -------------------------------------------------------------------------
 
 join_inner: SELECT t2.k, t2.x, t3.name FROM t2 JOIN t3 ON t2.k = t3.k
+using_star: SELECT * FROM t2 JOIN t3 USING (k)
+using_left: SELECT k, x, name FROM t2 LEFT JOIN t3 USING (k)
+using_qualified: SELECT k, t2.k AS k2, t3.k AS k3, t3.w FROM t2 LEFT JOIN t3 USING (k)
+using_right: SELECT * FROM t2 RIGHT JOIN t3 USING (k)
+using_full: SELECT k, x, name FROM t2 FULL JOIN t3 USING (k)
+using_chain: SELECT k, x, name, v FROM t2 JOIN t3 USING (k) JOIN u USING (k)
+using_grouped: SELECT k, COUNT(*) AS n, MAX(name) AS m FROM t2 JOIN t3 USING (k) GROUP BY k
+using_table_star: SELECT t3.*, x FROM t2 JOIN t3 USING (k)
+natural_star: SELECT * FROM t2 NATURAL JOIN t3
+natural_left: SELECT k, name, y FROM t3 NATURAL LEFT JOIN t2
+natural_none_common: SELECT * FROM t3 NATURAL JOIN (SELECT a, b FROM t4) q
 join_inner_star: SELECT * FROM t2 INNER JOIN (SELECT k AS k3, name, w FROM t3) t ON t.k3 = t2.k
 join_left: SELECT t2.k, t2.x, t3.name, t3.w FROM t2 LEFT JOIN t3 ON t2.k = t3.k
 join_left_outer: SELECT t3.k, t3.name, t2.x FROM t3 LEFT OUTER JOIN t2 ON t3.k = t2.k
@@ -399,6 +410,34 @@ union_distinct_rows: SELECT k, y FROM t2 UNION SELECT k, w FROM u
 union_literal: SELECT 'a' AS tag, a AS v FROM t1 WHERE a > 90 UNION ALL SELECT 'b', x FROM t2 WHERE x > 90
 union_all_dups: SELECT k, x FROM t2 UNION ALL SELECT k, x FROM t2
 union_mixed: SELECT k FROM t2 UNION ALL SELECT k FROM t3 UNION SELECT k FROM u
+intersect_keys: SELECT k FROM t2 INTERSECT SELECT k FROM u
+intersect_rows_nulls: SELECT k, y FROM t2 INTERSECT SELECT k, w FROM u
+intersect_self_distinct: SELECT k, x FROM t2 INTERSECT SELECT k, x FROM t2
+except_keys: SELECT k FROM t2 EXCEPT SELECT k FROM t3
+except_rows_nulls: SELECT a, s FROM t1 EXCEPT SELECT k, y FROM t2
+except_append_only: SELECT k FROM e EXCEPT SELECT k FROM t3
+except_chain: SELECT k FROM t2 EXCEPT SELECT k FROM t3 EXCEPT SELECT k FROM u
+except_everything: SELECT k, x FROM t2 EXCEPT SELECT k, x FROM t2
+# ours: INTERSECT binds tighter than UNION and EXCEPT (the standard, PostgreSQL); SQLite reads them left to right.
+intersect_precedence: SELECT k FROM t2 UNION SELECT k FROM u INTERSECT SELECT k FROM t3
+sqlite: SELECT k FROM t2 UNION SELECT * FROM (SELECT k FROM u INTERSECT SELECT k FROM t3)
+intersect_then_except: SELECT k FROM t2 EXCEPT SELECT k FROM u INTERSECT SELECT k FROM t3
+sqlite: SELECT k FROM t2 EXCEPT SELECT * FROM (SELECT k FROM u INTERSECT SELECT k FROM t3)
+# SQLite has no INTERSECT ALL / EXCEPT ALL: the n-th copy of a row is (row, n) there, compared as a set.
+intersect_all: SELECT k FROM t2 INTERSECT ALL SELECT k FROM e
+sqlite: SELECT k FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM t2 INTERSECT SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM e)
+intersect_all_rows: SELECT k, x FROM t2 INTERSECT ALL SELECT k, x FROM t2 WHERE x > 30
+sqlite: SELECT k, x FROM (SELECT k, x, ROW_NUMBER() OVER (PARTITION BY k, x) FROM t2 INTERSECT SELECT k, x, ROW_NUMBER() OVER (PARTITION BY k, x) FROM t2 WHERE x > 30)
+except_all: SELECT k, x FROM t2 EXCEPT ALL SELECT k, amount FROM e
+sqlite: SELECT k, x FROM (SELECT k, x, ROW_NUMBER() OVER (PARTITION BY k, x) FROM t2 EXCEPT SELECT k, amount, ROW_NUMBER() OVER (PARTITION BY k, amount) FROM e)
+except_all_self: SELECT k FROM t2 EXCEPT ALL SELECT k FROM t2 WHERE x > 50
+sqlite: SELECT k FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM t2 EXCEPT SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM t2 WHERE x > 50)
+except_all_counted: SELECT v, COUNT(*) AS n FROM (SELECT y AS v FROM t2 EXCEPT ALL SELECT w FROM u) q GROUP BY v
+sqlite: SELECT v, COUNT(*) FROM (SELECT y AS v, ROW_NUMBER() OVER (PARTITION BY y) FROM t2 EXCEPT SELECT w, ROW_NUMBER() OVER (PARTITION BY w) FROM u) q GROUP BY v
+except_in_subquery: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2 EXCEPT SELECT k FROM t3)
+intersect_correlated: SELECT id FROM t1 WHERE EXISTS (SELECT x FROM t2 WHERE t2.k = t1.a INTERSECT SELECT b FROM t1 AS o WHERE o.id <> t1.id)
+except_correlated: SELECT id, (SELECT COUNT(*) FROM (SELECT x FROM t2 WHERE t2.k = t1.a EXCEPT ALL SELECT b FROM t1 AS o WHERE o.a = t1.a) q) AS n FROM t1
+sqlite: SELECT id, (SELECT COUNT(*) FROM (SELECT x, ROW_NUMBER() OVER (PARTITION BY x) FROM t2 WHERE t2.k = t1.a EXCEPT SELECT b, ROW_NUMBER() OVER (PARTITION BY b) FROM t1 AS o WHERE o.a = t1.a) q) FROM t1
 distinct_s: SELECT DISTINCT s FROM t1
 distinct_two: SELECT DISTINCT k, y FROM t2
 distinct_expr: SELECT DISTINCT a % 3 AS r, s IS NULL AS sn FROM t1
@@ -583,6 +622,22 @@ sub_in_corr: SELECT id FROM t1 WHERE b IN (SELECT x FROM t2 WHERE t2.k = t1.id %
 sub_in_corr_value: SELECT id, b IN (SELECT x FROM t2 WHERE t2.k = t1.a) AS i FROM t1
 sub_in_under_agg: SELECT k, COUNT(*) AS n FROM t2 WHERE x IN (SELECT a FROM t1) GROUP BY k
 sub_in_union: SELECT id FROM t1 WHERE a IN (SELECT k FROM t2 UNION SELECT k FROM t3)
+# SQLite has no ANY/ALL: the same answers from per-row comparisons summed (TRUE if one is TRUE, else
+# NULL if one is NULL, else FALSE; ALL: FALSE if one is FALSE, else NULL if one is NULL, else TRUE).
+any_lt: SELECT id, a < ANY (SELECT x FROM t2) AS p FROM t1
+sqlite: SELECT id, (SELECT CASE WHEN SUM(t1.a < x) > 0 THEN 1 WHEN SUM((t1.a < x) IS NULL) > 0 THEN NULL ELSE 0 END FROM t2) FROM t1
+any_eq_correlated: SELECT id, a = ANY (SELECT x FROM t2 WHERE t2.k = t1.b) AS p FROM t1
+sqlite: SELECT id, (SELECT CASE WHEN SUM(t1.a = x) > 0 THEN 1 WHEN SUM((t1.a = x) IS NULL) > 0 THEN NULL ELSE 0 END FROM t2 WHERE t2.k = t1.b) FROM t1
+all_gt_correlated: SELECT id, a > ALL (SELECT b FROM t1 AS o WHERE o.s = t1.s AND o.id <> t1.id) AS p FROM t1
+sqlite: SELECT id, (SELECT CASE WHEN SUM(NOT (t1.a > o.b)) > 0 THEN 0 WHEN SUM((t1.a > o.b) IS NULL) > 0 THEN NULL ELSE 1 END FROM t1 AS o WHERE o.s = t1.s AND o.id <> t1.id) FROM t1
+some_where: SELECT id FROM t1 WHERE b >= SOME (SELECT x FROM t2 WHERE x < 20)
+sqlite: SELECT id FROM t1 WHERE (SELECT CASE WHEN SUM(t1.b >= x) > 0 THEN 1 WHEN SUM((t1.b >= x) IS NULL) > 0 THEN NULL ELSE 0 END FROM t2 WHERE x < 20)
+all_where_empty: SELECT id, a FROM t1 WHERE a <> ALL (SELECT a FROM t0)
+sqlite: SELECT id, a FROM t1
+all_ne_nulls: SELECT id, a <> ALL (SELECT k FROM t2) AS p, NOT (a <> ALL (SELECT k FROM t2)) AS q FROM t1
+sqlite: SELECT id, a NOT IN (SELECT k FROM t2), a IN (SELECT k FROM t2) FROM t1
+any_text: SELECT k, y = ANY (SELECT s FROM t1 WHERE a > 50) AS p FROM t2
+sqlite: SELECT k, (SELECT CASE WHEN SUM(t2.y = s) > 0 THEN 1 WHEN SUM((t2.y = s) IS NULL) > 0 THEN NULL ELSE 0 END FROM t1 WHERE a > 50) FROM t2
 sub_in_text: SELECT id FROM t1 WHERE s IN (SELECT y FROM t2)
 
 # --- ORDER BY without LIMIT: accepted with a notice, the order dropped -------------
@@ -632,3 +687,7 @@ lite_in_empty_view: SELECT id, a IN one_col_empty AS i, a NOT IN one_col_empty A
 # total(): SUM as a float, 0.0 over no values.
 lite_total: SELECT k, total(x) AS t, total(DISTINCT x) AS td FROM t2 GROUP BY k
 lite_total_empty: SELECT total(a) AS t, total(b) FILTER (WHERE b > 1000) AS none FROM t1
+# SQLite renames a repeated column (k:1); ours names it k_2, with a notice.
+dup_names: SELECT a.k, b.k, a.x FROM t2 a JOIN t3 b ON a.k = b.k
+dup_names_unnamed: SELECT DISTINCT x + 1, x * 2 FROM t2
+unary_plus_any: SELECT + s AS ps, + NULL AS pn, + ts AS pt FROM t1
