@@ -8,6 +8,7 @@
 //! the last checkpoint after a crash.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
@@ -40,7 +41,13 @@ pub(crate) struct SqlArgs {
 /// Executes `sql` in a session, rendering an SQL error against the text.
 fn execute(data_dir: &Path, sql: &str, file: Option<&str>, once: bool) -> Result<Session> {
     let mut session = Session::open(data_dir)?;
-    match session.execute(sql, file, once) {
+    // INSERT ... SELECT reads views as their last checkpoints left them.
+    let views = |names: &[&str]| {
+        let read =
+            |name: &&str| millpond_dataflow::read_view_raw(data_dir, name).map(|s| (name.to_string(), Arc::new(s)));
+        names.iter().map(|name| read(name).map_err(|e| format!("reading view \"{name}\": {e}"))).collect()
+    };
+    match session.execute_reading(sql, file, once, &views) {
         Ok(outcomes) => {
             for outcome in outcomes {
                 for (location, notice) in &outcome.notices {

@@ -213,6 +213,26 @@ impl Engine {
         &self.timings
     }
 
+    /// The last committed snapshots of `views`, at one epoch (what
+    /// `INSERT ... SELECT` reads), waiting up to the default statement wait
+    /// for a view's first commit.
+    fn view_snapshots(
+        &self,
+        views: &[&str],
+    ) -> std::result::Result<std::collections::BTreeMap<String, Arc<millpond_dataflow::RawSnapshot>>, String> {
+        use crate::view_cache::ReadError;
+        let wait_ms = crate::pg::VIEW_READY_WAIT_MS;
+        self.view_cache.rows(self.data_dir(), views, wait_ms).map_err(|error| match error {
+            ReadError::NotCommitted(view) => {
+                format!("view \"{view}\" has not committed its first epoch within {wait_ms} ms")
+            }
+            ReadError::Inconsistent(epochs) => {
+                format!("could not read the views at one epoch ({epochs}); run it again")
+            }
+            ReadError::Failed(view, e) => format!("reading view \"{view}\": {e}"),
+        })
+    }
+
     /// The data directory.
     pub fn data_dir(&self) -> &std::path::Path {
         &self.config.data_dir
@@ -222,7 +242,7 @@ impl Engine {
     /// if the batch changed what it maintains.
     pub fn execute(&self, sql: &str) -> Result<Vec<Outcome>> {
         let mut session = self.session();
-        let outcomes = session.execute(sql, None, false)?;
+        let outcomes = session.execute_reading(sql, None, false, &|views| self.view_snapshots(views))?;
         self.sync_runner(&session, false)?;
         Ok(outcomes)
     }
@@ -232,7 +252,7 @@ impl Engine {
     pub fn execute_tracked(&self, sql: &str) -> Result<(Vec<Outcome>, Writes)> {
         let mut session = self.session();
         let before = self.table_ends()?;
-        let outcomes = session.execute(sql, None, false)?;
+        let outcomes = session.execute_reading(sql, None, false, &|views| self.view_snapshots(views))?;
         let after = self.table_ends()?;
         self.sync_runner(&session, false)?;
         let written = after.into_iter().filter(|(topic, end)| before.get(topic) != Some(end)).collect();
@@ -297,7 +317,7 @@ impl Engine {
     /// once per data directory (as `millpond run FILE.sql` does).
     pub fn execute_file(&self, sql: &str, file: &str) -> Result<Vec<Outcome>> {
         let mut session = self.session();
-        let outcomes = session.execute(sql, Some(file), true)?;
+        let outcomes = session.execute_reading(sql, Some(file), true, &|views| self.view_snapshots(views))?;
         self.sync_runner(&session, false)?;
         Ok(outcomes)
     }

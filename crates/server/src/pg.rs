@@ -1145,7 +1145,8 @@ fn command_tag(tag: &str) -> Tag {
     let count = words.get(1).and_then(|n| n.parse::<usize>().ok());
     match (words.first().copied(), count) {
         (Some("INSERT"), Some(n)) => Tag::new("INSERT").with_oid(0).with_rows(n),
-        (Some(verb @ ("UPDATE" | "DELETE")), Some(n)) => Tag::new(verb).with_rows(n),
+        // CREATE TABLE ... AS reports the rows it stored, as Postgres does.
+        (Some(verb @ ("UPDATE" | "DELETE" | "SELECT")), Some(n)) => Tag::new(verb).with_rows(n),
         (Some(verb @ ("INSERT" | "UPDATE" | "DELETE")), None) => Tag::new(verb).with_rows(0),
         _ => {
             let kind: Vec<&str> =
@@ -1195,6 +1196,9 @@ pub(crate) fn statement_error(error: &Error, query: &str) -> PgWireError {
         "42P01"
     } else if message.starts_with("unknown column") {
         "42703"
+    } else if message.contains("but the query's") {
+        // INSERT ... SELECT of a value whose type the column cannot take.
+        "42804"
     } else {
         "42601"
     };

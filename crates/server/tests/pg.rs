@@ -838,3 +838,43 @@ async fn a_view_ordered_without_limit_is_created_with_a_notice() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_select_and_create_table_as_read_views_and_tables_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 4);
+    let client = connect(endpoint.addr()).await.unwrap();
+    let text = |s: &str| Some(s.to_owned());
+    query(
+        &client,
+        "CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT); INSERT INTO t VALUES (1, 10), (2, 20), (3, 30);\n\
+         CREATE TABLE archive (parity BIGINT, total BIGINT);\n\
+         CREATE MATERIALIZED VIEW totals AS SELECT k % 2 AS parity, SUM(v) AS s FROM t GROUP BY k % 2",
+    )
+    .await
+    .unwrap();
+    // Read-your-writes: the view holds the rows above before it is copied.
+    assert_eq!(query(&client, "SELECT COUNT(*) FROM totals").await.unwrap().1, [vec![text("2")]]);
+    let (counts, _) = query(&client, "INSERT INTO archive SELECT parity, s FROM totals").await.unwrap();
+    assert_eq!(counts, [2], "INSERT 0 2");
+    let (counts, _) = query(
+        &client,
+        "CREATE TABLE snap AS SELECT parity, s * 10 AS big, k FROM totals JOIN t ON t.k % 2 = totals.parity",
+    )
+    .await
+    .unwrap();
+    assert_eq!(counts, [3], "SELECT 3: one row per row of t");
+    // Later changes to what they read do not reach the copies.
+    query(&client, "DELETE FROM t; INSERT INTO t VALUES (8, 800)").await.unwrap();
+    assert_eq!(query(&client, "SELECT s FROM totals").await.unwrap().1, [vec![text("800")]]);
+    let archive = query(&client, "SELECT parity, total FROM archive ORDER BY parity").await.unwrap().1;
+    assert_eq!(archive, [vec![text("0"), text("20")], vec![text("1"), text("40")]]);
+    let snap = query(&client, "SELECT k, big FROM snap ORDER BY k").await.unwrap().1;
+    assert_eq!(snap, [vec![text("1"), text("400")], vec![text("2"), text("200")], vec![text("3"), text("400")]]);
+    // A type the column cannot take is refused (42804), and nothing is written.
+    let error = query(&client, "INSERT INTO archive SELECT parity, 'x' || s FROM totals").await.unwrap_err();
+    assert_eq!(sqlstate(&error), "42804", "{error:?}");
+    assert_eq!(query(&client, "SELECT COUNT(*) FROM archive").await.unwrap().1, [vec![text("2")]]);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}

@@ -1817,7 +1817,9 @@ impl<'a> Binder<'a> {
                         }
                         Expr::Literal(Value::Null) => {}
                         _ => {
-                            return Err(self.unsupported(pattern.span(), "ESCAPE with a pattern that is not a constant"));
+                            return Err(
+                                self.unsupported(pattern.span(), "ESCAPE with a pattern that is not a constant")
+                            );
                         }
                     }
                 }

@@ -70,7 +70,7 @@ pub use error::{Error, Location, Result};
 #[cfg(feature = "runtime")]
 pub use render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC, ViewRow};
 #[cfg(feature = "runtime")]
-pub use session::{Description, Outcome, Query, Session};
+pub use session::{Description, Outcome, Query, Session, ViewReader};
 #[cfg(feature = "runtime")]
 pub use system::SystemContext;
 pub use time::without_zone;

@@ -97,13 +97,29 @@ pub struct Session {
 /// What a batch of statements has checked so far and will write: the
 /// working catalog, the tables as its DML left them, the effects queued,
 /// and the tables' predicted end offsets. Applied whole, or not at all.
-struct PendingBatch {
+struct PendingBatch<'v> {
     working: Catalog,
+    /// Reads materialized views' committed snapshots (INSERT ... SELECT).
+    views: ViewReader<'v>,
     /// The rows of the tables read so far, as the batch's statements left them.
     tables: BTreeMap<String, TableRows>,
     effects: Vec<Effect>,
     /// Predicted end offsets of the tables written by this batch.
     table_ends: BTreeMap<String, u64>,
+}
+
+/// Reads the last committed snapshots of the materialized views named
+/// (every one of them, or an error that says why not).
+pub type ViewReader<'v> =
+    &'v dyn Fn(&[&str]) -> std::result::Result<BTreeMap<String, Arc<millpond_dataflow::RawSnapshot>>, String>;
+
+/// The reader of a session with no runtime beside it: no view can be read.
+fn no_views(views: &[&str]) -> std::result::Result<BTreeMap<String, Arc<millpond_dataflow::RawSnapshot>>, String> {
+    Err(format!(
+        "materialized view \"{}\" is read only where its runtime runs (millpond serve, or millpond sql on a \
+         data directory)",
+        views.first().copied().unwrap_or_default()
+    ))
 }
 
 fn fnv64(bytes: &[u8]) -> u64 {
@@ -141,6 +157,19 @@ impl Session {
     /// `once`, each DML statement is applied once per data directory (see
     /// the module docs); without, every time.
     pub fn execute(&mut self, sql: &str, file: Option<&str>, once: bool) -> Result<Vec<Outcome>> {
+        self.execute_reading(sql, file, once, &no_views)
+    }
+
+    /// [`Session::execute`], where `INSERT ... SELECT` and `CREATE TABLE ...
+    /// AS SELECT` read materialized views through `views` (their last
+    /// committed snapshots; a server's runtime has them).
+    pub fn execute_reading(
+        &mut self,
+        sql: &str,
+        file: Option<&str>,
+        once: bool,
+        views: ViewReader<'_>,
+    ) -> Result<Vec<Outcome>> {
         // A marker belongs to its file: the same statement in another file is another.
         let file_id = file.map_or_else(String::new, |f| {
             std::fs::canonicalize(f).map_or_else(|_| f.to_owned(), |path| path.display().to_string())
@@ -154,6 +183,7 @@ impl Session {
         self.raise_bounds()?;
         let mut batch = PendingBatch {
             working: self.catalog.clone(),
+            views,
             tables: BTreeMap::new(),
             effects: Vec::new(),
             table_ends: BTreeMap::new(),
@@ -186,7 +216,7 @@ impl Session {
         Ok(outcomes)
     }
 
-    fn plan(&self, parsed: &Parsed, batch: &mut PendingBatch, marker: Option<MarkerKey>) -> Result<Outcome> {
+    fn plan(&self, parsed: &Parsed, batch: &mut PendingBatch<'_>, marker: Option<MarkerKey>) -> Result<Outcome> {
         let at = &parsed.location;
         match &parsed.stmt {
             Stmt::CreateSource(source) => {
@@ -228,6 +258,9 @@ impl Session {
                 self.drop(batch, &name, "sink", *if_exists, false, &name_at)
             }
             Stmt::Sql(statement) => match statement.as_ref() {
+                ast::Statement::CreateTable(create) if create.query.is_some() => {
+                    self.create_table_as(create, batch, at)
+                }
                 ast::Statement::CreateTable(create) => {
                     let object = self.table_object(create, at)?;
                     let topic = table_topic(&object.name);

@@ -249,6 +249,67 @@ impl Session {
         })
     }
 
+    /// `CREATE TABLE name AS query`: a table with the query's columns (no
+    /// primary key), holding the query's answer now (as `INSERT ... SELECT`
+    /// computes it). A table that exists already with the same columns is
+    /// left as it is (a definition file run again inserts nothing twice).
+    pub(super) fn create_table_as(
+        &self,
+        create: &ast::CreateTable,
+        batch: &mut PendingBatch<'_>,
+        at: &Location,
+    ) -> Result<Outcome> {
+        let query = create.query.as_deref().expect("CREATE TABLE ... AS");
+        if !create.columns.is_empty() || !create.constraints.is_empty() {
+            return Err(Error::sql(at.clone(), "not supported: column definitions in CREATE TABLE ... AS"));
+        }
+        let (rel, columns) = super::query::bind_one_off(&batch.working, query, at)?;
+        let mut defs = Vec::new();
+        for (i, (name, ty)) in columns.iter().enumerate() {
+            if columns[..i].iter().any(|(other, _)| other == name) {
+                let message = format!("the query has two columns named \"{name}\"; give one of them an alias with AS");
+                return Err(Error::sql(span_location(at, query.span()), message));
+            }
+            // A column of NULLs only is TEXT, as in PostgreSQL.
+            let ty = if *ty == Type::Null { Type::Text } else { *ty };
+            defs.push(format!("\"{}\" {ty}", name.replace('"', "\"\"")));
+        }
+        let sql = format!("CREATE TABLE {} ({})", create.name, defs.join(", "));
+        let statement = sqlparser::parser::Parser::parse_sql(&sqlparser::dialect::PostgreSqlDialect {}, &sql)
+            .map_err(|e| Error::sql(at.clone(), format!("CREATE TABLE ... AS: {e} in {sql}")))?;
+        let [ast::Statement::CreateTable(plain)] = statement.as_slice() else { unreachable!("one CREATE TABLE") };
+        let plain =
+            ast::CreateTable { if_not_exists: create.if_not_exists, or_replace: create.or_replace, ..plain.clone() };
+        let object = self.table_object(&plain, at)?;
+        let fresh = batch.working.get(&object.name).is_none();
+        let topic = table_topic(&object.name);
+        let name_at = name_location(at, &create.name);
+        let created =
+            self.create(&mut batch.working, object.clone(), false, create.if_not_exists, &name_at, &mut batch.effects)?;
+        if !fresh {
+            return Ok(created);
+        }
+        if !self.topics.exists(&topic) {
+            batch.effects.push(Effect::CreateTopic { topic, spec: TABLE_TOPIC_SPEC });
+        } else {
+            self.clear_leftover_rows(batch, &object)?;
+        }
+        let query_at = span_location(at, query.span());
+        let answer = {
+            let PendingBatch { working, tables, views, .. } = &mut *batch;
+            self.answer(working, tables, *views, &rel, &query_at)?
+        };
+        let mut rows: Vec<(Row, Location)> = Vec::with_capacity(answer.len());
+        for row in answer {
+            let row =
+                row.into_iter().zip(&object.columns).map(|(v, c)| storable(v, c, &query_at)).collect::<Result<_>>()?;
+            rows.push((row, query_at.clone()));
+        }
+        let count = rows.len();
+        self.insert_rows(batch, &object, rows, None, at)?;
+        Ok(Outcome::tagged(format!("SELECT {count}")))
+    }
+
     pub(super) fn table_object(&self, create: &ast::CreateTable, at: &Location) -> Result<Object> {
         let Some(ident) = single_name(&create.name) else {
             return Err(Error::sql(at.clone(), "not supported: qualified table names"));
@@ -355,7 +416,7 @@ impl Session {
     /// its topic: they are not the new table's, so they are deleted in the
     /// same batch (a table always starts empty). Keys only: the old rows
     /// may not decode under the new columns.
-    pub(super) fn clear_leftover_rows(&self, batch: &mut PendingBatch, object: &Object) -> Result<()> {
+    pub(super) fn clear_leftover_rows(&self, batch: &mut PendingBatch<'_>, object: &Object) -> Result<()> {
         let PendingBatch { tables, effects, table_ends, .. } = batch;
         if tables.contains_key(&object.name) {
             return Ok(()); // dropped earlier in this batch: its tombstones are pending
@@ -380,14 +441,14 @@ impl Session {
 
     pub(super) fn drop(
         &self,
-        batch: &mut PendingBatch,
+        batch: &mut PendingBatch<'_>,
         name: &str,
         kind: &str,
         if_exists: bool,
         cascade: bool,
         at: &Location,
     ) -> Result<Outcome> {
-        let PendingBatch { working, tables, effects, table_ends } = batch;
+        let PendingBatch { working, tables, effects, table_ends, .. } = batch;
         let tag = format!("DROP {} {name}", kind.to_uppercase());
         let Some(object) = working.get(name) else {
             if if_exists {

@@ -1,6 +1,7 @@
 //! DML: INSERT, UPDATE and DELETE into a table's topic: the rows as the
 //! batch left them, keys and constraints, and the queued writes with their
 //! markers.
+use super::query::bind_one_off;
 use super::*;
 
 /// Rows per INSERT statement, and changed rows per UPDATE/DELETE.
@@ -70,7 +71,81 @@ pub(super) fn storable(value: Value, column: &Column, at: &Location) -> Result<V
     }
 }
 
+/// The rows of `INSERT ... VALUES`, whole (NULL in the columns not named).
+fn values_rows(
+    working: &Catalog,
+    values: &ast::Values,
+    object: &Object,
+    targets: &[usize],
+    at: &Location,
+) -> Result<Vec<(Row, Location)>> {
+    if values.rows.len() > STATEMENT_ROWS_MAX {
+        return Err(Error::sql(at.clone(), format!("more than {STATEMENT_ROWS_MAX} rows in one INSERT")));
+    }
+    let mut rows = Vec::with_capacity(values.rows.len());
+    for row_exprs in &values.rows {
+        let row_location = span_location(at, row_exprs.span());
+        if row_exprs.content.len() != targets.len() {
+            return Err(Error::sql(
+                row_location,
+                format!("INSERT has {} columns but a row has {} values", targets.len(), row_exprs.content.len()),
+            ));
+        }
+        let mut row = vec![Value::Null; object.columns.len()];
+        for (expr, target) in row_exprs.content.iter().zip(targets) {
+            row[*target] = constant(working, expr, &object.columns[*target], at)?;
+        }
+        rows.push((row, row_location));
+    }
+    Ok(rows)
+}
+
 impl Session {
+    /// The rows of `INSERT ... SELECT` (and `CREATE TABLE ... AS SELECT`):
+    /// the query answered once by the interpreter over the tables as this
+    /// batch has left them, the materialized views' last committed
+    /// snapshots and the sources' records, each value cast to its column.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn selected_rows(
+        &self,
+        working: &Catalog,
+        tables: &mut BTreeMap<String, TableRows>,
+        views: ViewReader<'_>,
+        query: &ast::Query,
+        object: &Object,
+        targets: &[usize],
+        at: &Location,
+    ) -> Result<Vec<(Row, Location)>> {
+        let query_at = span_location(at, query.span());
+        let (bound, columns) = bind_one_off(working, query, at)?;
+        if columns.len() != targets.len() {
+            let message = format!("INSERT has {} columns but the query returns {}", targets.len(), columns.len());
+            return Err(Error::sql(query_at, message));
+        }
+        for ((name, ty), target) in columns.iter().zip(targets) {
+            let column = &object.columns[*target];
+            if ty.common(column.ty).is_none() {
+                let message = format!("column \"{}\" is {} but the query's \"{name}\" is {ty}", column.name, column.ty);
+                return Err(Error::sql(query_at, message));
+            }
+        }
+        let answer = self.answer(working, tables, views, &bound, &query_at)?;
+        let mut rows = Vec::with_capacity(answer.len());
+        for values in answer {
+            let mut row = vec![Value::Null; object.columns.len()];
+            for (value, target) in values.into_iter().zip(targets) {
+                let column = &object.columns[*target];
+                let cast = crate::value::cast_constant(&value, column.ty).ok_or_else(|| {
+                    let message = format!("'{value}' is not a valid {} for column \"{}\"", column.ty, column.name);
+                    Error::sql(query_at.clone(), message)
+                })?;
+                row[*target] = storable(cast, column, &query_at)?;
+            }
+            rows.push((row, query_at.clone()));
+        }
+        Ok(rows)
+    }
+
     /// The current rows of a table: the latest record per key of its topic.
     pub(super) fn table_rows<'t>(
         &self,
@@ -195,18 +270,17 @@ impl Session {
     pub(super) fn insert(
         &self,
         insert: &ast::Insert,
-        batch: &mut PendingBatch,
+        batch: &mut PendingBatch<'_>,
         marker: Option<MarkerKey>,
         at: &Location,
     ) -> Result<Outcome> {
-        let PendingBatch { working, tables, effects, table_ends } = batch;
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(Error::sql(at.clone(), "not supported: INSERT INTO a table function"));
         };
         if insert.on.is_some() || insert.returning.is_some() || insert.or.is_some() || insert.overwrite {
             return Err(Error::sql(at.clone(), "not supported: ON CONFLICT, RETURNING, OR ... and OVERWRITE"));
         }
-        let object = self.target_table(working, name, at)?.clone();
+        let object = self.target_table(&batch.working, name, at)?.clone();
         let targets: Vec<usize> = if insert.columns.is_empty() {
             (0..object.columns.len()).collect()
         } else {
@@ -220,33 +294,40 @@ impl Session {
             targets
         };
         let Some(source) = &insert.source else {
-            return Err(Error::sql(at.clone(), "INSERT needs VALUES"));
+            return Err(Error::sql(at.clone(), "INSERT needs VALUES or a query"));
         };
-        let ast::SetExpr::Values(values) = source.body.as_ref() else {
-            return Err(Error::sql(
-                span_location(at, source.span()),
-                "not supported: INSERT ... SELECT (a table takes rows from VALUES; define a view for derived rows)",
-            ));
+        let new_rows = match source.body.as_ref() {
+            ast::SetExpr::Values(values) if source.with.is_none() && source.order_by.is_none() => {
+                values_rows(&batch.working, values, &object, &targets, at)?
+            }
+            _ => {
+                let views = batch.views;
+                let PendingBatch { working, tables, .. } = &mut *batch;
+                self.selected_rows(working, tables, views, source, &object, &targets, at)?
+            }
         };
-        if values.rows.len() > STATEMENT_ROWS_MAX {
+        self.insert_rows(batch, &object, new_rows, marker, at)
+    }
+
+    /// Appends `new_rows` (whole rows of `object`, each with where it came
+    /// from) to the table, refusing a primary key it already holds.
+    pub(super) fn insert_rows(
+        &self,
+        batch: &mut PendingBatch<'_>,
+        object: &Object,
+        new_rows: Vec<(Row, Location)>,
+        marker: Option<MarkerKey>,
+        at: &Location,
+    ) -> Result<Outcome> {
+        let PendingBatch { tables, effects, table_ends, .. } = batch;
+        if new_rows.len() > STATEMENT_ROWS_MAX {
             return Err(Error::sql(at.clone(), format!("more than {STATEMENT_ROWS_MAX} rows in one INSERT")));
         }
-        let first_rowid = self.next_rowid(&object, table_ends)?;
-        let rows_now = self.table_rows(tables, &object)?;
+        let first_rowid = self.next_rowid(object, table_ends)?;
+        let rows_now = self.table_rows(tables, object)?;
         let mut records = Vec::new();
-        for (rowid, row_exprs) in (first_rowid..).zip(&values.rows) {
-            let row_location = span_location(at, row_exprs.span());
-            if row_exprs.content.len() != targets.len() {
-                return Err(Error::sql(
-                    row_location,
-                    format!("INSERT has {} columns but a row has {} values", targets.len(), row_exprs.content.len()),
-                ));
-            }
-            let mut row = vec![Value::Null; object.columns.len()];
-            for (expr, target) in row_exprs.content.iter().zip(&targets) {
-                row[*target] = constant(working, expr, &object.columns[*target], at)?;
-            }
-            let key = Self::row_key(&object, &row, rowid, &row_location)?;
+        for (rowid, (row, row_location)) in (first_rowid..).zip(new_rows) {
+            let key = Self::row_key(object, &row, rowid, &row_location)?;
             if rows_now.contains_key(&key) {
                 return Err(Error::sql(
                     row_location,
@@ -257,7 +338,7 @@ impl Session {
             records.push(TopicRecord { key: Some(key), value: Some(row_json(&object.columns, &row)), headers: vec![] });
         }
         let count = records.len();
-        self.write_table(&object, records, marker, effects, table_ends)?;
+        self.write_table(object, records, marker, effects, table_ends)?;
         Ok(Outcome::tagged(format!("INSERT {count}")))
     }
 
@@ -289,11 +370,11 @@ impl Session {
     pub(super) fn update(
         &self,
         update: &ast::Update,
-        batch: &mut PendingBatch,
+        batch: &mut PendingBatch<'_>,
         marker: Option<MarkerKey>,
         at: &Location,
     ) -> Result<Outcome> {
-        let PendingBatch { working, tables, effects, table_ends } = batch;
+        let PendingBatch { working, tables, effects, table_ends, .. } = batch;
         if update.from.is_some()
             || !update.table.joins.is_empty()
             || update.returning.is_some()
@@ -364,11 +445,11 @@ impl Session {
     pub(super) fn delete(
         &self,
         delete: &ast::Delete,
-        batch: &mut PendingBatch,
+        batch: &mut PendingBatch<'_>,
         marker: Option<MarkerKey>,
         at: &Location,
     ) -> Result<Outcome> {
-        let PendingBatch { working, tables, effects, table_ends } = batch;
+        let PendingBatch { working, tables, effects, table_ends, .. } = batch;
         let from = match &delete.from {
             ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from) => from,
         };

@@ -236,65 +236,192 @@ impl Inputs for Contents<'_> {
     }
 
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
-        let wanted = vec![true; columns.len()];
         match input {
-            Input::View { view } => {
-                let snapshot = self.snapshots.get(view).ok_or_else(|| Error::Catalog {
-                    offset: 0,
-                    message: format!("no snapshot of view \"{view}\" was read for the query"),
-                })?;
-                let mut rows = Rows::new();
-                for (json, count) in snapshot.rows.iter().filter(|(_, count)| *count > 0) {
-                    let row = decode_row(json.get().as_bytes(), columns, &wanted).map_err(|e| Error::Catalog {
-                        offset: snapshot.epoch,
-                        message: format!(
-                            "view \"{view}\" holds a row that does not read at epoch {}: {e}",
-                            snapshot.epoch
-                        ),
-                    })?;
-                    rows.push((row, *count));
-                }
-                Ok(rows)
-            }
+            Input::View { view } => view_rows(self.snapshots, view, columns),
             Input::Function { function, args } => table_function(*function, args),
             Input::System { table } => {
                 let rows = table.rows(&self.query.catalog, &self.query.system);
                 Ok(rows.into_iter().map(|row| (row, 1)).collect())
             }
-            Input::Source { topic } => {
-                let mut rows = Rows::new();
-                if self.query.topics.exists(topic) {
-                    for record in self.query.topics.read_all(topic)? {
-                        // A record the source rejects is a dead letter: no row.
-                        if let Some(Ok(row)) = record.value.map(|v| decode_row(&v, columns, &wanted)) {
-                            rows.push((row, 1));
-                        }
-                    }
-                }
-                Ok(rows)
-            }
+            Input::Source { topic } => source_rows(&self.query.topics, topic, columns),
             Input::Upsert { topic } => {
                 let committed = self.query.committed.get(topic).copied().unwrap_or(u64::MAX);
-                let mut latest: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
-                if self.query.topics.exists(topic) {
-                    for record in self.query.topics.read_all(topic)?.into_iter().filter(|r| r.offset < committed) {
-                        let Some(key) = record.key else { continue };
-                        match record.value.map(|v| decode_row(&v, columns, &wanted)) {
-                            None => {
-                                latest.remove(&key);
-                            }
-                            Some(Ok(row)) => {
-                                latest.insert(key, row);
-                            }
-                            // Rejected (a dead letter): the key keeps its row.
-                            Some(Err(_)) => {}
-                        }
-                    }
-                }
-                Ok(latest.into_values().map(|row| (row, 1)).collect())
+                upsert_rows(&self.query.topics, topic, committed, columns)
             }
         }
     }
+}
+
+/// A materialized view's rows, from its snapshot.
+fn view_rows(snapshots: &BTreeMap<String, Arc<RawSnapshot>>, view: &str, columns: &[(String, Type)]) -> Result<Rows> {
+    let wanted = vec![true; columns.len()];
+    let snapshot = snapshots.get(view).ok_or_else(|| Error::Catalog {
+        offset: 0,
+        message: format!("no snapshot of view \"{view}\" was read for the query"),
+    })?;
+    let mut rows = Rows::new();
+    for (json, count) in snapshot.rows.iter().filter(|(_, count)| *count > 0) {
+        let row = decode_row(json.get().as_bytes(), columns, &wanted).map_err(|e| Error::Catalog {
+            offset: snapshot.epoch,
+            message: format!("view \"{view}\" holds a row that does not read at epoch {}: {e}", snapshot.epoch),
+        })?;
+        rows.push((row, *count));
+    }
+    Ok(rows)
+}
+
+/// An append-only source's rows: its topic's records as they are now,
+/// those its decoder rejects left out (dead letters).
+fn source_rows(topics: &Topics, topic: &str, columns: &[(String, Type)]) -> Result<Rows> {
+    let wanted = vec![true; columns.len()];
+    let mut rows = Rows::new();
+    if topics.exists(topic) {
+        for record in topics.read_all(topic)? {
+            if let Some(Ok(row)) = record.value.map(|v| decode_row(&v, columns, &wanted)) {
+                rows.push((row, 1));
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// A table's or an upsert source's rows: the latest record per key below
+/// `committed`, tombstones removing the key's row.
+fn upsert_rows(topics: &Topics, topic: &str, committed: u64, columns: &[(String, Type)]) -> Result<Rows> {
+    let wanted = vec![true; columns.len()];
+    let mut latest: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
+    if topics.exists(topic) {
+        for record in topics.read_all(topic)?.into_iter().filter(|r| r.offset < committed) {
+            let Some(key) = record.key else { continue };
+            match record.value.map(|v| decode_row(&v, columns, &wanted)) {
+                None => {
+                    latest.remove(&key);
+                }
+                Some(Ok(row)) => {
+                    latest.insert(key, row);
+                }
+                // Rejected (a dead letter): the key keeps its row.
+                Some(Err(_)) => {}
+            }
+        }
+    }
+    Ok(latest.into_values().map(|row| (row, 1)).collect())
+}
+
+/// A query as `INSERT ... SELECT` runs it: bound one-off against the
+/// batch's catalog; its output columns.
+pub(super) fn bind_one_off(working: &Catalog, query: &ast::Query, at: &Location) -> Result<(Rel, Vec<(String, Type)>)> {
+    let mut binder = Binder::new(working, at.file.clone(), at.clone());
+    binder.one_off = true;
+    binder.system = Some(SystemContext::default());
+    binder.outermost = true;
+    let bound = binder.bind_query(query)?;
+    if binder.offset > 0 {
+        return Err(Error::sql(at.clone(), "not supported: OFFSET in INSERT ... SELECT"));
+    }
+    Ok((bound.rel, bound.scope.columns.iter().map(|c| (c.name.clone(), c.ty)).collect()))
+}
+
+/// What a batch's `INSERT ... SELECT` reads: its tables as the batch has
+/// left them, views' snapshots, the rest as a one-off query reads them.
+struct BatchContents<'b> {
+    topics: &'b Topics,
+    catalog: &'b Catalog,
+    /// By topic: the rows of each table the query reads.
+    tables: BTreeMap<String, Rows>,
+    snapshots: BTreeMap<String, Arc<RawSnapshot>>,
+    system: SystemContext,
+}
+
+impl Inputs for BatchContents<'_> {
+    fn check(&self, rows: usize) -> Result<()> {
+        if rows > ONE_OFF_ROWS_MAX {
+            let message = format!("program limit exceeded: a step of the query holds over {ONE_OFF_ROWS_MAX} rows");
+            return Err(Error::sql(Location { file: None, line: 0, column: 0 }, message));
+        }
+        Ok(())
+    }
+
+    fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
+        match input {
+            Input::View { view } => view_rows(&self.snapshots, view, columns),
+            Input::Function { function, args } => table_function(*function, args),
+            Input::System { table } => Ok(table.rows(self.catalog, &self.system).into_iter().map(|r| (r, 1)).collect()),
+            Input::Source { topic } => source_rows(self.topics, topic, columns),
+            Input::Upsert { topic } => match self.tables.get(topic) {
+                Some(rows) => Ok(rows.clone()),
+                None => upsert_rows(self.topics, topic, u64::MAX, columns),
+            },
+        }
+    }
+}
+
+impl Session {
+    /// `rel` (bound by [`bind_one_off`]) answered once: each row as many
+    /// times as it is held, in the query's order.
+    pub(super) fn answer(
+        &self,
+        working: &Catalog,
+        tables: &mut BTreeMap<String, super::TableRows>,
+        views: super::ViewReader<'_>,
+        rel: &Rel,
+        at: &Location,
+    ) -> Result<Vec<Row>> {
+        let mut read = BTreeMap::new();
+        collect_views(rel, &mut read);
+        let names: Vec<&str> = read.keys().map(String::as_str).collect();
+        let snapshots = if names.is_empty() {
+            BTreeMap::new()
+        } else {
+            views(&names).map_err(|e| Error::sql(at.clone(), format!("INSERT ... SELECT: {e}")))?
+        };
+        let mut table_rows = BTreeMap::new();
+        for object in working.objects.values() {
+            if let crate::catalog::ObjectKind::Table { topic, .. } = &object.kind
+                && reads_topic(rel, topic)
+            {
+                let rows = self.table_rows(tables, object)?;
+                table_rows.insert(topic.clone(), rows.values().map(|row| (row.clone(), 1)).collect());
+            }
+        }
+        let contents = BatchContents {
+            topics: &self.topics,
+            catalog: working,
+            tables: table_rows,
+            snapshots,
+            system: SystemContext::default(),
+        };
+        let rows = evaluate(rel, &contents)?;
+        Ok(rows.into_iter().flat_map(|(row, count)| std::iter::repeat_n(row, count.max(0) as usize)).collect())
+    }
+}
+
+/// Whether `rel` (or a subquery of it) reads the table or source `topic`.
+fn reads_topic(rel: &Rel, topic: &str) -> bool {
+    fn walk(rel: &mut Rel, topic: &str, found: &mut bool) {
+        if let Rel::Get { input: Input::Upsert { topic: t } | Input::Source { topic: t }, .. } = rel
+            && t == topic
+        {
+            *found = true;
+        }
+        for expr in rel.exprs_mut() {
+            walk_expr(expr, topic, found);
+        }
+        for input in rel.inputs_mut() {
+            walk(input, topic, found);
+        }
+    }
+    fn walk_expr(expr: &mut Expr, topic: &str, found: &mut bool) {
+        if let Expr::Subquery { rel, .. } = expr {
+            walk(rel, topic, found);
+        }
+        for child in expr.children_mut() {
+            walk_expr(child, topic, found);
+        }
+    }
+    let mut found = false;
+    walk(&mut rel.clone(), topic, &mut found);
+    found
 }
 
 #[cfg(test)]
