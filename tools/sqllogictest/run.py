@@ -177,11 +177,28 @@ def diff(ours, theirs):
 class Server:
     """`millpond serve` on a fresh data directory, and one connection to it."""
 
-    def __init__(self, binary, data_dir, log_path, timeout_s):
+    def __init__(self, binary, data_dir, log_path, timeout_s, max_rss_gib):
         self.binary, self.data_dir, self.log_path, self.timeout_s = binary, Path(data_dir), log_path, timeout_s
+        self.max_rss = int(max_rss_gib * 2**30)
         self.process = self.conn = None
-        self.killed = False
+        self.killed = None  # why the harness killed the server, if it did
         self.start()
+        threading.Thread(target=self._watch_memory, daemon=True).start()
+
+    def _watch_memory(self):
+        """Kills the server past --max-rss: a view over a cross product can take all the machine's
+        memory (and the kernel's OOM killer may pick another process)."""
+        while True:
+            process = self.process
+            if process is not None and process.poll() is None:
+                try:
+                    with open(f"/proc/{process.pid}/status") as f:
+                        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+                except (OSError, StopIteration):
+                    rss = 0
+                if rss > self.max_rss:
+                    self.kill(f"killed by the harness: the server's memory passed {self.max_rss / 2**30:g} GiB")
+            time.sleep(0.2)
 
     def start(self):
         shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -210,7 +227,7 @@ class Server:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(30)
+                self.process.wait(5)  # SIGTERM waits for the runtime's next commit: maybe never
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -220,7 +237,8 @@ class Server:
         """Runs one statement (simple protocol). Past the timeout the query is cancelled, and
         if that does not end it either the server is killed (the caller restarts it)."""
         cancel = threading.Timer(self.timeout_s + 5, self.conn.cancel_safe)
-        kill = threading.Timer(self.timeout_s + 30, self.kill)
+        kill = threading.Timer(self.timeout_s + 30, self.kill,
+                               [f"killed by the harness: no answer within {self.timeout_s + 30} s"])
         cancel.start(), kill.start()
         try:
             cursor = self.conn.execute(sql)
@@ -231,9 +249,11 @@ class Server:
         finally:
             cancel.cancel(), kill.cancel()
 
-    def kill(self):
-        self.killed = True
-        self.process.kill()
+    def kill(self, why):
+        process = self.process
+        if process is not None:
+            self.killed = self.killed or why
+            process.kill()
 
     def alive(self):
         return self.process.poll() is None and not self.conn.closed
@@ -281,7 +301,7 @@ def named_view(server, n, sql, width, expected):
 
 def run_file(name, text, args, out, counter):
     stem = name.replace("/", "_").removesuffix(".test")
-    server = Server(args.binary, WORK / "data" / stem, WORK / "logs" / f"{stem}.log", args.timeout)
+    server = Server(args.binary, WORK / "data" / stem, WORK / "logs" / f"{stem}.log", args.timeout, args.max_rss)
     lite = sqlite3.connect(":memory:")
     setup = []  # what Millpond took, to replay into a restarted server
     queries = 0
@@ -292,7 +312,7 @@ def run_file(name, text, args, out, counter):
 
     def restart():
         server.stop()
-        server.killed = False
+        server.killed = None
         server.start()
         for sql in setup:
             server.execute(sql)
@@ -365,8 +385,12 @@ def run_file(name, text, args, out, counter):
                     except psycopg.Error as error:
                         result["drop_error"] = classify(error)
                 if server.killed:
-                    result.update(status="timeout", message="no answer: the server was killed")
-                if not server.alive():
+                    result.update(status="timeout", sqlstate=None, message=server.killed)
+                elif server.process.poll() is not None:
+                    result.update(status="error", sqlstate=None, message=f"the server died (exit status "
+                                  f"{server.process.returncode}; see {server.log_path})")
+                if not server.alive() or "drop_error" in result or (mode == "view" and result["status"] == "timeout"):
+                    # A view that timed out may go on computing: a fresh server for what follows.
                     result["restarted"] = True
                     restart()
                 result["seconds"] = round(time.monotonic() - started, 3)
@@ -393,6 +417,7 @@ def main():
     parser.add_argument("--limit", type=int, default=0, help="at most N (sampled) queries per file")
     parser.add_argument("--modes", default="view,select", help="view, select or both (comma-separated)")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per statement, both sides")
+    parser.add_argument("--max-rss", type=float, default=4, help="GiB of memory the server may use")
     parser.add_argument("--keep", type=int, default=5, help="differing rows kept per side of a wrong answer")
     args = parser.parse_args()
     args.modes = args.modes.split(",")

@@ -19,8 +19,8 @@ use crate::error::{Error, Location, Result};
 use crate::eval::eval;
 use crate::parse::NESTING_MAX;
 use crate::plan::{
-    AggregateCall, AggregateFunction, BinaryOp, Expr, Function, Input, JoinKind, Rel, SortKey, SubqueryKind,
-    TableFunction,
+    AggregateCall, AggregateFunction, BinaryOp, Expr, Frame, FrameBound, Function, Input, JoinKind, Rel, SortKey,
+    SubqueryKind, TableFunction, WindowCall, WindowFunction,
 };
 use crate::rewrite::{JoinCondition, aggregate, and_all, apply_filter, conjuncts, split_condition};
 use crate::set_operation::{SetOperation, set_operation};
@@ -108,6 +108,9 @@ pub(crate) struct Binder<'a> {
     /// Set for the query of an `ARRAY(SELECT ...)`, taken by it: its ORDER
     /// BY orders the array, so it needs no LIMIT.
     ordered: bool,
+    /// The window functions of the SELECT items being bound, each with the
+    /// column it was appended as (`bind_rows`), and its type.
+    windows: Vec<(ast::Function, usize, Type)>,
 }
 
 /// Placeholders a statement may have (`$1` to `$65535`: the Bind message
@@ -203,13 +206,35 @@ fn function_name(function: &ast::Function) -> String {
 
 /// Whether an expression contains an aggregate call (outside subqueries).
 fn contains_aggregate(expr: &ast::Expr) -> bool {
+    let mut found = Vec::new();
+    calls(expr, &mut found);
+    found.iter().any(|f| f.over.is_none() && is_aggregate_name(&function_name(f)))
+}
+
+/// The window function calls of an expression (outside subqueries).
+fn window_calls(expr: &ast::Expr) -> Vec<&ast::Function> {
+    let mut found = Vec::new();
+    calls(expr, &mut found);
+    found.retain(|f| f.over.is_some());
+    found
+}
+
+/// Every function call of an expression, nested ones too, outside subqueries.
+fn calls<'e>(expr: &'e ast::Expr, out: &mut Vec<&'e ast::Function>) {
     use ast::Expr as E;
     match expr {
         E::Function(f) => {
-            (f.over.is_none() && is_aggregate_name(&function_name(f)))
-                || function_args(f).iter().any(|a| matches!(a, FunctionArgument::Expr(e) if contains_aggregate(e)))
+            out.push(f);
+            for arg in function_args(f) {
+                if let FunctionArgument::Expr(e) = arg {
+                    calls(e, out);
+                }
+            }
         }
-        E::BinaryOp { left, right, .. } => contains_aggregate(left) || contains_aggregate(right),
+        E::BinaryOp { left, right, .. } => {
+            calls(left, out);
+            calls(right, out);
+        }
         E::UnaryOp { expr, .. }
         | E::Nested(expr)
         | E::IsNull(expr)
@@ -221,32 +246,41 @@ fn contains_aggregate(expr: &ast::Expr) -> bool {
         | E::Cast { expr, .. }
         | E::Extract { expr, .. }
         | E::Ceil { expr, .. }
-        | E::Floor { expr, .. } => contains_aggregate(expr),
+        | E::Floor { expr, .. } => calls(expr, out),
         E::Case { operand, conditions, else_result, .. } => {
-            operand.as_deref().is_some_and(contains_aggregate)
-                || conditions.iter().any(|c| contains_aggregate(&c.condition) || contains_aggregate(&c.result))
-                || else_result.as_deref().is_some_and(contains_aggregate)
+            operand.iter().for_each(|o| calls(o, out));
+            for c in conditions {
+                calls(&c.condition, out);
+                calls(&c.result, out);
+            }
+            else_result.iter().for_each(|e| calls(e, out));
         }
-        E::Between { expr, low, high, .. } => {
-            contains_aggregate(expr) || contains_aggregate(low) || contains_aggregate(high)
-        }
+        E::Between { expr, low, high, .. } => [expr, low, high].into_iter().for_each(|e| calls(e, out)),
         E::In { expr, target: ast::InTarget::List(list), .. } => {
-            contains_aggregate(expr) || list.iter().any(contains_aggregate)
+            calls(expr, out);
+            list.iter().for_each(|e| calls(e, out));
         }
-        E::Like { expr, pattern, .. } | E::ILike { expr, pattern, .. } => {
-            contains_aggregate(expr) || contains_aggregate(pattern)
+        E::Like { expr, pattern, .. } | E::ILike { expr, pattern, .. } | E::SimilarTo { expr, pattern, .. } => {
+            calls(expr, out);
+            calls(pattern, out);
         }
-        E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => contains_aggregate(a) || contains_aggregate(b),
+        E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
+            calls(a, out);
+            calls(b, out);
+        }
         E::Substring { expr, substring_from, substring_for, .. } => {
-            contains_aggregate(expr)
-                || substring_from.as_deref().is_some_and(contains_aggregate)
-                || substring_for.as_deref().is_some_and(contains_aggregate)
+            calls(expr, out);
+            substring_from.iter().chain(substring_for).for_each(|e| calls(e, out));
         }
         E::Trim { expr, trim_what, .. } => {
-            contains_aggregate(expr) || trim_what.as_deref().is_some_and(contains_aggregate)
+            calls(expr, out);
+            trim_what.iter().for_each(|e| calls(e, out));
         }
-        E::Position { expr, r#in } => contains_aggregate(expr) || contains_aggregate(r#in),
-        _ => false,
+        E::Position { expr, r#in } => {
+            calls(expr, out);
+            calls(r#in, out);
+        }
+        _ => {}
     }
 }
 
@@ -359,6 +393,7 @@ impl<'a> Binder<'a> {
             system: None,
             outer: Vec::new(),
             subqueries: false,
+            windows: Vec::new(),
             notices: Vec::new(),
             ordered: false,
             offset: 0,
@@ -423,11 +458,6 @@ impl<'a> Binder<'a> {
     /// Every ROW_NUMBER() must have been limited by an outer filter.
     fn check_top_k(&self, rel: &Rel) -> Result<()> {
         match rel {
-            Rel::TopK { limit: None, location, .. } => Err(Error::sql(
-                location.clone(),
-                "not supported: ROW_NUMBER() without a filter on it: keep the top rows with \
-                 `WHERE rn <= k` in an outer query (a view cannot hold every row's rank)",
-            )),
             Rel::Get { .. } | Rel::Unit => Ok(()),
             Rel::Project { input, .. }
             | Rel::Filter { input, .. }
@@ -435,7 +465,8 @@ impl<'a> Binder<'a> {
             | Rel::Distinct { input }
             | Rel::TopK { input, .. }
             | Rel::Window { input, .. }
-            | Rel::Replicate { input } => self.check_top_k(input),
+            | Rel::Replicate { input }
+            | Rel::Over { input, .. } => self.check_top_k(input),
             Rel::Join { left, right, .. } => {
                 self.check_top_k(left)?;
                 self.check_top_k(right)
@@ -827,75 +858,248 @@ impl<'a> Binder<'a> {
     fn bind_rows(&mut self, from: Bound, items: &[(Item<'_>, String)]) -> Result<(Rel, Scope)> {
         let width = from.scope.columns.len();
         let mut rel = from.rel;
+        // Window functions first: each a column appended to the rows, which
+        // the items then read (an item may compute with several).
+        let mut windows: Vec<(ast::Function, usize, Type)> = Vec::new();
+        for (item, _) in items {
+            let Item::Expr(e) = item else { continue };
+            for function in window_calls(e) {
+                if windows.iter().any(|(seen, _, _)| seen == function) {
+                    continue;
+                }
+                let at = width + windows.len();
+                let allowed = std::mem::replace(&mut self.subqueries, false);
+                let bound = self.bind_window_call(rel, function, &from.scope, at);
+                self.subqueries = allowed;
+                let (windowed, ty) = bound?;
+                rel = windowed;
+                windows.push((function.clone(), at, ty));
+            }
+        }
+        let outer_windows = std::mem::replace(&mut self.windows, windows);
+        let bound = self.bind_items(&from.scope, items);
+        let windowed = !std::mem::replace(&mut self.windows, outer_windows).is_empty();
+        let (exprs, columns) = bound?;
+        let identity = exprs.len() == width && exprs.iter().enumerate().all(|(i, e)| *e == Expr::Column(i));
+        let rel = if identity && !windowed { rel } else { Rel::Project { input: Box::new(rel), exprs } };
+        Ok((rel, Scope { columns }))
+    }
+
+    fn bind_items(&mut self, scope: &Scope, items: &[(Item<'_>, String)]) -> Result<(Vec<Expr>, Vec<ScopeColumn>)> {
         let mut exprs = Vec::new();
         let mut columns = Vec::new();
-        let mut row_number_seen = false;
         for (item, name) in items {
             let (expr, ty, table) = match item {
-                Item::Column(i, _) => {
-                    (Expr::Column(*i), from.scope.columns[*i].ty, from.scope.columns[*i].table.clone())
-                }
-                Item::Expr(ast::Expr::Function(function)) if function.over.is_some() => {
-                    if row_number_seen {
-                        return Err(self.unsupported(function.span(), "more than one window function in a SELECT"));
-                    }
-                    row_number_seen = true;
-                    rel = self.bind_row_number(rel, function, &from.scope)?;
-                    (Expr::Column(width), Type::Int, None)
-                }
+                Item::Column(i, _) => (Expr::Column(*i), scope.columns[*i].ty, scope.columns[*i].table.clone()),
                 Item::Expr(e) => {
-                    let (expr, ty) = self.bind_expr(e, &mut Context::Rows(&from.scope))?;
+                    let (expr, ty) = self.bind_expr(e, &mut Context::Rows(scope))?;
                     (expr, ty, None)
                 }
             };
             exprs.push(expr);
             columns.push(ScopeColumn { table, name: name.clone(), ty, qualified_only: false });
         }
-        let identity = exprs.len() == width && exprs.iter().enumerate().all(|(i, e)| *e == Expr::Column(i));
-        let rel = if identity && !row_number_seen { rel } else { Rel::Project { input: Box::new(rel), exprs } };
-        Ok((rel, Scope { columns }))
+        Ok((exprs, columns))
     }
 
-    fn bind_row_number(&mut self, input: Rel, function: &ast::Function, scope: &Scope) -> Result<Rel> {
-        let allowed = std::mem::replace(&mut self.subqueries, false);
-        let bound = self.bind_row_number_over(input, function, scope);
-        self.subqueries = allowed;
-        bound
-    }
-
-    fn bind_row_number_over(&mut self, input: Rel, function: &ast::Function, scope: &Scope) -> Result<Rel> {
+    /// `input` with the window function `function` appended as column `at`
+    /// (ROW_NUMBER as a top-k with its rank, the others as `Rel::Over`).
+    fn bind_window_call(
+        &mut self,
+        input: Rel,
+        function: &ast::Function,
+        scope: &Scope,
+        at: usize,
+    ) -> Result<(Rel, Type)> {
         let name = function_name(function);
-        if name != "row_number" {
-            return Err(self.unsupported(function.span(), format!("the window function {name}() (only ROW_NUMBER())")));
-        }
-        if !function_args(function).is_empty() {
-            return Err(self.error(function.span(), "ROW_NUMBER() takes no arguments"));
-        }
+        let span = function.span();
         let spec = match &function.over {
             Some(ast::WindowType::WindowSpec(spec)) => spec,
-            _ => return Err(self.unsupported(function.span(), "named windows")),
+            _ => return Err(self.unsupported(span, "named windows")),
         };
-        if spec.window_frame.is_some() {
-            return Err(self.unsupported(function.span(), "window frames"));
-        }
-        if spec.order_by.is_empty() {
-            return Err(self.error(function.span(), "ROW_NUMBER() needs an ORDER BY in its OVER clause"));
-        }
         let partition = spec
             .partition_by
             .iter()
             .map(|e| Ok(self.bind_expr(e, &mut Context::Rows(scope))?.0))
             .collect::<Result<Vec<_>>>()?;
         let order = self.bind_sort_keys(&spec.order_by, scope)?;
-        Ok(Rel::TopK {
-            input: Box::new(input),
-            partition,
-            order,
-            limit: None,
-            row_number: true,
-            input_width: scope.columns.len(),
-            location: self.location(function.span()),
-        })
+        if name == "row_number" {
+            if !function_args(function).is_empty() {
+                return Err(self.error(span, "ROW_NUMBER() takes no arguments"));
+            }
+            let location = self.location(span);
+            let rel = Rel::TopK {
+                input: Box::new(input),
+                partition,
+                order,
+                limit: None,
+                row_number: true,
+                input_width: at,
+                location,
+            };
+            return Ok((rel, Type::Int));
+        }
+        let frame = match &spec.window_frame {
+            None => Frame::DEFAULT,
+            Some(frame) => self.bind_frame(frame, span)?,
+        };
+        let call = self.bind_over_function(&name, function, scope, frame, span)?;
+        let ty = call.ty;
+        Ok((Rel::Over { input: Box::new(input), partition, order, calls: vec![call], input_width: at }, ty))
+    }
+
+    fn bind_frame(&self, frame: &ast::WindowFrame, span: sqlparser::tokenizer::Span) -> Result<Frame> {
+        let rows = match frame.units {
+            ast::WindowFrameUnits::Rows => true,
+            ast::WindowFrameUnits::Range => false,
+            ast::WindowFrameUnits::Groups => return Err(self.unsupported(span, "GROUPS frames")),
+        };
+        let bound = |b: &ast::WindowFrameBound| -> Result<FrameBound> {
+            let offset = |e: &Option<Box<ast::Expr>>| -> Result<Option<u64>> {
+                let Some(e) = e else { return Ok(None) };
+                if !rows {
+                    return Err(self.unsupported(e.span(), "RANGE frames with an offset (use ROWS)"));
+                }
+                match e.as_ref() {
+                    ast::Expr::Value(v) => match &v.value {
+                        ast::Value::Number(n, _) => n
+                            .parse()
+                            .map(Some)
+                            .map_err(|_| self.error(e.span(), "a frame offset is a non-negative integer constant")),
+                        _ => Err(self.error(e.span(), "a frame offset is a non-negative integer constant")),
+                    },
+                    _ => Err(self.error(e.span(), "a frame offset is a non-negative integer constant")),
+                }
+            };
+            Ok(match b {
+                ast::WindowFrameBound::CurrentRow => FrameBound::CurrentRow,
+                ast::WindowFrameBound::Preceding(e) => match offset(e)? {
+                    None => FrameBound::UnboundedPreceding,
+                    Some(k) => FrameBound::Preceding(k),
+                },
+                ast::WindowFrameBound::Following(e) => match offset(e)? {
+                    None => FrameBound::UnboundedFollowing,
+                    Some(k) => FrameBound::Following(k),
+                },
+            })
+        };
+        let start = bound(&frame.start_bound)?;
+        let end = match &frame.end_bound {
+            Some(end) => bound(end)?,
+            None => FrameBound::CurrentRow,
+        };
+        if start == FrameBound::UnboundedFollowing || end == FrameBound::UnboundedPreceding {
+            return Err(self.error(span, "a frame cannot start at UNBOUNDED FOLLOWING or end at UNBOUNDED PRECEDING"));
+        }
+        Ok(Frame { rows, start, end })
+    }
+
+    /// A window function other than ROW_NUMBER: its arguments and type.
+    fn bind_over_function(
+        &mut self,
+        name: &str,
+        function: &ast::Function,
+        scope: &Scope,
+        frame: Frame,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<WindowCall> {
+        let args = function_args(function);
+        let mut bound = Vec::new();
+        for arg in &args {
+            match arg {
+                FunctionArgument::Expr(e) if contains_aggregate(e) || !window_calls(e).is_empty() => {
+                    return Err(self.error(e.span(), "a window function's arguments cannot hold aggregates or windows"));
+                }
+                FunctionArgument::Expr(e) => bound.push(self.bind_expr(e, &mut Context::Rows(scope))?),
+                FunctionArgument::Star => {}
+            }
+        }
+        let star = matches!(args.as_slice(), [FunctionArgument::Star]);
+        let arity = |range: std::ops::RangeInclusive<usize>| -> Result<()> {
+            match range.contains(&bound.len()) && (!star || name == "count") {
+                true => Ok(()),
+                false => Err(self.error(span, format!("{name}() does not take these arguments"))),
+            }
+        };
+        let int_arg = |i: usize| -> Result<()> {
+            match bound.get(i) {
+                Some((_, Type::Int | Type::Null)) | None => Ok(()),
+                Some((_, ty)) => {
+                    Err(self.error(span, format!("argument {} of {name}() is an integer, not {ty}", i + 1)))
+                }
+            }
+        };
+        let distinct = matches!(&function.args, ast::FunctionArguments::List(l) if l.duplicate_treatment.is_some());
+        if distinct || function.filter.is_some() {
+            return Err(self.unsupported(span, "DISTINCT and FILTER in window functions"));
+        }
+        let first_ty = bound.first().map_or(Type::Null, |(_, t)| *t);
+        use WindowFunction as W;
+        let (function, ty) = match name {
+            "rank" | "dense_rank" | "percent_rank" | "cume_dist" => {
+                arity(0..=0)?;
+                match name {
+                    "rank" => (W::Rank, Type::Int),
+                    "dense_rank" => (W::DenseRank, Type::Int),
+                    "percent_rank" => (W::PercentRank, Type::Double),
+                    _ => (W::CumeDist, Type::Double),
+                }
+            }
+            "ntile" => {
+                arity(1..=1)?;
+                int_arg(0)?;
+                (W::Ntile, Type::Int)
+            }
+            "lag" | "lead" => {
+                arity(1..=3)?;
+                int_arg(1)?;
+                let mut ty = first_ty;
+                if let Some((default, default_ty)) = bound.get(2).cloned() {
+                    ty = self.common_type(ty, default_ty, span, &format!("{name}() value and default"))?;
+                    bound[2] = (conform(default, ty), ty);
+                }
+                bound[0] = (conform(bound[0].0.clone(), ty), ty);
+                (if name == "lag" { W::Lag } else { W::Lead }, ty)
+            }
+            "first_value" | "last_value" => {
+                arity(1..=1)?;
+                (if name == "first_value" { W::FirstValue } else { W::LastValue }, first_ty)
+            }
+            "nth_value" => {
+                arity(2..=2)?;
+                int_arg(1)?;
+                (W::NthValue, first_ty)
+            }
+            "count" if star => (W::Aggregate(AggregateFunction::CountRows), Type::Int),
+            "count" => {
+                arity(1..=1)?;
+                (W::Aggregate(AggregateFunction::Count), Type::Int)
+            }
+            "min" | "max" => {
+                arity(1..=1)?;
+                (W::Aggregate(if name == "min" { AggregateFunction::Min } else { AggregateFunction::Max }), first_ty)
+            }
+            "sum" | "avg" => {
+                arity(1..=1)?;
+                if !first_ty.is_numeric() && first_ty != Type::Null {
+                    return Err(self.error(span, format!("{name}() over a window adds numbers, not {first_ty}")));
+                }
+                let ty = match (name, first_ty) {
+                    ("avg", Type::Decimal { .. }) => first_ty,
+                    ("avg", _) => Type::Double,
+                    (_, Type::Null) => Type::Int,
+                    _ => first_ty,
+                };
+                (W::Aggregate(if name == "sum" { AggregateFunction::Sum } else { AggregateFunction::Avg }), ty)
+            }
+            other => {
+                return Err(self.unsupported(
+                    span,
+                    format!("the window function {other}() (ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG, LEAD, FIRST_VALUE, LAST_VALUE, NTH_VALUE, COUNT, SUM, AVG, MIN, MAX are)"),
+                ));
+            }
+        };
+        Ok(WindowCall { function, args: bound.into_iter().map(|(e, _)| e).collect(), frame, ty })
     }
 
     fn bind_grouped(
@@ -2460,10 +2664,10 @@ impl<'a> Binder<'a> {
         let span = function.span();
         let name = function_name(function);
         if function.over.is_some() {
-            return Err(self.unsupported(
-                span,
-                "window functions here: ROW_NUMBER() OVER (...) is allowed as a SELECT item, filtered by an outer query",
-            ));
+            if let Some((_, column, ty)) = self.windows.iter().find(|(f, _, _)| f == function) {
+                return Ok((Expr::Column(*column), *ty));
+            }
+            return Err(self.unsupported(span, "window functions outside SELECT items (and in aggregated queries)"));
         }
         if !function.within_group.is_empty() || function.null_treatment.is_some() {
             return Err(self.unsupported(span, "WITHIN GROUP and NULL treatment clauses"));

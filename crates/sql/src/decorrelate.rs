@@ -85,7 +85,7 @@ pub(crate) fn at_most_one_row(rel: &Rel) -> bool {
         Rel::Project { input, .. } | Rel::Filter { input, .. } | Rel::Distinct { input } => at_most_one_row(input),
         Rel::Join { left, right, .. } => at_most_one_row(left) && at_most_one_row(right),
         Rel::UnionAll { inputs } => inputs.len() == 1 && at_most_one_row(&inputs[0]),
-        Rel::Get { .. } | Rel::TopK { .. } | Rel::Window { .. } | Rel::Replicate { .. } => false,
+        Rel::Get { .. } | Rel::TopK { .. } | Rel::Window { .. } | Rel::Replicate { .. } | Rel::Over { .. } => false,
     }
 }
 
@@ -277,6 +277,16 @@ fn apply(domain: &Rel, columns: &[usize], rel: Rel) -> Result<Rel, Unsupported> 
         }
         Rel::Distinct { input } => Rel::Distinct { input: Box::new(apply(domain, columns, *input)?) },
         Rel::Replicate { input } => Rel::Replicate { input: Box::new(apply(domain, columns, *input)?) },
+        Rel::Over { input, partition, order, calls, input_width } => Rel::Over {
+            input: Box::new(apply(domain, columns, *input)?),
+            partition: domain_columns().chain(partition.into_iter().map(remap)).collect(),
+            order: order.into_iter().map(|key| crate::plan::SortKey { expr: remap(key.expr.clone()), ..key }).collect(),
+            calls: calls
+                .into_iter()
+                .map(|c| crate::plan::WindowCall { args: c.args.into_iter().map(remap).collect(), ..c })
+                .collect(),
+            input_width: input_width + k,
+        },
         Rel::UnionAll { inputs } => {
             Rel::UnionAll { inputs: inputs.into_iter().map(|i| apply(domain, columns, i)).collect::<Result<_, _>>()? }
         }

@@ -218,7 +218,7 @@ fn arithmetic(op: BinaryOp, a: &Value, b: &Value) -> Option<Value> {
 }
 
 /// `numerator / denominator`, rounded half away from zero.
-fn round_decimal_division(numerator: i128, denominator: i128) -> Option<i128> {
+pub(crate) fn round_decimal_division(numerator: i128, denominator: i128) -> Option<i128> {
     if denominator == 0 {
         return None;
     }

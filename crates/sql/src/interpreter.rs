@@ -102,6 +102,17 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
                 })
                 .collect()
         }
+        Rel::Over { input, partition, order, calls, .. } => {
+            let mut partitions: BTreeMap<Tuple, Vec<(Row, Diff)>> = BTreeMap::new();
+            for (row, count) in evaluate(input, inputs)? {
+                partitions.entry(Tuple::eval(partition, &row)).or_default().push((row, count as Diff));
+            }
+            let mut out = Vec::new();
+            for rows in partitions.values() {
+                crate::over::over(rows, order, calls, &mut out);
+            }
+            out.into_iter().map(|(row, count)| (row, count as i64)).collect()
+        }
         Rel::Replicate { input } => evaluate(input, inputs)?
             .into_iter()
             .map(|(mut row, count)| {

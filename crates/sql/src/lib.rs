@@ -41,6 +41,8 @@ mod eval;
 mod function;
 #[cfg(feature = "runtime")]
 mod interpreter;
+#[cfg(feature = "runtime")]
+mod over;
 mod parse;
 #[cfg(feature = "runtime")]
 mod plan;

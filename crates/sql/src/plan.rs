@@ -339,6 +339,11 @@ impl Rel {
             | Rel::UnionAll { .. }
             | Rel::Window { .. }
             | Rel::Replicate { .. } => Vec::new(),
+            Rel::Over { partition, order, calls, .. } => partition
+                .iter_mut()
+                .chain(order.iter_mut().map(|k| &mut k.expr))
+                .chain(calls.iter_mut().flat_map(|c| c.args.iter_mut()))
+                .collect(),
             Rel::Project { exprs, .. } => exprs.iter_mut().collect(),
             Rel::Filter { predicate, .. } => vec![predicate],
             Rel::Join { left_keys, right_keys, .. } => left_keys.iter_mut().chain(right_keys.iter_mut()).collect(),
@@ -360,7 +365,8 @@ impl Rel {
             | Rel::Distinct { input }
             | Rel::TopK { input, .. }
             | Rel::Window { input, .. }
-            | Rel::Replicate { input } => vec![input.as_mut()],
+            | Rel::Replicate { input }
+            | Rel::Over { input, .. } => vec![input.as_mut()],
             Rel::Join { left, right, .. } => vec![left.as_mut(), right.as_mut()],
             Rel::UnionAll { inputs } => inputs.iter_mut().collect(),
         }
@@ -429,6 +435,57 @@ pub(crate) struct AggregateCall {
     pub(crate) output_type: Type,
     /// STRING_AGG's separator (a constant); empty for the others.
     pub(crate) separator: Box<str>,
+}
+
+/// One window function of a `Rel::Over`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WindowCall {
+    pub(crate) function: WindowFunction,
+    /// Over the input row (LAG's value, offset and default; SUM's argument).
+    pub(crate) args: Vec<Expr>,
+    pub(crate) frame: Frame,
+    pub(crate) ty: Type,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WindowFunction {
+    Rank,
+    DenseRank,
+    PercentRank,
+    CumeDist,
+    Ntile,
+    Lag,
+    Lead,
+    FirstValue,
+    LastValue,
+    NthValue,
+    /// COUNT(*), COUNT, SUM, AVG, MIN, MAX over the frame.
+    Aggregate(AggregateFunction),
+}
+
+/// A window frame: the rows from `start` to `end` around the current one,
+/// counted in rows (`ROWS`) or in peers (`RANGE`: rows equal in ORDER BY).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub(crate) rows: bool,
+    pub(crate) start: FrameBound,
+    pub(crate) end: FrameBound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrameBound {
+    UnboundedPreceding,
+    Preceding(u64),
+    CurrentRow,
+    Following(u64),
+    UnboundedFollowing,
+}
+
+impl Frame {
+    /// SQL's default: with ORDER BY, the partition up to the current row's
+    /// last peer; without, the whole partition (every row a peer).
+    pub(crate) const DEFAULT: Frame =
+        Frame { rows: false, start: FrameBound::UnboundedPreceding, end: FrameBound::CurrentRow };
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -527,6 +584,16 @@ pub(crate) enum Rel {
     /// One row with no columns, once: the input of FROM-less SELECTs and of
     /// global aggregates' default row.
     Unit,
+    /// Window functions (`f(...) OVER (PARTITION BY ... ORDER BY ... frame)`):
+    /// each input row with one value per call appended, computed over its
+    /// partition in `order` (ties broken by the whole row): module `over`.
+    Over {
+        input: Box<Rel>,
+        partition: Vec<Expr>,
+        order: Vec<SortKey>,
+        calls: Vec<WindowCall>,
+        input_width: usize,
+    },
     /// Each input row as many times as its last column says, without that
     /// column: INTERSECT ALL and EXCEPT ALL (`set_operation`). The count is
     /// an INT of at least 1 (a filter below keeps only such rows).

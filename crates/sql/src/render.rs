@@ -183,7 +183,8 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
         | Rel::Distinct { input }
         | Rel::TopK { input, .. }
         | Rel::Window { input, .. }
-        | Rel::Replicate { input } => count_uses(input, uses),
+        | Rel::Replicate { input }
+        | Rel::Over { input, .. } => count_uses(input, uses),
         Rel::Join { left, right, .. } => {
             count_uses(left, uses);
             count_uses(right, uses);
@@ -265,7 +266,8 @@ fn unique_key(rel: &Rel) -> Option<Vec<usize>> {
         | Rel::Join { .. }
         | Rel::UnionAll { .. }
         | Rel::Window { .. }
-        | Rel::Replicate { .. } => None,
+        | Rel::Replicate { .. }
+        | Rel::Over { .. } => None,
         Rel::Unit => None,
     }
 }
@@ -326,7 +328,8 @@ fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
         | Rel::Distinct { input }
         | Rel::TopK { input, .. }
         | Rel::Window { input, .. }
-        | Rel::Replicate { input } => append_only_sources(input, out),
+        | Rel::Replicate { input }
+        | Rel::Over { input, .. } => append_only_sources(input, out),
         Rel::Join { left, right, .. } => {
             append_only_sources(left, out);
             append_only_sources(right, out);
@@ -432,7 +435,7 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
             demand(input, &inner, out);
         }
         // Whole rows are compared (and kept in state): every column counts.
-        Rel::Distinct { input } | Rel::TopK { input, .. } | Rel::Replicate { input } => {
+        Rel::Distinct { input } | Rel::TopK { input, .. } | Rel::Replicate { input } | Rel::Over { input, .. } => {
             demand(input, &all(width(input)), out)
         }
         Rel::UnionAll { inputs } => inputs.iter().for_each(|i| demand(i, needed, out)),
@@ -466,6 +469,7 @@ pub(crate) fn width(rel: &Rel) -> usize {
         Rel::TopK { input_width, row_number, .. } => input_width + usize::from(*row_number),
         Rel::Window { input, .. } => width(input) + 2,
         Rel::Replicate { input } => width(input) - 1,
+        Rel::Over { input_width, calls, .. } => input_width + calls.len(),
         Rel::Unit => 0,
     }
 }
@@ -750,7 +754,8 @@ impl<'s> Renderer<'s, '_> {
                 let partition = partition.clone();
                 let keyed = input.map(move |row| (Tuple::eval(&partition, &row), row));
                 let order = order.clone();
-                let limit = limit.expect("checked when bound: every ROW_NUMBER has a limit");
+                // Without a limit (every row's ROW_NUMBER), each changed partition is read whole.
+                let limit = limit.unwrap_or(usize::MAX);
                 let row_number = *row_number;
                 let key_order = order.clone();
                 let order_key = move |row: &Row, out: &mut Vec<u8>| {
@@ -772,6 +777,22 @@ impl<'s> Renderer<'s, '_> {
             Rel::Window { input, time_column, slide_micros, size_micros } => {
                 let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
                 self.render(input).flat_map(move |row: Row| windowed(row, column, slide, size))
+            }
+            Rel::Over { input, partition, order, calls, .. } => {
+                let name = self.operator_name();
+                let partition = partition.clone();
+                let keyed = self.render(input).map(move |row| (Tuple::eval(&partition, &row), row));
+                let (order, key_order, calls) = (order.clone(), order.clone(), calls.clone());
+                let order_key = move |row: &Row, out: &mut Vec<u8>| {
+                    sort_key::order_key(&key_order, row, out);
+                    sort_key::row_key(row, out);
+                };
+                // Every row of a changed partition is read: a window sees it whole.
+                keyed
+                    .top_k_by(&name, usize::MAX, false, order_key, move |_key, rows: &[(Row, Diff)], out| {
+                        crate::over::over(rows, &order, &calls, out)
+                    })
+                    .map(|(_key, row): (Tuple, Row)| row)
             }
             Rel::Replicate { input } => self.render(input).explode(|mut row: Row| {
                 let copies = replicas(&mut row);
@@ -1233,6 +1254,7 @@ pub(crate) fn append_only(rel: &Rel) -> bool {
         }
         Rel::Aggregate { .. } | Rel::Distinct { .. } | Rel::TopK { .. } => false,
         Rel::Replicate { input } => append_only(input),
+        Rel::Over { .. } => false,
     }
 }
 

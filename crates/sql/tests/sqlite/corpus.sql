@@ -392,6 +392,24 @@ join_full_coalesce_key: SELECT COALESCE(a.k, b.k) AS k, a.n, b.n AS m FROM (SELE
 union_all_same: SELECT k FROM u UNION ALL SELECT k FROM u UNION ALL SELECT v FROM u
 join_e_self_window: SELECT a.id, b.id AS bid FROM e a JOIN e b ON a.k = b.k AND a.cat = b.cat WHERE a.id < b.id AND a.amount = b.amount
 
+# --- Window functions (ORDER BY keys unique where the answer depends on ties' order) ---
+
+win_rank: SELECT id, a, RANK() OVER (ORDER BY a) AS r, DENSE_RANK() OVER (ORDER BY a) AS dr FROM t1
+win_rank_partition: SELECT id, s, RANK() OVER (PARTITION BY s ORDER BY b DESC) AS r, PERCENT_RANK() OVER (PARTITION BY s ORDER BY b DESC) AS pr, CUME_DIST() OVER (PARTITION BY s ORDER BY b DESC) AS cd FROM t1
+win_lag_lead: SELECT id, a, LAG(a) OVER (ORDER BY id) AS prev, LEAD(a, 2, -1) OVER (ORDER BY id) AS next2, LAG(s, 1, 'none') OVER (PARTITION BY a > 50 ORDER BY id) AS ps FROM t1
+win_running: SELECT id, s, SUM(a) OVER (PARTITION BY s ORDER BY id) AS running, COUNT(*) OVER (PARTITION BY s ORDER BY id) AS n, AVG(b) OVER (PARTITION BY s ORDER BY id) AS av FROM t1
+win_range_peers: SELECT id, a, SUM(b) OVER (ORDER BY a) AS sb, COUNT(b) OVER (ORDER BY a) AS nb, MAX(c) OVER (ORDER BY a) AS mc FROM t1
+win_rows_frames: SELECT id, AVG(c) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS avg3, MIN(a) OVER (ORDER BY id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS mn, MAX(a) OVER (ORDER BY id ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS mx, SUM(b) OVER (ORDER BY id ROWS BETWEEN 3 FOLLOWING AND 5 FOLLOWING) AS ahead, COUNT(*) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING) AS before2 FROM t1
+win_whole_partition: SELECT id, s, SUM(a) OVER (PARTITION BY s) AS total, CAST(a AS DOUBLE) / SUM(a) OVER (PARTITION BY s) AS share, COUNT(*) OVER () AS everyone FROM t1
+win_values: SELECT id, FIRST_VALUE(s) OVER (ORDER BY id) AS f, LAST_VALUE(s) OVER (ORDER BY id ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS l, NTH_VALUE(a, 2) OVER (ORDER BY id) AS second FROM t1
+win_ntile: SELECT id, NTILE(4) OVER (ORDER BY id) AS q, NTILE(3) OVER (PARTITION BY s ORDER BY id) AS q3 FROM t1
+win_row_number_all: SELECT id, ROW_NUMBER() OVER (PARTITION BY s ORDER BY id) AS rn FROM t1
+win_in_expressions: SELECT id, a - LAG(a) OVER (ORDER BY id) AS delta, 2 * RANK() OVER (ORDER BY b) AS r2, RANK() OVER (ORDER BY b) AS r FROM t1
+win_duplicates: SELECT k, x, RANK() OVER (PARTITION BY k ORDER BY x) AS r, SUM(x) OVER (PARTITION BY k) AS total, DENSE_RANK() OVER (ORDER BY k) AS dk FROM t2
+win_append_only: SELECT id, cat, SUM(amount) OVER (PARTITION BY cat ORDER BY id) AS running FROM e
+win_upsert: SELECT k, v, RANK() OVER (ORDER BY v DESC) AS r, LAG(v) OVER (ORDER BY k) AS prev FROM u
+win_filtered_outer: SELECT id, r FROM (SELECT id, RANK() OVER (PARTITION BY s ORDER BY a) AS r FROM t1) q WHERE r <= 2
+
 # --- Subqueries, UNION, DISTINCT -------------------------------------------------
 
 sub_from: SELECT q.a, q.b FROM (SELECT a, b FROM t1 WHERE a > 10) q WHERE q.b < 40

@@ -1,0 +1,251 @@
+//! Window functions over a partition: RANK, DENSE_RANK, PERCENT_RANK,
+//! CUME_DIST, NTILE, LAG/LEAD, FIRST_VALUE/LAST_VALUE/NTH_VALUE and the
+//! aggregates COUNT/SUM/AVG/MIN/MAX over a frame (`ROWS` or `RANGE`
+//! between `UNBOUNDED PRECEDING`, `n PRECEDING`, `CURRENT ROW`,
+//! `n FOLLOWING` and `UNBOUNDED FOLLOWING`), as SQL defines them.
+//! (ROW_NUMBER is a top-k with its rank: `Rel::TopK`.)
+//!
+//! The dataflow keeps each partition's rows in order in a top-k's state with
+//! no limit and computes [`over`] of a partition each epoch it changes, so an
+//! epoch costs the rows of the partitions it changes; the interpreter calls
+//! the same function for one-off queries.
+//!
+//! Invariants:
+//! - Rows are ordered by the ORDER BY keys, ties broken by the whole row
+//!   (as a top-k's), so the answer is a function of the partition's
+//!   multiset of rows: each copy of a row is one row of the answer.
+//! - Peers (rows equal in every ORDER BY key) share RANK, DENSE_RANK,
+//!   PERCENT_RANK and CUME_DIST, and a `RANGE` frame's `CURRENT ROW` bound
+//!   reaches the last (or first) of them; without ORDER BY every row is a
+//!   peer of every other.
+//! - SUM and AVG of integers are exact (an overflow is NULL), as elsewhere.
+
+use std::cmp::Ordering;
+
+use millpond_dataflow::Diff;
+
+use crate::eval::{compare, eval};
+use crate::plan::{AggregateFunction, Frame, FrameBound, SortKey, WindowCall, WindowFunction};
+use crate::sort_key;
+use crate::value::{DECIMAL_ONE, Row, Value};
+
+/// Each row of a partition (rows with positive counts; each copy a row),
+/// with one value per call appended, with count 1.
+pub(crate) fn over(rows: &[(Row, Diff)], order: &[SortKey], calls: &[WindowCall], out: &mut Vec<(Row, Diff)>) {
+    let mut keyed: Vec<(Vec<u8>, Vec<u8>, &Row, Diff)> = rows
+        .iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(row, count)| {
+            let mut peer_key = Vec::new();
+            sort_key::order_key(order, row, &mut peer_key);
+            let mut full = peer_key.clone();
+            sort_key::row_key(row, &mut full);
+            (full, peer_key, row, *count)
+        })
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut sorted: Vec<&Row> = Vec::new();
+    let mut peer_keys: Vec<&[u8]> = Vec::new();
+    for (_, peer_key, row, count) in &keyed {
+        for _ in 0..*count {
+            sorted.push(row);
+            peer_keys.push(peer_key);
+        }
+    }
+    let peers = Peers::of(&peer_keys);
+    let columns: Vec<Vec<Value>> = calls.iter().map(|call| values(call, &sorted, &peers)).collect();
+    for (i, row) in sorted.iter().enumerate() {
+        let mut output = (*row).clone();
+        output.extend(columns.iter().map(|c| c[i].clone()));
+        out.push((output, 1));
+    }
+}
+
+/// Each row's peer group, as the range `[start, end)` of rows in it, and
+/// the group's number (from 0).
+struct Peers {
+    bounds: Vec<(usize, usize)>,
+    group: Vec<usize>,
+}
+
+impl Peers {
+    fn of(keys: &[&[u8]]) -> Peers {
+        let (mut bounds, mut group) = (vec![(0, 0); keys.len()], vec![0; keys.len()]);
+        let (mut start, mut number) = (0, 0);
+        for i in 0..=keys.len() {
+            if i == keys.len() || (i > start && keys[i] != keys[start]) {
+                (start..i).for_each(|j| {
+                    bounds[j] = (start, i);
+                    group[j] = number;
+                });
+                start = i;
+                number += 1;
+            }
+        }
+        Peers { bounds, group }
+    }
+}
+
+fn values(call: &WindowCall, rows: &[&Row], peers: &Peers) -> Vec<Value> {
+    let n = rows.len();
+    let arg = |i: usize, row: &Row| call.args.get(i).map_or(Value::Null, |e| eval(e, row));
+    (0..n)
+        .map(|i| match call.function {
+            WindowFunction::Rank => Value::Int(peers.bounds[i].0 as i64 + 1),
+            WindowFunction::DenseRank => Value::Int(peers.group[i] as i64 + 1),
+            WindowFunction::PercentRank if n > 1 => Value::double(peers.bounds[i].0 as f64 / (n - 1) as f64),
+            WindowFunction::PercentRank => Value::double(0.0),
+            WindowFunction::CumeDist => Value::double(peers.bounds[i].1 as f64 / n as f64),
+            WindowFunction::Ntile => ntile(arg(0, rows[i]), i, n),
+            WindowFunction::Lag | WindowFunction::Lead => {
+                let offset = match call.args.get(1) {
+                    Some(e) => match eval(e, rows[i]) {
+                        Value::Int(k) => k,
+                        _ => return Value::Null,
+                    },
+                    None => 1,
+                };
+                let offset = if call.function == WindowFunction::Lag { -offset } else { offset };
+                match i64::try_from(i).ok().and_then(|i| i.checked_add(offset)).filter(|j| (0..n as i64).contains(j)) {
+                    Some(j) => arg(0, rows[j as usize]),
+                    None => arg(2, rows[i]),
+                }
+            }
+            function => {
+                let (start, end) = frame(call.frame, i, n, peers.bounds[i]);
+                let mut framed = rows[start.min(end)..end].iter().map(|row| arg(0, row));
+                match function {
+                    WindowFunction::FirstValue => framed.next().unwrap_or(Value::Null),
+                    WindowFunction::LastValue => framed.next_back().unwrap_or(Value::Null),
+                    WindowFunction::NthValue => match arg(1, rows[i]) {
+                        Value::Int(k) if k >= 1 => framed.nth(k as usize - 1).unwrap_or(Value::Null),
+                        _ => Value::Null,
+                    },
+                    WindowFunction::Aggregate(aggregate) => fold(aggregate, call, framed),
+                    _ => unreachable!("ranking functions are matched above"),
+                }
+            }
+        })
+        .collect()
+}
+
+/// NTILE(buckets): the row's bucket, the first `n % buckets` a row larger.
+fn ntile(buckets: Value, i: usize, n: usize) -> Value {
+    let Value::Int(buckets) = buckets else { return Value::Null };
+    if buckets <= 0 {
+        return Value::Null;
+    }
+    let buckets = buckets as usize;
+    let (size, larger) = (n / buckets, n % buckets);
+    let bucket =
+        if i < larger * (size + 1) { i / (size + 1) } else { larger + (i - larger * (size + 1)) / size.max(1) };
+    Value::Int(bucket as i64 + 1)
+}
+
+/// The frame of row `i` of `n`, as a range of rows `[start, end)` (empty
+/// when start is past end); `peers` is the row's peer group.
+fn frame(frame: Frame, i: usize, n: usize, peers: (usize, usize)) -> (usize, usize) {
+    let at = |bound: FrameBound, is_start: bool| -> usize {
+        match bound {
+            FrameBound::UnboundedPreceding => 0,
+            FrameBound::UnboundedFollowing => n,
+            FrameBound::Preceding(k) => {
+                let k = usize::try_from(k).unwrap_or(usize::MAX);
+                match (is_start, i.checked_sub(k)) {
+                    (true, j) => j.unwrap_or(0),
+                    (false, j) => j.map_or(0, |j| j + 1),
+                }
+            }
+            FrameBound::Following(k) => {
+                let j = i.saturating_add(usize::try_from(k).unwrap_or(usize::MAX));
+                if is_start { j.min(n) } else { j.saturating_add(1).min(n) }
+            }
+            FrameBound::CurrentRow if frame.rows => {
+                if is_start {
+                    i
+                } else {
+                    i + 1
+                }
+            }
+            FrameBound::CurrentRow => {
+                if is_start {
+                    peers.0
+                } else {
+                    peers.1
+                }
+            }
+        }
+    };
+    (at(frame.start, true), at(frame.end, false))
+}
+
+/// An aggregate over a frame's values.
+fn fold(aggregate: AggregateFunction, call: &WindowCall, values: impl Iterator<Item = Value>) -> Value {
+    match aggregate {
+        AggregateFunction::CountRows => Value::Int(values.count() as i64),
+        AggregateFunction::Count => Value::Int(values.filter(|v| !v.is_null()).count() as i64),
+        AggregateFunction::Min | AggregateFunction::Max => {
+            let wanted = if aggregate == AggregateFunction::Min { Ordering::Less } else { Ordering::Greater };
+            values
+                .filter(|v| !v.is_null())
+                .reduce(|best, v| if compare(&v, &best) == Some(wanted) { v } else { best })
+                .unwrap_or(Value::Null)
+        }
+        AggregateFunction::Sum | AggregateFunction::Avg => {
+            let present: Vec<Value> = values.filter(|v| !v.is_null()).collect();
+            sum_or_average(aggregate == AggregateFunction::Avg, &present, call)
+        }
+        other => unreachable!("the binder allows no {other:?} over a window"),
+    }
+}
+
+/// SUM (exact for integers and decimals: NULL past their range) or AVG
+/// (a DOUBLE of integers and doubles, a DECIMAL of decimals).
+fn sum_or_average(average: bool, values: &[Value], call: &WindowCall) -> Value {
+    if values.is_empty() {
+        return Value::Null;
+    }
+    let count = values.len() as i128;
+    if values.iter().any(|v| matches!(v, Value::Double(_))) {
+        let sum: f64 = values.iter().filter_map(Value::as_f64).sum();
+        return Value::double(if average { sum / count as f64 } else { sum });
+    }
+    let units: Option<i128> = values.iter().try_fold(0i128, |acc, v| acc.checked_add(v.as_decimal_units()?));
+    let Some(units) = units else { return Value::Null };
+    match (average, call.ty) {
+        (true, crate::value::Type::Double) => Value::double(units as f64 / DECIMAL_ONE as f64 / count as f64),
+        (true, _) => {
+            crate::eval::round_decimal_division(units, count).map_or(Value::Null, |u| Value::Decimal(u.into()))
+        }
+        (false, crate::value::Type::Int) => i64::try_from(units / DECIMAL_ONE).map_or(Value::Null, Value::Int),
+        (false, _) => Value::Decimal(units.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_and_peers_follow_sql() {
+        let peers = Peers::of(&[b"a".as_slice(), b"a", b"b", b"c", b"c"]);
+        assert_eq!(peers.bounds, [(0, 2), (0, 2), (2, 3), (3, 5), (3, 5)]);
+        assert_eq!(peers.group, [0, 0, 1, 2, 2]);
+        let range = Frame::DEFAULT;
+        assert_eq!(frame(range, 0, 5, (0, 2)), (0, 2), "RANGE reaches the current row's last peer");
+        let rows = |start, end| Frame { rows: true, start, end };
+        let sliding = rows(FrameBound::Preceding(1), FrameBound::Following(1));
+        assert_eq!(frame(sliding, 0, 5, (0, 2)), (0, 2));
+        assert_eq!(frame(sliding, 4, 5, (3, 5)), (3, 5));
+        let ahead = rows(FrameBound::Following(1), FrameBound::Following(3));
+        assert_eq!(frame(ahead, 3, 5, (3, 5)), (4, 5));
+        let empty = rows(FrameBound::Following(2), FrameBound::Preceding(1));
+        let (start, end) = frame(empty, 1, 5, (0, 2));
+        assert!(start >= end, "an empty frame");
+        let before = rows(FrameBound::UnboundedPreceding, FrameBound::Preceding(2));
+        assert_eq!(frame(before, 1, 5, (0, 2)), (0, 0), "no row two before the second");
+        assert_eq!(frame(before, 3, 5, (3, 5)), (0, 2));
+        let ntiles: Vec<Value> = (0..7).map(|i| ntile(Value::Int(3), i, 7)).collect();
+        assert_eq!(ntiles, [1, 1, 1, 2, 2, 3, 3].map(Value::Int));
+    }
+}
