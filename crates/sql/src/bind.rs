@@ -1293,30 +1293,31 @@ impl<'a> Binder<'a> {
                 filtered(join(JoinKind::Inner, left_rel, right_rel, left_keys, right_keys), both)
             }
             "left" | "right" | "full" => {
-                let outer_name = kind.to_uppercase();
-                let on_span = match constraint {
-                    Some(ast::JoinConstraint::On(on)) => on.span(),
-                    _ => span,
-                };
-                if left_keys.is_empty() {
-                    return Err(self.unsupported(
-                        on_span,
-                        format!("{outer_name} JOIN without an equality between the two sides in ON"),
-                    ));
-                }
                 let preserved_side_condition = match kind {
                     "left" => !left_only.is_empty(),
                     "right" => !right_only.is_empty(),
                     _ => !left_only.is_empty() || !right_only.is_empty(),
                 };
-                if !both.is_empty() || preserved_side_condition {
-                    return Err(self.unsupported(
-                        on_span,
-                        format!(
-                            "{outer_name} JOIN with an ON condition other than equalities between the two sides \
-                             and filters of the side whose rows may be missing (move it to WHERE or a subquery)"
-                        ),
-                    ));
+                if !both.is_empty() || preserved_side_condition || left_keys.is_empty() {
+                    // Matches by every condition, then each preserved side's
+                    // rows that found none (rewrite::outer_join).
+                    let mut condition = left_only;
+                    condition.extend(right_only.into_iter().map(|mut e| {
+                        e.map_columns(&mut |c| c + left_width);
+                        e
+                    }));
+                    condition.extend(both);
+                    let preserve = (kind != "right", kind != "left");
+                    let keys = (left_keys, right_keys);
+                    let rel = crate::rewrite::outer_join(left.rel, right.rel, keys, and_all(condition), preserve);
+                    let bound = Bound { rel, scope };
+                    return match constraint {
+                        Some(ast::JoinConstraint::Using(_) | ast::JoinConstraint::Natural) => {
+                            let using = self.using_columns(&left.scope, &right.scope, constraint, span)?;
+                            self.merge_using(bound, &using, kind, left_width, span)
+                        }
+                        _ => Ok(bound),
+                    };
                 }
                 match kind {
                     "left" => join(JoinKind::Left, left.rel, filtered(right.rel, right_only), left_keys, right_keys),

@@ -124,6 +124,51 @@ pub(crate) fn project(input: Rel, exprs: Vec<Expr>) -> Rel {
     Rel::Project { input: Box::new(input), exprs }
 }
 
+/// An outer join whose ON holds more than equalities between the sides
+/// (a condition across them, on the preserved side, or no equality at
+/// all): the rows matched by the keys and `condition`, then, for each
+/// preserved side (`preserve`: left, right), its rows that matched nothing,
+/// padded with NULLs. A side's row matched or not is its whole row,
+/// compared NULL-safely, so equal rows share their fate as SQL's do.
+pub(crate) fn outer_join(
+    left: Rel,
+    right: Rel,
+    keys: (Vec<Expr>, Vec<Expr>),
+    condition: Option<Expr>,
+    (preserve_left, preserve_right): (bool, bool),
+) -> Rel {
+    let (left_width, right_width) = (width(&left), width(&right));
+    let joined = join(JoinKind::Inner, left.clone(), right.clone(), keys);
+    let matched = match condition {
+        Some(predicate) => Rel::Filter { input: Box::new(joined), predicate },
+        None => joined,
+    };
+    let nulls = |n: usize| std::iter::repeat_n(Expr::Literal(Value::Null), n);
+    let mut parts = vec![matched.clone()];
+    if preserve_left {
+        let unmatched = unmatched(left, project(matched.clone(), (0..left_width).map(Expr::Column).collect()));
+        parts.push(project(unmatched, (0..left_width).map(Expr::Column).chain(nulls(right_width)).collect()));
+    }
+    if preserve_right {
+        let mine = (left_width..left_width + right_width).map(Expr::Column).collect();
+        let unmatched = unmatched(right, project(matched, mine));
+        parts.push(project(unmatched, nulls(left_width).chain((0..right_width).map(Expr::Column)).collect()));
+    }
+    Rel::UnionAll { inputs: parts }
+}
+
+/// The rows of `side` that are not among `matched` (rows of the same width).
+fn unmatched(side: Rel, matched: Rel) -> Rel {
+    let columns = width(&side);
+    let marked = project(
+        Rel::Distinct { input: Box::new(matched) },
+        (0..columns).map(Expr::Column).chain([Expr::Literal(Value::Bool(true))]).collect(),
+    );
+    let joined = join(JoinKind::Left, side, marked, (null_safe(0..columns), null_safe(0..columns)));
+    let missing = Expr::IsNull(Box::new(Expr::Column(2 * columns)));
+    Rel::Filter { input: Box::new(joined), predicate: missing }
+}
+
 /// Join keys under which NULL matches NULL: per column, whether it is NULL
 /// and its value (a constant in its place when it is), neither ever NULL.
 pub(crate) fn null_safe(columns: impl Iterator<Item = usize>) -> Vec<Expr> {

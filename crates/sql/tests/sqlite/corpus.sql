@@ -356,6 +356,14 @@ join_four: SELECT e.id, t2.x, t3.name, u.v FROM e JOIN t2 ON e.k = t2.k JOIN t3 
 join_where_eq: SELECT t2.x, t3.w FROM t2, t3 WHERE t2.k = t3.k AND t2.x > t3.w
 join_residual: SELECT t2.x, t3.w FROM t2 JOIN t3 ON t2.k = t3.k AND t2.x > t3.w
 join_left_right_filter: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t3.k = t2.k AND t2.x > 20
+join_left_across: SELECT t3.k, t3.w, t2.x FROM t3 LEFT JOIN t2 ON t3.k = t2.k AND t2.x > t3.w
+join_left_preserved_filter: SELECT t3.k, t3.name, t2.x FROM t3 LEFT JOIN t2 ON t3.k = t2.k AND t3.w > 50
+join_left_theta_only: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.x BETWEEN t3.w AND t3.w + 5
+join_left_or: SELECT t1.id, t2.k, t2.x FROM t1 LEFT JOIN t2 ON t1.a = t2.x OR t1.b = t2.k
+join_right_across: SELECT t2.k, t2.x, t3.name FROM t3 RIGHT JOIN t2 ON t3.k = t2.k AND t2.x < t3.w
+join_full_across: SELECT t3.k AS k3, t3.w, t2.k AS k2, t2.x FROM t3 FULL JOIN t2 ON t3.k = t2.k AND t2.x >= t3.w
+join_left_across_dups: SELECT t2.k, t2.x, u.v FROM t2 LEFT JOIN u ON t2.k = u.k AND u.v > t2.x
+join_left_across_grouped: SELECT t3.k, COUNT(t2.x) AS n, SUM(t2.x) AS s FROM t3 LEFT JOIN t2 ON t3.k = t2.k AND t2.x > t3.w GROUP BY t3.k
 join_left_where_right: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t3.k = t2.k WHERE t2.x > 20 OR t2.x IS NULL
 join_self: SELECT p.id AS pid, q.id AS qid FROM t1 p JOIN t1 q ON p.a = q.b WHERE p.id < q.id
 join_expr_key: SELECT t2.x, t3.name FROM t2 JOIN t3 ON t2.k + 1 = t3.k
