@@ -190,7 +190,25 @@ fn operator_symbol(symbol: &str) -> Option<ast::BinaryOperator> {
 }
 
 fn is_aggregate_name(name: &str) -> bool {
-    matches!(name, "count" | "sum" | "min" | "max" | "avg" | "string_agg" | "bool_and" | "bool_or" | "every" | "total")
+    matches!(
+        name,
+        "count"
+            | "sum"
+            | "min"
+            | "max"
+            | "avg"
+            | "string_agg"
+            | "bool_and"
+            | "bool_or"
+            | "every"
+            | "total"
+            | "variance"
+            | "var_samp"
+            | "var_pop"
+            | "stddev"
+            | "stddev_samp"
+            | "stddev_pop"
+    )
 }
 
 fn function_name(function: &ast::Function) -> String {
@@ -3049,6 +3067,9 @@ impl<'a> Binder<'a> {
         context: &mut Context<'_>,
         span: sqlparser::tokenizer::Span,
     ) -> Result<(Expr, Type)> {
+        if matches!(name, "variance" | "var_samp" | "var_pop" | "stddev" | "stddev_samp" | "stddev_pop") {
+            return self.bind_variance(name, (distinct, filter), args, context, span);
+        }
         let Context::Groups { input, group, aggregates } = context else {
             return Err(self.error(span, format!("the aggregate {name}() is not allowed here")));
         };
@@ -3163,6 +3184,70 @@ impl<'a> Binder<'a> {
             return Ok((Expr::Call(Function::Coalesce, vec![value, Expr::Literal(Value::double(0.0))]), output_type));
         }
         Ok((value, output_type))
+    }
+}
+
+impl Binder<'_> {
+    /// VARIANCE/VAR_SAMP/VAR_POP and STDDEV/STDDEV_SAMP/STDDEV_POP: from
+    /// SUM(x * x), SUM(x) and COUNT(x) (sums exact for integers and
+    /// decimals), as a DOUBLE: `(Σx² - (Σx)²/n) / (n - 1)` (or `/ n`), never
+    /// below 0; NULL over no values (and VAR_SAMP over one), and NULL when a
+    /// square is past its type's range (COUNT(x * x) falls short of COUNT(x)).
+    fn bind_variance(
+        &mut self,
+        name: &str,
+        (distinct, filter): (bool, Option<&ast::Expr>),
+        args: &[FunctionArgument<'_>],
+        context: &mut Context<'_>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Expr, Type)> {
+        if distinct {
+            return Err(self.unsupported(span, format!("{name}(DISTINCT ...)")));
+        }
+        let [FunctionArgument::Expr(e)] = args else {
+            return Err(self.error(span, format!("{name}() takes one argument")));
+        };
+        let Context::Groups { input, .. } = &*context else {
+            return Err(self.error(span, format!("the aggregate {name}() is not allowed here")));
+        };
+        let input: &Scope = input;
+        let (_, ty) = self.bind_expr(e, &mut Context::Rows(input))?;
+        if !ty.is_numeric() && ty != Type::Null {
+            return Err(self.error(e.span(), format!("{name}() needs a number, not {ty}")));
+        }
+        // The parts as aggregates of the same argument (their own FILTER kept).
+        let square = ast::Expr::BinaryOp {
+            left: Box::new(ast::Expr::Nested(Box::new((*e).clone()))),
+            op: ast::BinaryOperator::Multiply,
+            right: Box::new(ast::Expr::Nested(Box::new((*e).clone()))),
+        };
+        let part = |this: &mut Self, func: &str, arg: &ast::Expr, context: &mut Context<'_>| -> Result<Expr> {
+            let expr_args = [FunctionArgument::Expr(arg)];
+            let (value, _) = this.bind_aggregate(func, (false, filter), &expr_args, context, span)?;
+            Ok(Expr::Cast(Box::new(value), Type::Double))
+        };
+        let squares = part(self, "sum", &square, context)?;
+        let sum = part(self, "sum", e, context)?;
+        let n = part(self, "count", e, context)?;
+        let n_squares = part(self, "count", &square, context)?;
+        let population = matches!(name, "var_pop" | "stddev_pop");
+        let divisor = if population {
+            n.clone()
+        } else {
+            Expr::binary(BinaryOp::Subtract, n.clone(), Expr::Literal(Value::double(1.0)))
+        };
+        let spread = Expr::binary(
+            BinaryOp::Subtract,
+            squares,
+            Expr::binary(BinaryOp::Divide, Expr::binary(BinaryOp::Multiply, sum.clone(), sum), n.clone()),
+        );
+        // Never below 0 (rounding), and NULL stays NULL (GREATEST would make it 0).
+        let raw = Expr::binary(BinaryOp::Divide, spread, divisor);
+        let negative = Expr::binary(BinaryOp::Lt, raw.clone(), Expr::Literal(Value::double(0.0)));
+        let variance = Expr::Case(vec![(negative, Expr::Literal(Value::double(0.0)))], Box::new(raw));
+        let value = if name.starts_with("stddev") { Expr::Call(Function::Sqrt, vec![variance]) } else { variance };
+        let complete = Expr::binary(BinaryOp::Eq, n_squares, n);
+        Ok((Expr::Case(vec![(complete, value)], Box::new(Expr::Literal(Value::Null))), Type::Double))
     }
 }
 

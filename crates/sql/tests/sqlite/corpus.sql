@@ -284,6 +284,12 @@ agg_group_bool: SELECT a > 50 AS big, COUNT(*) AS n FROM t1 GROUP BY a > 50
 agg_group_text_fn: SELECT lower(s) AS l, COUNT(*) AS n, COUNT(DISTINCT s) AS variants FROM t1 GROUP BY lower(s)
 agg_group_decimal: SELECT s, SUM(d) AS sd, AVG(d) AS ad, MAX(d) AS md FROM t1 GROUP BY s
 sqlite: SELECT s, SUM(d), CAST((20000 * SUM(CAST(ROUND(d * 100) AS INTEGER)) + (CASE WHEN SUM(d) < 0 THEN -1 ELSE 1 END) * COUNT(d)) / (2 * COUNT(d)) AS REAL) / 1000000.0, MAX(d) FROM t1 GROUP BY s
+# SQLite has no variance (nor sqrt here): the same formula over its exact integer sums (and its
+# float sums of doubles); a standard deviation is compared squared.
+var_grouped: SELECT s, VAR_SAMP(a) AS vs, VAR_POP(a) AS vp, VARIANCE(b) AS vb, STDDEV(c) * STDDEV(c) AS sc2, STDDEV_POP(d) * STDDEV_POP(d) AS sd2 FROM t1 GROUP BY s
+sqlite: SELECT s, MAX((1.0 * SUM(a * a) - 1.0 * SUM(a) * SUM(a) / COUNT(a)) / (COUNT(a) - 1.0), 0), MAX((1.0 * SUM(a * a) - 1.0 * SUM(a) * SUM(a) / COUNT(a)) / COUNT(a), 0), MAX((1.0 * SUM(b * b) - 1.0 * SUM(b) * SUM(b) / COUNT(b)) / (COUNT(b) - 1.0), 0), MAX((SUM(c * c) - SUM(c) * SUM(c) / COUNT(c)) / (COUNT(c) - 1.0), 0), MAX((SUM(d * d) - SUM(d) * SUM(d) / COUNT(d)) / COUNT(d), 0) FROM t1 GROUP BY s
+var_global_filter: SELECT VAR_SAMP(x) AS v, power(STDDEV_SAMP(x) FILTER (WHERE k > 2), 2) AS sf2 FROM t2
+sqlite: SELECT MAX((1.0 * SUM(x * x) - 1.0 * SUM(x) * SUM(x) / COUNT(x)) / (COUNT(x) - 1.0), 0), MAX((1.0 * SUM(x * x) FILTER (WHERE k > 2) - 1.0 * SUM(x) FILTER (WHERE k > 2) * SUM(x) FILTER (WHERE k > 2) / COUNT(x) FILTER (WHERE k > 2)) / (COUNT(x) FILTER (WHERE k > 2) - 1.0), 0) FROM t2
 agg_group_multi_distinct: SELECT k, COUNT(DISTINCT x) AS dx, COUNT(DISTINCT y) AS dy, COUNT(DISTINCT c) AS dc FROM t2 GROUP BY k
 agg_group_sum_double: SELECT k, SUM(c) AS sc, AVG(c) AS ac, MIN(c) AS lo FROM t2 GROUP BY k
 agg_group_agg_expr: SELECT k, SUM(x) / COUNT(*) AS mean_int, MAX(x) - MIN(x) AS spread, CAST(SUM(x) AS DOUBLE) / COUNT(x) AS mean FROM t2 GROUP BY k
