@@ -164,7 +164,10 @@ async fn one_off_selects_answer_over_committed_contents() {
     // Errors: unknown column, unknown relation, what is not supported.
     assert_eq!(sqlstate(&query(&client, "SELECT nope FROM item").await.unwrap_err()), "42703");
     assert_eq!(sqlstate(&query(&client, "SELECT * FROM nothing").await.unwrap_err()), "42P01");
-    let error = query(&client, "SELECT id FROM item INTERSECT SELECT id FROM item").await.unwrap_err();
+    let sql = "SELECT id FROM item INTERSECT SELECT id FROM item WHERE id > 1 ORDER BY 1";
+    assert_eq!(query(&client, sql).await.unwrap().1, [vec![text("2")], vec![text("5")]]);
+    let sql = "SELECT id, SUM(id) OVER (ORDER BY id GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM item";
+    let error = query(&client, sql).await.unwrap_err();
     assert_eq!(sqlstate(&error), "0A000", "{error:?}");
     drop(endpoint);
     engine.shutdown().unwrap();

@@ -725,3 +725,152 @@ lite_total_empty: SELECT total(a) AS t, total(b) FILTER (WHERE b > 1000) AS none
 dup_names: SELECT a.k, b.k, a.x FROM t2 a JOIN t3 b ON a.k = b.k
 dup_names_unnamed: SELECT DISTINCT x + 1, x * 2 FROM t2
 unary_plus_any: SELECT + s AS ps, + NULL AS pn, + ts AS pt FROM t1
+
+# --- The function library, LIKE ESCAPE, and more of the forms above -----------------
+# SQLite lacks lpad, rpad, left, right, repeat, starts_with, ascii, chr, date_part and to_char: the
+# same values from substr, ||, unicode, char and strftime.
+fn_like_escape: SELECT id, s LIKE 'a#%' ESCAPE '#' AS a, s LIKE '%!_%' ESCAPE '!' AS b, s NOT LIKE 'ap%' ESCAPE 'p' AS c FROM t1
+fn_left_right: SELECT id, left(s, 2) AS l, right(s, 3) AS r FROM t1
+sqlite: SELECT id, substr(s, 1, 2), CASE WHEN length(s) >= 3 THEN substr(s, length(s) - 2) ELSE s END FROM t1
+fn_pad: SELECT id, lpad(s, 8, '*') AS l, rpad(s, 6, '-') AS r FROM t1
+sqlite: SELECT id, CASE WHEN length(s) >= 8 THEN substr(s, 1, 8) ELSE substr('********', 1, 8 - length(s)) || s END, CASE WHEN length(s) >= 6 THEN substr(s, 1, 6) ELSE s || substr('------', 1, 6 - length(s)) END FROM t1
+fn_repeat_starts: SELECT id, repeat(s, 2) AS rr, starts_with(s, 'a') AS sa FROM t1
+sqlite: SELECT id, s || s, substr(s, 1, 1) = 'a' FROM t1
+fn_ascii_chr: SELECT id, ascii(s) AS a, chr(a + 64) AS c FROM t1 WHERE a BETWEEN 1 AND 26
+sqlite: SELECT id, CASE WHEN s = '' THEN 0 ELSE unicode(s) END, char(a + 64) FROM t1 WHERE a BETWEEN 1 AND 26
+fn_power_trunc: SELECT id, power(a, 2) AS p, power(c, 2) AS pc, trunc(c) AS tc, mod(a, 7) AS m FROM t1
+sqlite: SELECT id, a * a, c * c, CAST(c AS INTEGER), a % 7 FROM t1
+fn_date_part: SELECT id, date_part('year', ts) AS y, date_part('hour', ts) AS h, date_part('dow', ts) AS dw FROM t1
+sqlite: SELECT id, CAST(strftime('%Y', ts) AS REAL), CAST(strftime('%H', ts) AS REAL), CAST(strftime('%w', ts) AS REAL) FROM t1
+fn_to_char: SELECT id, to_char(ts, 'YYYY-MM-DD HH24:MI') AS a, to_char(ts, 'DD/MM/YY') AS b FROM t1
+sqlite: SELECT id, strftime('%Y-%m-%d %H:%M', ts), strftime('%d/%m/', ts) || substr(strftime('%Y', ts), 3) FROM t1
+win_partition_nulls: SELECT id, b, RANK() OVER (PARTITION BY b ORDER BY a) AS r FROM t1
+win_dense_desc_nulls: SELECT id, DENSE_RANK() OVER (ORDER BY c DESC NULLS LAST) AS d FROM t1
+win_sum_double_running: SELECT id, SUM(c) OVER (ORDER BY id) AS sc, MIN(c) OVER (ORDER BY id) AS mc FROM t1
+win_lead_default_column: SELECT id, LEAD(b, 1, a) OVER (PARTITION BY s ORDER BY id) AS nb FROM t1
+win_over_grouped: SELECT s, n, RANK() OVER (ORDER BY n DESC) AS r FROM (SELECT s, COUNT(*) AS n FROM t1 GROUP BY s) q
+win_over_join: SELECT t2.k, t3.name, SUM(t2.x) OVER (PARTITION BY t3.name) AS total FROM t2 JOIN t3 ON t2.k = t3.k
+win_dense_top: SELECT id, s, dr FROM (SELECT id, s, DENSE_RANK() OVER (PARTITION BY s ORDER BY a DESC) AS dr FROM t1) q WHERE dr = 1
+intersect_all_nulls: SELECT a, b FROM t1 INTERSECT ALL SELECT a, b FROM t1 WHERE c > 0
+sqlite: SELECT a, b FROM (SELECT a, b, ROW_NUMBER() OVER (PARTITION BY a, b) FROM t1 INTERSECT SELECT a, b, ROW_NUMBER() OVER (PARTITION BY a, b) FROM t1 WHERE c > 0)
+except_counted: SELECT COUNT(*) AS n FROM (SELECT k FROM t2 EXCEPT SELECT k FROM u) q
+union_all_except: SELECT k FROM t2 UNION ALL SELECT k FROM t3 EXCEPT SELECT k FROM u
+all_where_correlated: SELECT id FROM t1 WHERE a > ALL (SELECT x FROM t2 WHERE t2.k = t1.b)
+sqlite: SELECT id FROM t1 WHERE (SELECT CASE WHEN SUM(NOT (t1.a > x)) > 0 THEN 0 WHEN SUM((t1.a > x) IS NULL) > 0 THEN NULL ELSE 1 END FROM t2 WHERE t2.k = t1.b)
+using_left_unmatched: SELECT k, name FROM t3 LEFT JOIN t2 USING (k) WHERE x IS NULL
+natural_self: SELECT COUNT(*) AS n FROM t3 NATURAL JOIN t3 AS t
+join_left_across_nulls: SELECT t1.id, t2.y FROM t1 LEFT JOIN t2 ON t1.b = t2.k AND t2.y <> t1.s
+join_full_theta: SELECT t3.k, t4.a FROM t3 FULL JOIN t4 ON t3.w < t4.a
+join_right_preserved_filter: SELECT t3.k, t2.x FROM t3 RIGHT JOIN t2 ON t3.k = t2.k AND t2.x > 50
+var_e: SELECT cat, VAR_POP(amount) AS v FROM e GROUP BY cat
+sqlite: SELECT cat, MAX((1.0 * SUM(amount * amount) - 1.0 * SUM(amount) * SUM(amount) / COUNT(amount)) / COUNT(amount), 0) FROM e GROUP BY cat
+var_having: SELECT s FROM t1 GROUP BY s HAVING VAR_POP(a) > 100
+sqlite: SELECT s FROM t1 GROUP BY s HAVING MAX((1.0 * SUM(a * a) - 1.0 * SUM(a) * SUM(a) / COUNT(a)) / COUNT(a), 0) > 100
+except_correlated_exists: SELECT k FROM t3 WHERE EXISTS (SELECT x FROM t2 WHERE t2.k = t3.k EXCEPT SELECT a FROM t1)
+any_text_in_where: SELECT k FROM t2 WHERE y = ANY (SELECT s FROM t1 WHERE a > 10)
+sqlite: SELECT k FROM t2 WHERE y IN (SELECT s FROM t1 WHERE a > 10)
+win_cume_dist_dups: SELECT k, x, CUME_DIST() OVER (ORDER BY x) AS cd, PERCENT_RANK() OVER (PARTITION BY k ORDER BY x) AS pr FROM t2
+win_count_following: SELECT id, COUNT(b) OVER (ORDER BY id ROWS BETWEEN CURRENT ROW AND 2 FOLLOWING) AS n FROM t1
+intersect_in_cte: WITH x AS (SELECT k FROM t2 INTERSECT SELECT k FROM t3) SELECT k FROM x
+fn_nested: SELECT id, upper(left(s, 1)) || lower(substr(s, 2)) AS cap FROM t1
+sqlite: SELECT id, upper(substr(s, 1, 1)) || lower(substr(s, 2)) FROM t1
+sub_exists_and_window: SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM t1 WHERE EXISTS (SELECT 1 FROM t3 WHERE t3.k = t1.b)
+sub_scalar_max_corr_e: SELECT k, (SELECT MAX(amount) FROM e WHERE e.k = u.k) AS m FROM u
+sub_exists_t2_u: SELECT k, x FROM t2 WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t2.k AND u.v > t2.x)
+sub_not_exists_e: SELECT k FROM t3 WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.k = t3.k)
+sub_in_u: SELECT id FROM e WHERE k IN (SELECT k FROM u WHERE v > 10)
+sub_not_in_u: SELECT id FROM t1 WHERE a NOT IN (SELECT v FROM u)
+sub_scalar_count_t2: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.x < t1.a) AS n FROM t1
+sub_scalar_in_case_when: SELECT id, CASE WHEN a > (SELECT AVG(x) FROM t2) THEN 'hi' ELSE 'lo' END AS band FROM t1
+sub_in_expr_operand: SELECT id FROM t1 WHERE a + 1 IN (SELECT x FROM t2)
+sub_exists_distinct: SELECT DISTINCT s FROM t1 WHERE EXISTS (SELECT 1 FROM t2 WHERE t2.k = t1.id)
+sub_scalar_min_text: SELECT k, (SELECT MIN(s) FROM t1 WHERE t1.b = t3.k) AS first_s FROM t3
+sub_scalar_u_t3: SELECT k, (SELECT MAX(name) FROM t3 WHERE t3.k = u.k) AS name FROM u
+sub_in_e_t2: SELECT id FROM e WHERE amount IN (SELECT x FROM t2)
+sub_exists_u_e: SELECT k FROM u WHERE EXISTS (SELECT 1 FROM e WHERE e.k = u.k)
+any_gt_e: SELECT k FROM t3 WHERE w > ANY (SELECT amount FROM e WHERE e.k = t3.k)
+sqlite: SELECT k FROM t3 WHERE (SELECT CASE WHEN SUM(t3.w > amount) > 0 THEN 1 WHEN SUM((t3.w > amount) IS NULL) > 0 THEN NULL ELSE 0 END FROM e WHERE e.k = t3.k)
+all_le_t2: SELECT id, a <= ALL (SELECT x FROM t2 WHERE x IS NOT NULL) AS p FROM t1
+sqlite: SELECT id, (SELECT CASE WHEN SUM(NOT (t1.a <= x)) > 0 THEN 0 WHEN SUM((t1.a <= x) IS NULL) > 0 THEN NULL ELSE 1 END FROM t2 WHERE x IS NOT NULL) FROM t1
+any_eq_u: SELECT id, b = ANY (SELECT v FROM u) AS p FROM t1
+sqlite: SELECT id, b IN (SELECT v FROM u) FROM t1
+all_ne_e: SELECT k, w <> ALL (SELECT amount FROM e) AS p FROM t3
+sqlite: SELECT k, w NOT IN (SELECT amount FROM e) FROM t3
+any_lt_u: SELECT k, v < ANY (SELECT w FROM t3) AS p FROM u
+sqlite: SELECT k, (SELECT CASE WHEN SUM(u.v < w) > 0 THEN 1 WHEN SUM((u.v < w) IS NULL) > 0 THEN NULL ELSE 0 END FROM t3) FROM u
+all_ge_t3: SELECT id, a >= ALL (SELECT w FROM t3) AS p FROM t1
+sqlite: SELECT id, (SELECT CASE WHEN SUM(NOT (t1.a >= w)) > 0 THEN 0 WHEN SUM((t1.a >= w) IS NULL) > 0 THEN NULL ELSE 1 END FROM t3) FROM t1
+intersect_e_u: SELECT k FROM e INTERSECT SELECT k FROM u
+except_u_e: SELECT k, v FROM u EXCEPT SELECT k, amount FROM e
+except_all_t2_t2: SELECT k, y FROM t2 EXCEPT ALL SELECT k, y FROM t2 WHERE x < 30
+sqlite: SELECT k, y FROM (SELECT k, y, ROW_NUMBER() OVER (PARTITION BY k, y) FROM t2 EXCEPT SELECT k, y, ROW_NUMBER() OVER (PARTITION BY k, y) FROM t2 WHERE x < 30)
+intersect_all_e_t1: SELECT cat FROM e INTERSECT ALL SELECT s FROM t1
+sqlite: SELECT cat FROM (SELECT cat, ROW_NUMBER() OVER (PARTITION BY cat) FROM e INTERSECT SELECT s, ROW_NUMBER() OVER (PARTITION BY s) FROM t1)
+intersect_text_nulls: SELECT s FROM t1 INTERSECT SELECT y FROM t2
+except_grouped: SELECT k, COUNT(*) AS n FROM t2 GROUP BY k EXCEPT SELECT k, 1 FROM t3
+intersect_u_t3: SELECT k FROM u INTERSECT SELECT k FROM t3
+except_t3_u: SELECT k FROM t3 EXCEPT SELECT k FROM u
+except_all_e_t2: SELECT k FROM e EXCEPT ALL SELECT k FROM t2
+sqlite: SELECT k FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM e EXCEPT SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM t2)
+intersect_all_u_t2: SELECT k FROM u INTERSECT ALL SELECT k FROM t2
+sqlite: SELECT k FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM u INTERSECT SELECT k, ROW_NUMBER() OVER (PARTITION BY k) FROM t2)
+win_e_running_count: SELECT cat, ts, COUNT(*) OVER (PARTITION BY cat ORDER BY ts) AS n FROM e
+win_u_sum: SELECT k, v, SUM(v) OVER (ORDER BY k) AS s FROM u
+win_t2_lag_partition: SELECT k, x, LAG(x) OVER (PARTITION BY k ORDER BY x) AS px FROM t2
+win_avg_range_t2: SELECT k, x, AVG(x) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS a FROM t2
+win_max_whole: SELECT id, MAX(a) OVER () AS mx, MIN(b) OVER () AS mn FROM t1
+win_rank_text: SELECT id, s, RANK() OVER (ORDER BY s) AS r FROM t1
+win_ntile_nulls: SELECT id, NTILE(2) OVER (PARTITION BY b IS NULL ORDER BY id) AS h FROM t1
+win_first_value_partition: SELECT id, s, FIRST_VALUE(a) OVER (PARTITION BY s ORDER BY id) AS fa FROM t1
+win_last_value_peers: SELECT id, LAST_VALUE(a) OVER (ORDER BY a) AS la FROM t1
+win_nth_value_whole: SELECT id, NTH_VALUE(b, 3) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS third FROM t1
+win_sum_decimal: SELECT id, SUM(d) OVER (PARTITION BY s ORDER BY id) AS sd FROM t1
+win_expr_partition: SELECT id, RANK() OVER (PARTITION BY a % 3 ORDER BY b DESC NULLS LAST) AS r FROM t1
+win_two_orders: SELECT id, ROW_NUMBER() OVER (PARTITION BY s ORDER BY id) AS r1, ROW_NUMBER() OVER (ORDER BY id DESC) AS r2 FROM t1
+win_lag_offsets: SELECT id, LAG(a, 3) OVER (ORDER BY id) AS l3, LEAD(a, 0) OVER (ORDER BY id) AS l0 FROM t1
+win_rank_u: SELECT k, RANK() OVER (ORDER BY v) AS r FROM u
+win_dense_e: SELECT cat, DENSE_RANK() OVER (ORDER BY cat) AS d FROM e
+win_cume_t1: SELECT id, CUME_DIST() OVER (PARTITION BY s ORDER BY a) AS c FROM t1
+win_percent_u: SELECT k, PERCENT_RANK() OVER (ORDER BY v DESC) AS p FROM u
+win_sum_frame_u: SELECT k, SUM(v) OVER (ORDER BY k ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s FROM u
+win_avg_t3: SELECT k, AVG(w) OVER (ORDER BY k ROWS 2 PRECEDING) AS a FROM t3
+win_min_max_e: SELECT id, cat, MIN(amount) OVER (PARTITION BY cat) AS lo, MAX(amount) OVER (PARTITION BY cat) AS hi FROM e
+win_count_t2_partition: SELECT k, COUNT(*) OVER (PARTITION BY k) AS n, COUNT(y) OVER (PARTITION BY k) AS ny FROM t2
+win_lag_text_u: SELECT k, LAG(w, 1, '-') OVER (ORDER BY k) AS pw FROM u
+win_lead_t3: SELECT k, LEAD(name) OVER (ORDER BY k) AS next FROM t3
+using_u_e: SELECT k, v, amount FROM u JOIN e USING (k)
+using_three_left: SELECT k, name, x, v FROM t3 LEFT JOIN t2 USING (k) LEFT JOIN u USING (k)
+natural_t2_t3_left: SELECT k, x, name FROM t2 NATURAL LEFT JOIN t3
+using_e_t3: SELECT k, name, amount FROM e JOIN t3 USING (k)
+natural_u_sub: SELECT * FROM u NATURAL JOIN (SELECT k, name FROM t3) q
+join_left_across_e: SELECT t3.k, e.amount FROM t3 LEFT JOIN e ON t3.k = e.k AND e.amount > t3.w
+join_full_across_u: SELECT t3.k AS a, u.k AS b, u.v FROM t3 FULL JOIN u ON t3.k = u.k AND u.v < t3.w
+join_left_not_equal: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t3.k <> t2.k AND t2.x = t3.w
+join_right_theta: SELECT t4.a, t3.k FROM t3 RIGHT JOIN t4 ON t3.w > t4.a
+join_left_across_u: SELECT t1.id, u.v FROM t1 LEFT JOIN u ON t1.b = u.k AND u.v > t1.a
+agg_variance_t2: SELECT k, VARIANCE(x) AS v FROM t2 GROUP BY k
+sqlite: SELECT k, MAX((1.0 * SUM(x * x) - 1.0 * SUM(x) * SUM(x) / COUNT(x)) / (COUNT(x) - 1.0), 0) FROM t2 GROUP BY k
+agg_stddev_global_e: SELECT STDDEV_POP(amount) * STDDEV_POP(amount) AS v2 FROM e
+sqlite: SELECT MAX((1.0 * SUM(amount * amount) - 1.0 * SUM(amount) * SUM(amount) / COUNT(amount)) / COUNT(amount), 0) FROM e
+fn_like_escape_where: SELECT id FROM t1 WHERE s LIKE '%#_%' ESCAPE '#' OR s LIKE 'b%'
+fn_pad_numbers: SELECT id, lpad(CAST(a AS TEXT), 4, '0') AS padded FROM t1
+sqlite: SELECT id, CASE WHEN length(CAST(a AS TEXT)) >= 4 THEN substr(CAST(a AS TEXT), 1, 4) ELSE substr('0000', 1, 4 - length(CAST(a AS TEXT))) || CAST(a AS TEXT) END FROM t1
+fn_date_part_e: SELECT id, date_part('minute', ts) AS m FROM e
+sqlite: SELECT id, CAST(strftime('%M', ts) AS REAL) FROM e
+fn_to_char_e: SELECT id, to_char(ts, 'HH24:MI:SS') AS t FROM e
+sqlite: SELECT id, strftime('%H:%M:%S', ts) FROM e
+dup_names_self_join_star: SELECT * FROM t3 JOIN t3 AS other ON t3.k = other.k
+fn_reverse_twice: SELECT id, reverse(reverse(s)) AS same FROM t1
+sqlite: SELECT id, s FROM t1
+fn_initcap_lower: SELECT id, lower(initcap(s)) AS l FROM t1
+sqlite: SELECT id, lower(s) FROM t1
+fn_chr_ascii: SELECT id, chr(ascii(s)) AS c FROM t1 WHERE s <> ''
+sqlite: SELECT id, substr(s, 1, 1) FROM t1 WHERE s <> ''
+fn_sign_decimal: SELECT id, sign(d) AS sd FROM t1
+sqlite: SELECT id, CASE WHEN d > 0 THEN 1 WHEN d < 0 THEN -1 WHEN d = 0 THEN 0 END FROM t1
+fn_power_sqrt: SELECT id, sqrt(power(a, 2)) AS r FROM t1
+sqlite: SELECT id, abs(a) FROM t1
+fn_ln_exp: SELECT id, ln(exp(b / 100.0)) AS x FROM t1
+sqlite: SELECT id, b / 100.0 FROM t1
+fn_log10_back: SELECT id, power(10, log10(a)) AS back FROM t1 WHERE a > 0
+sqlite: SELECT id, a FROM t1 WHERE a > 0
