@@ -881,3 +881,30 @@ async fn insert_select_and_create_table_as_read_views_and_tables_once() {
     drop(endpoint);
     engine.shutdown().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_with_repeated_column_names_reads_back_by_its_renamed_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 4);
+    let client = connect(endpoint.addr()).await.unwrap();
+    let text = |s: &str| Some(s.to_owned());
+    query(
+        &client,
+        "CREATE TABLE a (id INT PRIMARY KEY, x INT); INSERT INTO a VALUES (1, 10), (2, 20);\n\
+         CREATE MATERIALIZED VIEW w AS SELECT x + 1, x * 2, x - 1 FROM a;\n\
+         CREATE VIEW p AS SELECT a.x, b.x FROM a, a AS b WHERE a.id < b.id;\n\
+         CREATE MATERIALIZED VIEW q AS SELECT * FROM p",
+    )
+    .await
+    .unwrap();
+    // Each column keeps its value: the reader names them as the view did.
+    let rows = client.query("SELECT * FROM w ORDER BY 1", &[]).await.unwrap();
+    let names: Vec<&str> = rows[0].columns().iter().map(|c| c.name()).collect();
+    assert_eq!(names, ["?column?", "?column?_2", "?column?_3"]);
+    let (_, got) = query(&client, "SELECT * FROM w ORDER BY 1").await.unwrap();
+    assert_eq!(got, [vec![text("11"), text("20"), text("9")], vec![text("21"), text("40"), text("19")]]);
+    let (_, got) = query(&client, "SELECT x, x_2 FROM q").await.unwrap();
+    assert_eq!(got, [vec![text("10"), text("20")]]);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}

@@ -439,27 +439,16 @@ impl<'a> Binder<'a> {
         let mut bound = self.bind_query(query)?;
         // A view's rows are keyed by column name: a repeated name is given
         // the first free `name_N`, and the statement told so.
-        let mut taken: BTreeSet<String> = bound.scope.columns.iter().map(|c| c.name.clone()).collect();
-        let mut seen = BTreeSet::new();
-        for (i, column) in bound.scope.columns.iter_mut().enumerate() {
-            if seen.insert(column.name.clone()) {
-                continue;
-            }
-            let renamed =
-                (2..).map(|n| format!("{}_{n}", column.name)).find(|n| !taken.contains(n)).expect("unbounded");
+        for (i, name, renamed) in rename_repeated(&mut bound.scope) {
             let at = self.location(item_span(&query.body, i).unwrap_or(query.span()));
             self.notices.push((
                 at,
                 format!(
-                    "the view has two columns named \"{}\": column {} is named \"{renamed}\" (give it an alias \
+                    "the view has two columns named \"{name}\": column {} is named \"{renamed}\" (give it an alias \
                      with AS to choose)",
-                    column.name,
                     i + 1
                 ),
             ));
-            taken.insert(renamed.clone());
-            seen.insert(renamed.clone());
-            column.name = renamed;
         }
         self.check_top_k(&bound.rel)?;
         Ok(bound)
@@ -1735,6 +1724,8 @@ impl<'a> Binder<'a> {
                     other => other,
                 })?;
                 let mut scope = bound.scope;
+                // The view's columns as it named them (see bind_view_query).
+                rename_repeated(&mut scope);
                 for column in &mut scope.columns {
                     column.table = Some(name.clone());
                 }
@@ -3249,6 +3240,25 @@ impl Binder<'_> {
         let complete = Expr::binary(BinaryOp::Eq, n_squares, n);
         Ok((Expr::Case(vec![(complete, value)], Box::new(Expr::Literal(Value::Null))), Type::Double))
     }
+}
+
+/// Gives each repeated column name of a view's output the first free
+/// `name_N`, as a view's rows are keyed by name: (column, old, new) per
+/// rename. Wherever a view's columns are named (defining it, reading it).
+fn rename_repeated(scope: &mut Scope) -> Vec<(usize, String, String)> {
+    let mut taken: BTreeSet<String> = scope.columns.iter().map(|c| c.name.clone()).collect();
+    let mut seen = BTreeSet::new();
+    let mut renames = Vec::new();
+    for (i, column) in scope.columns.iter_mut().enumerate() {
+        if seen.insert(column.name.clone()) {
+            continue;
+        }
+        let renamed = (2..).map(|n| format!("{}_{n}", column.name)).find(|n| !taken.contains(n)).expect("unbounded");
+        taken.insert(renamed.clone());
+        seen.insert(renamed.clone());
+        renames.push((i, std::mem::replace(&mut column.name, renamed.clone()), renamed));
+    }
+    renames
 }
 
 /// A SELECT item after `*` expansion.
