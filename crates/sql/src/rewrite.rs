@@ -87,8 +87,9 @@ pub(crate) fn apply_filter(mut rel: Rel, predicate: Expr) -> Rel {
     conjuncts(predicate, &mut parts);
     let mut kept = Vec::new();
     for part in parts {
-        if let Some(column_and_k) = row_number_bound(&part) {
-            limit_row_number(&mut rel, column_and_k.0, column_and_k.1);
+        if let Some((column, k)) = row_number_bound(&part)
+            && limit_row_number(&mut rel, column, k)
+        {
             kept.push(part);
             continue;
         }
@@ -261,24 +262,39 @@ fn row_number_bound(predicate: &Expr) -> Option<(usize, usize)> {
 }
 
 /// Sets the limit of the ROW_NUMBER whose rank is output column `column` of
-/// `rel`, if there is one.
-fn limit_row_number(rel: &mut Rel, column: usize, k: usize) {
+/// `rel`, if there is one (and says whether there was).
+fn limit_row_number(rel: &mut Rel, column: usize, k: usize) -> bool {
     match rel {
-        Rel::Project { input, exprs } => {
-            if let Some(Expr::Column(c)) = exprs.get(column) {
-                limit_row_number(input, *c, k);
-            }
-        }
+        Rel::Project { input, exprs } => match exprs.get(column) {
+            Some(Expr::Column(c)) => limit_row_number(input, *c, k),
+            _ => false,
+        },
         Rel::Filter { input, .. } => limit_row_number(input, column, k),
         Rel::TopK { limit, row_number: true, input_width, .. } if column == *input_width => {
             *limit = Some(limit.map_or(k, |l| l.min(k)));
+            true
         }
-        _ => {}
+        _ => false,
     }
 }
 
 /// Makes an equality across an inner join's sides one of its keys; returns
 /// the predicate when it cannot be used that way.
+/// Filters `rel`, one side of an inner join, by `predicate` (over its own
+/// columns): into its own joins' keys and sides where it can go, else right
+/// above it, so that a side's rows are filtered before they are joined.
+fn push_below(rel: &mut Rel, predicate: Expr) {
+    if let Some(rest) = push_into_join(rel, predicate) {
+        let input = std::mem::replace(rel, Rel::Unit);
+        *rel = match input {
+            Rel::Filter { input, predicate } => {
+                Rel::Filter { input, predicate: Expr::binary(BinaryOp::And, predicate, rest) }
+            }
+            other => Rel::Filter { input: Box::new(other), predicate: rest },
+        };
+    }
+}
+
 fn push_into_join(rel: &mut Rel, predicate: Expr) -> Option<Expr> {
     let Rel::Join { kind: JoinKind::Inner, left, right, left_keys, right_keys, left_width, .. } = rel else {
         return Some(predicate);
@@ -288,11 +304,12 @@ fn push_into_join(rel: &mut Rel, predicate: Expr) -> Option<Expr> {
         return Some(predicate);
     }
     if columns.iter().all(|c| c < left_width) {
-        return push_into_join(left, predicate);
+        push_below(left, predicate);
+        return None;
     }
     if columns.iter().all(|c| c >= left_width) {
-        let shifted = shift(predicate.clone(), *left_width);
-        return push_into_join(right, shifted).map(|_| predicate);
+        push_below(right, shift(predicate, *left_width));
+        return None;
     }
     let split = split_condition(vec![predicate.clone()], *left_width);
     if split.left_keys.len() == 1 {
@@ -370,10 +387,17 @@ mod tests {
     fn an_equality_across_an_inner_join_becomes_its_key() {
         let rel = join(JoinKind::Inner, get("a", 2), get("b", 2), (2, 2));
         let predicate = and_all(vec![op(BinaryOp::Eq, col(0), col(2)), op(BinaryOp::Gt, col(1), int(1))]).unwrap();
-        let Rel::Filter { input, predicate } = apply_filter(rel, predicate) else { panic!("a filter stays") };
-        assert_eq!(predicate, op(BinaryOp::Gt, col(1), int(1)));
-        let Rel::Join { left_keys, right_keys, .. } = *input else { panic!("the join") };
+        // The equality becomes the key; the filter of one side goes below the join, onto that side.
+        let Rel::Join { left, left_keys, right_keys, .. } = apply_filter(rel, predicate) else { panic!("the join") };
         assert_eq!((left_keys, right_keys), (vec![col(0)], vec![col(0)]));
+        let Rel::Filter { input, predicate } = *left else { panic!("the left side filtered") };
+        assert_eq!(predicate, op(BinaryOp::Gt, col(1), int(1)));
+        assert!(matches!(*input, Rel::Get { .. }));
+        // A filter of the right side is renumbered from its first column.
+        let rel = join(JoinKind::Inner, get("a", 2), get("b", 2), (2, 2));
+        let Rel::Join { right, .. } = apply_filter(rel, op(BinaryOp::Lt, col(3), int(7))) else { panic!("the join") };
+        let Rel::Filter { predicate, .. } = *right else { panic!("the right side filtered") };
+        assert_eq!(predicate, op(BinaryOp::Lt, col(1), int(7)));
         // Only the equality: no filter left.
         let rel = join(JoinKind::Inner, get("a", 2), get("b", 2), (2, 2));
         assert!(matches!(apply_filter(rel, op(BinaryOp::Eq, col(3), col(1))), Rel::Join { .. }));
