@@ -314,8 +314,8 @@ def run_file(name, text, args, out, counter):
         server.stop()
         server.killed = None
         server.start()
-        for sql in setup:
-            server.execute(sql)
+        if setup:  # one simple query: one batch, applied whole (each statement took before)
+            server.execute(";\n".join(setup))
 
     try:
         for rec in records(text):
