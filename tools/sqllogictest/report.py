@@ -46,11 +46,15 @@ def main():
     print(f"files: {', '.join(meta.get('files', []))}")
     print(f"sample: 1 query in {meta.get('sample', 1)}" + (f", at most {meta['limit']} per file"
                                                             if meta.get("limit") else ""))
-    print(f"binary: {meta.get('binary')}")
+    print(f"binary: {meta.get('binary')} (built {meta.get('built')})")
     if end:
         print(f"queries run: {end['queries']} in {end['seconds']:.0f} s")
     else:
-        print("(run not finished: no end record)")
+        ran = len({(r["file"], r["n"]) for r in rows if "n" in r})
+        print(f"(run not finished: no end record; {ran} queries recorded)")
+    for r in rows:
+        if r["mode"] == "gave-up":
+            print(f"gave up on {r['file']}: {r['message']}")
     skipped = [r for r in rows if r["mode"] == "sqlite"]
     setup = [r for r in rows if r["mode"] == "setup"]
     print(f"skipped (SQLite itself failed or timed out): {len(skipped)}")

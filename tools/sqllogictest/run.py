@@ -305,6 +305,7 @@ def run_file(name, text, args, out, counter):
     lite = sqlite3.connect(":memory:")
     setup = []  # what Millpond took, to replay into a restarted server
     queries = 0
+    streak, not_run = 0, 0  # queries in a row with a timeout; sampled queries not run after giving up
 
     def emit(record):
         out.write(json.dumps({"file": name, **record}) + "\n")
@@ -340,6 +341,9 @@ def run_file(name, text, args, out, counter):
             queries += 1
             if not sampled(queries - 1, args.sample) or (args.limit and queries > args.limit * args.sample):
                 continue
+            if args.give_up_after and streak >= args.give_up_after:
+                not_run += 1
+                continue
             counter[0] += 1
             n = counter[0]
             deadline = time.monotonic() + args.timeout
@@ -354,6 +358,7 @@ def run_file(name, text, args, out, counter):
                 lite.set_progress_handler(None, 0)
             modes = {"view": [f"CREATE MATERIALIZED VIEW v_{n} AS {sql}", f"SELECT * FROM v_{n}"],
                      "select": [sql]}
+            timed_out = False
             for mode in args.modes:
                 started = time.monotonic()
                 result = {"line": rec["line"], "n": n, "mode": mode, "sql": sql}
@@ -393,13 +398,31 @@ def run_file(name, text, args, out, counter):
                     # A view that timed out may go on computing: a fresh server for what follows.
                     result["restarted"] = True
                     restart()
+                timed_out = timed_out or result["status"] == "timeout"
                 result["seconds"] = round(time.monotonic() - started, 3)
                 emit(result)
+            streak = streak + 1 if timed_out else 0
             if n % 50 == 0:
                 print(f"{name}: {n} queries run", file=sys.stderr, flush=True)
+        if not_run:
+            emit({"mode": "gave-up", "not_run": not_run,
+                  "message": f"{args.give_up_after} queries in a row timed out: {not_run} sampled queries not run"})
     finally:
         server.stop()
         lite.close()
+
+
+def snapshot(binary):
+    """A hard link to (or copy of) the binary: a rebuild during the run (cargo replaces the file)
+    leaves the servers this run starts, restarts included, on one build."""
+    target = WORK / "bin" / "millpond"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    try:
+        os.link(binary, target)
+    except OSError:
+        shutil.copy2(binary, target)
+    return str(target)
 
 
 def main():
@@ -417,6 +440,8 @@ def main():
     parser.add_argument("--limit", type=int, default=0, help="at most N (sampled) queries per file")
     parser.add_argument("--modes", default="view,select", help="view, select or both (comma-separated)")
     parser.add_argument("--timeout", type=int, default=20, help="seconds per statement, both sides")
+    parser.add_argument("--give-up-after", type=int, default=0,
+                        help="after K queries in a row with a timeout, skip the rest of the file (0: never)")
     parser.add_argument("--max-rss", type=float, default=4, help="GiB of memory the server may use")
     parser.add_argument("--keep", type=int, default=5, help="differing rows kept per side of a wrong answer")
     args = parser.parse_args()
@@ -424,12 +449,15 @@ def main():
     if not os.access(args.binary, os.X_OK):
         sys.exit(f"no millpond binary at {args.binary} (--binary or MILLPOND_BIN)")
     (WORK / "logs").mkdir(parents=True, exist_ok=True)
+    built = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(os.stat(args.binary).st_mtime))
+    args.binary = snapshot(args.binary)
     corpus = Corpus(args.corpus)
     started = time.monotonic()
     counter = [0]
     with open(args.out, "w") as out:
         names = corpus.names(args.files)
         meta = {"mode": "meta", "files": names, "sample": args.sample, "limit": args.limit, "binary": args.binary,
+                "built": built,
                 "corpus": corpus.root, "argv": sys.argv[1:]}
         out.write(json.dumps(meta) + "\n")
         for name in names:
