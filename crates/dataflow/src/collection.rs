@@ -252,6 +252,17 @@ impl<'s> Job<'s> {
         T: Clone + 'static,
         F: Fn(&millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
     {
+        self.source_at(source, reader, topic, move |_: u32, record: &millpond_log::RecordView<'_>| decode(record))
+    }
+
+    /// [`source_of`](Self::source_of) with a decoder that is also told each
+    /// record's partition (event time is kept per partition:
+    /// [`crate::event_time`]).
+    pub fn source_at<T, F>(&mut self, source: &str, reader: &str, topic: &str, decode: F) -> Collection<'s, T>
+    where
+        T: Clone + 'static,
+        F: Fn(u32, &millpond_log::RecordView<'_>) -> Result<T, String> + 'static,
+    {
         self.ctx.declare_reader(reader, topic);
         let (records, letters) = source::tail(self.scope, &self.ctx, reader, topic, decode).split_dead_letters();
         self.route_dead_letters(source, topic, letters);

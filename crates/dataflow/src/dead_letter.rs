@@ -185,6 +185,15 @@ pub(crate) struct Route<'s> {
 }
 
 impl<'s> Job<'s> {
+    /// Sends `letters` about records of `source` (reading `topic`) that a
+    /// reader left out after decoding them (late records:
+    /// [`crate::event_time`]) to the source's dead-letter topic, with the
+    /// rejections: written once each, in (partition, offset) order, above
+    /// the source's marks (module doc).
+    pub fn dead_letters(&mut self, source: &str, topic: &str, letters: Collection<'s, Box<DeadLetter>>) {
+        self.route_dead_letters(source, topic, letters);
+    }
+
     /// Sends `letters`, rejected by a reader of `source` (reading `topic`),
     /// to the source's dead-letter topic.
     pub(crate) fn route_dead_letters(&mut self, source: &str, topic: &str, letters: Collection<'s, Box<DeadLetter>>) {

@@ -91,7 +91,7 @@ pub(crate) fn tail<'s, T, F>(
 ) -> Collection<'s, Result<T, Box<DeadLetter>>>
 where
     T: Clone + 'static,
-    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
 {
     let label = label(&source.topic);
     let resumed = ctx.shared.checkpoints.resumed();
@@ -363,7 +363,7 @@ impl<F> KafkaReader<F> {
 
 impl<T, F> KafkaReader<F>
 where
-    F: Fn(&RecordView<'_>) -> Result<T, String>,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String>,
 {
     /// Reads librdkafka's consumer queue. Returns the records given and
     /// whether a position was found out of range.
@@ -435,7 +435,10 @@ where
             let at = chunk.next_base_offset();
             let batch = chunk.read_batch(scratch, |record| {
                 if record.offset >= from {
-                    give(decode(record).map_err(|error| Box::new(DeadLetter::of(label, partition, record, error))));
+                    give(
+                        decode(partition, record)
+                            .map_err(|error| Box::new(DeadLetter::of(label, partition, record, error))),
+                    );
                     read += 1;
                 }
             });
@@ -498,7 +501,7 @@ struct Reading<'r, F> {
 
 impl<T, F> Reading<'_, F>
 where
-    F: Fn(&RecordView<'_>) -> Result<T, String>,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String>,
 {
     fn step(&mut self, message: &Taken<'_>, give: &mut impl FnMut(Result<T, Box<DeadLetter>>)) -> Step {
         let position = self.positions.iter().position(|p| p.partition as i32 == message.partition());
@@ -521,7 +524,7 @@ where
         }
         let (decode, label, partition) = (self.decode, self.label, message.partition() as u32);
         give(decoded(message, self.buffer, |record| {
-            decode(record).map_err(|error| Box::new(DeadLetter::of(label, partition, record, error)))
+            decode(partition, record).map_err(|error| Box::new(DeadLetter::of(label, partition, record, error)))
         }));
         self.positions[i].next_offset = offset + 1;
         self.eof[i] = false;
@@ -532,7 +535,7 @@ where
 impl<T, F> Tailer for KafkaReader<F>
 where
     T: Clone + 'static,
-    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
 {
     type Item = Result<T, Box<DeadLetter>>;
 

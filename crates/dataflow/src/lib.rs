@@ -44,6 +44,7 @@ mod context;
 pub mod dead_letter;
 mod epoch_writes;
 mod error;
+pub mod event_time;
 mod held_filter;
 mod join;
 pub mod json_check;

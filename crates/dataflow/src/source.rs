@@ -94,7 +94,7 @@ pub(crate) fn tail<'s, T, F>(
 ) -> Collection<'s, Result<T, Box<DeadLetter>>>
 where
     T: Clone + 'static,
-    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
 {
     if crate::kafka_source::is_label(topic) {
         return match ctx.kafka_topic(topic) {
@@ -204,7 +204,7 @@ struct OneReader<F> {
 impl<T, F> Tailer for OneReader<F>
 where
     T: Clone + 'static,
-    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
 {
     type Item = Result<T, Box<DeadLetter>>;
 
@@ -224,7 +224,7 @@ where
             for record in fetch.records() {
                 // Boxed: a rare dead letter must not widen every record.
                 give(
-                    (self.decode)(&record)
+                    (self.decode)(position.partition, &record)
                         .map_err(|error| Box::new(DeadLetter::of(&self.topic, position.partition, &record, error))),
                 );
                 count += 1;

@@ -74,6 +74,22 @@ impl<'s> Job<'s> {
         T: 'static,
         F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
     {
+        self.shared_source_at(source, readers, topic, move |_: u32, record: &RecordView<'_>| decode(record))
+    }
+
+    /// [`shared_source_of`](Self::shared_source_of) with a decoder that is
+    /// also told each record's partition.
+    pub fn shared_source_at<T, F>(
+        &mut self,
+        source: &str,
+        readers: &[&str],
+        topic: &str,
+        decode: F,
+    ) -> Vec<Collection<'s, Rc<T>>>
+    where
+        T: 'static,
+        F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
+    {
         let decode = Rc::new(decode);
         if crate::kafka_source::is_label(topic) {
             // An external Kafka topic: a consumer per reader, no shared cursor.
@@ -81,7 +97,9 @@ impl<'s> Job<'s> {
                 .iter()
                 .map(|reader| {
                     let decode = decode.clone();
-                    self.source_of(source, reader, topic, move |record: &RecordView<'_>| decode(record).map(Rc::new))
+                    self.source_at(source, reader, topic, move |partition: u32, record: &RecordView<'_>| {
+                        decode(partition, record).map(Rc::new)
+                    })
                 })
                 .collect();
         }
@@ -91,7 +109,8 @@ impl<'s> Job<'s> {
                 self.ctx.declare_reader(reader, topic);
             }
             let decode = decode.clone();
-            let tagged = tail_group(self.scope, &self.ctx, group, topic, move |record| decode(record));
+            let tagged =
+                tail_group(self.scope, &self.ctx, group, topic, move |partition, record| decode(partition, record));
             let (records, letters) = split(tagged);
             self.route_dead_letters(source, topic, letters);
             for (bit, reader) in group.iter().enumerate() {
@@ -135,7 +154,7 @@ fn tail_group<'s, T, F>(
 ) -> Collection<'s, Tagged<T>>
 where
     T: 'static,
-    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
 {
     assert!(!readers.is_empty() && readers.len() <= GROUP_READERS_MAX, "a group has 1..=64 readers");
     let mut cursors: Vec<Cursor> = Vec::new();
@@ -163,7 +182,7 @@ struct Group<F> {
 impl<T, F> Tailer for Group<F>
 where
     T: 'static,
-    F: Fn(&RecordView<'_>) -> Result<T, String> + 'static,
+    F: Fn(u32, &RecordView<'_>) -> Result<T, String> + 'static,
 {
     type Item = Tagged<T>;
 
@@ -205,7 +224,7 @@ where
                 };
                 let mut count = 0u64;
                 for record in fetch.records().take_while(|r| r.offset < limit) {
-                    let item = (self.decode)(&record)
+                    let item = (self.decode)(position.partition, &record)
                         .map(Rc::new)
                         .map_err(|error| Box::new(DeadLetter::of(&self.topic, position.partition, &record, error)));
                     give((cursor.readers, item));

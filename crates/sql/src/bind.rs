@@ -1664,11 +1664,11 @@ impl<'a> Binder<'a> {
                 .collect(),
         };
         match &object.kind {
-            ObjectKind::Source { topic, upsert_key, .. } => {
+            ObjectKind::Source { topic, upsert_key, event_time, .. } => {
                 let cols = columns(object);
                 let input = match upsert_key {
                     Some(_) => Input::Upsert { topic: topic.clone() },
-                    None => Input::Source { topic: topic.clone() },
+                    None => Input::Source { topic: topic.clone(), event_time: *event_time },
                 };
                 Ok(Bound {
                     rel: Rel::Get { object: name.clone(), input, columns: cols.clone() },
@@ -1684,7 +1684,7 @@ impl<'a> Binder<'a> {
                 })
             }
             ObjectKind::Sink { .. } => unreachable!("refused above"),
-            ObjectKind::View { query, nesting, materialized } => {
+            ObjectKind::View { query, nesting, materialized, .. } => {
                 if self.view_depth >= VIEW_DEPTH_MAX {
                     return Err(
                         self.error(ident.span, format!("views nest more than {VIEW_DEPTH_MAX} deep at \"{name}\""))
@@ -1740,6 +1740,15 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// The microseconds of a constant INTERVAL expression (None: not one).
+    pub(crate) fn interval_constant(&mut self, e: &ast::Expr) -> Result<Option<i64>> {
+        let (value, ty) = self.bind_expr(e, &mut Context::Rows(&Scope::default()))?;
+        Ok(match (ty, eval(&value, &[])) {
+            (Type::Interval, Value::Interval(micros)) => Some(micros),
+            _ => None,
+        })
+    }
+
     /// TUMBLE(rel, time_col, size) and HOP(rel, time_col, slide, size).
     fn bind_window_function(
         &mut self,
@@ -1784,9 +1793,8 @@ impl<'a> Binder<'a> {
         }
         let mut intervals = Vec::new();
         for e in &exprs[2..] {
-            let (value, ty) = self.bind_expr(e, &mut Context::Rows(&Scope::default()))?;
-            match (ty, eval(&value, &[])) {
-                (Type::Interval, Value::Interval(micros)) if micros > 0 => intervals.push(micros),
+            match self.interval_constant(e)? {
+                Some(micros) if micros > 0 => intervals.push(micros),
                 _ => return Err(self.error(e.span(), "a window size or slide is a positive INTERVAL constant")),
             }
         }

@@ -35,7 +35,13 @@ pub(crate) enum ObjectKind {
     /// latest value per record key is a row, and a tombstone deletes it.
     /// With `kafka_brokers`, `topic` is the label `kafka:TOPIC` of a topic
     /// of that external Kafka cluster.
-    Source { topic: String, upsert_key: Option<Vec<usize>>, kafka_brokers: Option<String> },
+    /// With `event_time`, a WATERMARK: its views keep the records on time.
+    Source {
+        topic: String,
+        upsert_key: Option<Vec<usize>>,
+        kafka_brokers: Option<String>,
+        event_time: Option<crate::plan::EventTime>,
+    },
     /// Rows written by INSERT/UPDATE/DELETE to the topic `table.NAME`,
     /// keyed by the primary key (or a row id).
     Table { topic: String, primary_key: Option<Vec<usize>> },
@@ -47,6 +53,8 @@ pub(crate) enum ObjectKind {
     View {
         query: Box<Query>,
         materialized: bool,
+        /// `WITH (late_rows = ...)`.
+        late_rows: crate::plan::LateRows,
         /// How deep its definition nests (`parse::check_nesting`): a view
         /// inlined into another adds its depth to the other's.
         nesting: usize,

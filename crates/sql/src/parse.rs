@@ -2,7 +2,7 @@
 //! and one extension of our own, `CREATE SOURCE`:
 //!
 //! ```sql
-//! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ...)
+//! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ... [, WATERMARK FOR col AS col - INTERVAL '...'])
 //!     FROM TOPIC 'topic' FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
 //! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ...)
 //!     FROM KAFKA (BROKERS 'host:port[,...]', TOPIC 'topic') FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
@@ -121,8 +121,20 @@ pub(crate) struct CreateSource {
     /// `FROM KAFKA`: the cluster's `bootstrap.servers`.
     pub(crate) kafka_brokers: Option<String>,
     pub(crate) upsert_key: Option<Vec<Ident>>,
+    /// `WATERMARK FOR col AS expr` among the columns.
+    pub(crate) watermark: Option<Box<WatermarkDef>>,
     pub(crate) or_replace: bool,
     pub(crate) if_not_exists: bool,
+}
+
+/// `WATERMARK FOR column AS expr`: the column's event time, and how far
+/// behind the greatest time seen a record may come (`column - INTERVAL ...`).
+#[derive(Clone, Debug)]
+pub(crate) struct WatermarkDef {
+    pub(crate) column: Ident,
+    pub(crate) expr: sqlparser::ast::Expr,
+    /// Where `expr` is written.
+    pub(crate) location: Location,
 }
 
 impl fmt::Display for CreateSource {
@@ -131,7 +143,10 @@ impl fmt::Display for CreateSource {
         if self.if_not_exists {
             f.write_str("IF NOT EXISTS ")?;
         }
-        let columns: Vec<String> = self.columns.iter().map(ToString::to_string).collect();
+        let mut columns: Vec<String> = self.columns.iter().map(ToString::to_string).collect();
+        if let Some(watermark) = &self.watermark {
+            columns.push(format!("WATERMARK FOR {} AS {}", watermark.column, watermark.expr));
+        }
         let topic = self.topic.replace('\'', "''");
         match &self.kafka_brokers {
             None => write!(f, "{} ({}) FROM TOPIC '{topic}' FORMAT JSON", self.name, columns.join(", "))?,
@@ -541,14 +556,7 @@ fn parse_create_source(
     expect_word(parser, "SOURCE")?;
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_identifier()?;
-    let (columns, constraints) = parser.parse_columns()?;
-    if let Some(constraint) = constraints.first() {
-        return Err(ParserError::ParserError(format!(
-            "Expected: a column definition (a source has no constraints; use ENVELOPE UPSERT KEY (...)), found: \
-             {constraint}{}",
-            name.span.start
-        )));
-    }
+    let (columns, watermark) = parse_source_columns(parser, file)?;
     if columns.is_empty() {
         return Err(ParserError::ParserError(format!("Expected: at least one column{}", name.span.start)));
     }
@@ -581,9 +589,50 @@ fn parse_create_source(
         topic_location: location(file, topic_at),
         kafka_brokers,
         upsert_key,
+        watermark,
         or_replace,
         if_not_exists,
     })
+}
+
+/// A source's `(col type, ..., [WATERMARK FOR col AS expr])`.
+fn parse_source_columns(
+    parser: &mut Parser<'_>,
+    file: &Option<Arc<str>>,
+) -> std::result::Result<(Vec<ColumnDef>, Option<Box<WatermarkDef>>), ParserError> {
+    parser.expect_token(&Token::LParen)?;
+    let (mut columns, mut watermark) = (Vec::new(), None);
+    loop {
+        let next = parser.peek_token();
+        if word_is(&next.token, "WATERMARK") {
+            parser.next_token();
+            if watermark.is_some() {
+                return Err(ParserError::ParserError(format!(
+                    "Expected: one WATERMARK clause, found a second{}",
+                    next.span.start
+                )));
+            }
+            parser.expect_keyword(Keyword::FOR)?;
+            let column = parser.parse_identifier()?;
+            parser.expect_keyword(Keyword::AS)?;
+            let expr_at = parser.peek_token().span.start;
+            let expr = parser.parse_expr()?;
+            watermark = Some(Box::new(WatermarkDef { column, expr, location: location(file, expr_at) }));
+        } else if ["CONSTRAINT", "PRIMARY", "UNIQUE", "FOREIGN", "CHECK"].iter().any(|w| word_is(&next.token, w)) {
+            return Err(ParserError::ParserError(format!(
+                "Expected: a column definition (a source has no constraints; use ENVELOPE UPSERT KEY (...)), \
+                 found: {}{}",
+                next.token, next.span.start
+            )));
+        } else {
+            columns.push(parser.parse_column_def()?);
+        }
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok((columns, watermark))
 }
 
 /// `(BROKERS 'host:port[,...]', TOPIC 'topic')` after `FROM KAFKA`, in
@@ -655,6 +704,21 @@ mod tests {
             "CREATE OR REPLACE SOURCE t (k INT, v TEXT) FROM TOPIC 't' FORMAT JSON ENVELOPE UPSERT KEY (k)"
         );
         assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+    }
+
+    #[test]
+    fn a_watermark_parses_prints_back_and_refuses_constraints() {
+        let sql = "CREATE SOURCE b (a INT, at TIMESTAMP, watermark for at as at - interval '5' second) \
+                   FROM TOPIC 'b' FORMAT JSON";
+        let text = parse(sql, None).unwrap()[0].stmt.to_string();
+        assert_eq!(
+            text,
+            "CREATE SOURCE b (a INT, at TIMESTAMP, WATERMARK FOR at AS at - INTERVAL '5' SECOND) FROM TOPIC 'b' \
+             FORMAT JSON"
+        );
+        assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+        let error = parse("CREATE SOURCE b (a INT, PRIMARY KEY (a)) FROM TOPIC 'b' FORMAT JSON", None).unwrap_err();
+        assert!(error.to_string().contains("a source has no constraints"), "{error}");
     }
 
     #[test]

@@ -502,11 +502,31 @@ pub(crate) struct SortKey {
     pub(crate) nulls_first: bool,
 }
 
+/// What a view does with the late records of the sources it reads
+/// (`CREATE MATERIALIZED VIEW v WITH (late_rows = 'drop' | 'dead_letter')`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum LateRows {
+    /// Left out of the view (the default, as Flink and RisingWave do).
+    #[default]
+    Drop,
+    /// Left out of the view and written to the source's dead-letter topic.
+    DeadLetter,
+}
+
+/// A source's `WATERMARK FOR column AS column - delay`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EventTime {
+    /// A TIMESTAMP column of the source.
+    pub(crate) column: usize,
+    pub(crate) delay_micros: i64,
+}
+
 /// Where a relation's rows come from.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Input {
-    /// An append-only source: each record is a row.
-    Source { topic: String },
+    /// An append-only source: each record is a row. With `event_time`,
+    /// its late records are not (`millpond_dataflow::event_time`).
+    Source { topic: String, event_time: Option<EventTime> },
     /// A keyed topic read as a table (upsert envelope; also every CREATE TABLE).
     Upsert { topic: String },
     /// A materialized view's committed contents. One-off queries only: a

@@ -21,15 +21,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use millpond_dataflow::event_time::{Late, Watermark};
 use millpond_dataflow::{
-    Aggregate, Collection, Diff, Job, Multiplicity, RecordView, SetAggregate, SetChanges, SetSummary, SetUpdates, Sets,
-    raw,
+    Aggregate, Collection, DeadLetter, Diff, Job, Multiplicity, RecordView, SetAggregate, SetChanges, SetSummary,
+    SetUpdates, Sets, raw,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::decode::{decode_row, decode_row_into};
 use crate::eval::{eval, holds};
-use crate::plan::{AggregateCall, AggregateFunction, Expr, Input, JoinKind, Rel, SortKey};
+use crate::plan::{AggregateCall, AggregateFunction, EventTime, Expr, Input, JoinKind, LateRows, Rel, SortKey};
 use crate::sort_key;
 use crate::sum::ExactSum;
 use crate::value::{OrderedF64, Row, Type, Value};
@@ -51,6 +52,8 @@ pub struct CompiledView {
     pub(crate) rel: Rel,
     /// Names this definition's operators.
     pub fingerprint: u64,
+    /// What becomes of the late records of the sources it reads.
+    pub(crate) late_rows: LateRows,
 }
 
 impl CompiledView {
@@ -139,6 +142,10 @@ struct Renderer<'s, 'j> {
     /// Per source or table: how many times the view's plan reads it.
     uses: BTreeMap<String, usize>,
     operators: usize,
+    /// Per source with a WATERMARK that the view has read: its watermark.
+    watermarks: BTreeMap<String, Watermark<'s>>,
+    view: String,
+    late_rows: LateRows,
 }
 
 /// A source or table a plan reads.
@@ -214,8 +221,19 @@ pub(crate) fn build(job: &mut Job<'_>, views: &[CompiledView], sources: &[Compil
     for (index, (view, plan)) in views.iter().zip(plans).enumerate() {
         let shared = shared.remove(&index).unwrap_or_default();
         let ViewPlan { prefix, demanded, uses, .. } = plan;
-        let mut renderer =
-            Renderer { job, prefix, sources: BTreeMap::new(), shared, unit: None, demanded, uses, operators: 0 };
+        let mut renderer = Renderer {
+            job,
+            prefix,
+            sources: BTreeMap::new(),
+            shared,
+            unit: None,
+            demanded,
+            uses,
+            operators: 0,
+            watermarks: BTreeMap::new(),
+            view: view.name.clone(),
+            late_rows: view.late_rows,
+        };
         let names: Arc<[String]> = view.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>().into();
         let rows = renderer.render(&view.rel);
         let rows = rows.map(move |values| ViewRow { values, names: names.clone() });
@@ -318,7 +336,8 @@ type SourceRead = (String, Vec<(String, Type)>);
 
 fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
     match rel {
-        Rel::Get { object, input: Input::Source { topic }, columns } => {
+        // A source with a watermark is read apart: its reader judges lateness.
+        Rel::Get { object, input: Input::Source { topic, event_time: None }, columns } => {
             out.insert(object.clone(), (topic.clone(), columns.clone()));
         }
         Rel::Get { .. } | Rel::Unit => {}
@@ -405,6 +424,10 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
             // Upserted rows are kept whole in the source's state.
             let keep_all = matches!(input, Input::Upsert { .. });
             entry.iter_mut().zip(needed).for_each(|(a, b)| *a |= *b || keep_all);
+            // Lateness is judged by the event time column.
+            if let Input::Source { event_time: Some(event_time), .. } = input {
+                entry[event_time.column] = true;
+            }
         }
         Rel::Project { input, exprs } => {
             let mut inner = vec![false; width(input)];
@@ -450,7 +473,7 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
 
 fn input_topic(input: &Input) -> &str {
     match input {
-        Input::Source { topic } | Input::Upsert { topic } => topic,
+        Input::Source { topic, .. } | Input::Upsert { topic } => topic,
         Input::View { view } => unreachable!("a view definition inlines view \"{view}\" (plan::Input::View)"),
         Input::System { table } => unreachable!("a view definition reads no system table ({table:?})"),
         Input::Function { function, .. } => unreachable!("a view definition calls no table function ({function:?})"),
@@ -581,6 +604,7 @@ impl<'s> Renderer<'s, '_> {
         let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
         let columns: Rc<[(String, Type)]> = get.columns.clone().into();
         let collection = match &get.input {
+            Input::Source { event_time: Some(event_time), .. } => self.on_time(get, *event_time),
             Input::Source { .. } if self.shared.contains_key(object) => {
                 let everything = !wanted.contains(&false);
                 self.shared[object]
@@ -622,9 +646,11 @@ impl<'s> Renderer<'s, '_> {
     /// no allocation. Returns the source and the stages, innermost first.
     fn fusible(&self, rel: &Rel) -> Option<Fused> {
         match rel {
-            Rel::Get { object, input: input @ Input::Source { .. }, columns } => (self.uses.get(object).copied()
-                == Some(1))
-            .then(|| (Get { object: object.clone(), input: input.clone(), columns: columns.clone() }, Vec::new())),
+            Rel::Get { object, input: input @ Input::Source { event_time: None, .. }, columns } => {
+                (self.uses.get(object).copied() == Some(1)).then(|| {
+                    (Get { object: object.clone(), input: input.clone(), columns: columns.clone() }, Vec::new())
+                })
+            }
             Rel::Filter { input, predicate } => {
                 let (source, mut stages) = self.fusible(input)?;
                 stages.push(Stage::Filter(predicate.clone()));
@@ -676,6 +702,58 @@ impl<'s> Renderer<'s, '_> {
         }
     }
 
+    /// The records of a source with a WATERMARK that are on time
+    /// (`millpond_dataflow::event_time`); its late ones are dropped or sent
+    /// to its dead-letter topic, as the view says. Keeps the watermark for
+    /// the windows over the source.
+    fn on_time(&mut self, get: &Get, event_time: EventTime) -> Collection<'s, Row> {
+        let (object, topic) = (get.object.as_str(), get.topic());
+        let reader = self.reader_name(object);
+        let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
+        let columns: Rc<[(String, Type)]> = get.columns.clone().into();
+        let decode = move |partition: u32, record: &RecordView<'_>| match record.value {
+            Some(value) => Ok(((partition, record.offset), decode_row(value, &columns, &wanted)?)),
+            None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
+        };
+        let positioned = self.job.source_at(object, &reader, topic, decode);
+        let name = self.operator_name();
+        let column = event_time.column;
+        let time = move |row: &Row| match row[column] {
+            Value::Timestamp(t) => Some(t),
+            _ => None,
+        };
+        let split = positioned.event_time(&name, event_time.delay_micros, time);
+        if self.late_rows == LateRows::DeadLetter {
+            let (topic_name, view) = (topic.to_owned(), self.view.clone());
+            let names: Vec<String> = get.columns.iter().map(|(n, _)| n.clone()).collect();
+            let column_name = names[column].clone();
+            let letters = split.late.map(move |late: Late<Row>| {
+                let error = format!(
+                    "late for view {view}: {column_name} {} is below {} (the partition's greatest on-time {column_name} \
+                     minus the watermark's delay)",
+                    Value::Timestamp(late.time),
+                    Value::Timestamp(late.bound)
+                );
+                let row: serde_json::Map<String, serde_json::Value> =
+                    names.iter().zip(&late.record).map(|(n, v)| (n.clone(), v.to_json())).collect();
+                let value = serde_json::to_vec(&row).expect("a JSON object serializes");
+                Box::new(DeadLetter {
+                    topic: topic_name.clone(),
+                    partition: late.partition,
+                    offset: late.offset,
+                    timestamp_ms: late.time.div_euclid(1000),
+                    error,
+                    key: None,
+                    value: Some(value),
+                    truncated: None,
+                })
+            });
+            self.job.dead_letters(object, topic, letters);
+        }
+        self.watermarks.insert(object.to_owned(), split.watermark);
+        split.on_time
+    }
+
     fn unit(&mut self) -> Collection<'s, Row> {
         if self.unit.is_none() {
             let reader = format!("{}.unit", self.prefix);
@@ -709,6 +787,7 @@ impl<'s> Renderer<'s, '_> {
             }
             Rel::Aggregate { input, group, aggregates } => {
                 let (aggregate, args) = SqlAggregates::new(aggregates, append_only(input));
+                let closes = closing(input, group).filter(|_| !aggregate.keeps_sets());
                 let group = group.clone();
                 let key_and_args = move |row: &[Value]| (Tuple::eval(&group, row), Tuple::eval(&args, row));
                 let keyed = match self.fusible(input) {
@@ -716,9 +795,18 @@ impl<'s> Renderer<'s, '_> {
                     None => self.render(input).map(move |row| key_and_args(&row)),
                 };
                 let name = self.operator_name();
-                let result = match aggregate.keeps_sets() {
-                    true => keyed.aggregate_sets(&name, aggregate),
-                    false => keyed.aggregate(&name, aggregate),
+                let result = match closes {
+                    // Each window once, final, when the watermark passes its end.
+                    Some((object, column, offset)) => {
+                        let watermark = self.watermarks[&object].clone();
+                        let closes_at = move |key: &Tuple| match key.get(column) {
+                            Value::Timestamp(t) => t.saturating_add(offset),
+                            _ => i64::MAX,
+                        };
+                        keyed.aggregate_closing(&name, aggregate, &watermark, closes_at)
+                    }
+                    None if aggregate.keeps_sets() => keyed.aggregate_sets(&name, aggregate),
+                    None => keyed.aggregate(&name, aggregate),
                 };
                 let result = result.map(|(key, values): (Tuple, Row)| {
                     let mut row = key.into_row();
@@ -884,6 +972,54 @@ pub(crate) fn windowed(row: Row, column: usize, slide: i64, size: i64) -> impl I
         out.push(Value::Timestamp(start.saturating_add(size)));
         out
     })
+}
+
+/// Where a GROUP BY over `input` closes its groups: the source whose
+/// watermark closes them, the group column that holds a window's end (or
+/// start), and what to add to that column for the window's end. Only a
+/// TUMBLE or HOP over a source's WATERMARK column, through filters and
+/// projections that keep the columns, closes.
+fn closing(input: &Rel, group: &[Expr]) -> Option<(String, usize, i64)> {
+    group.iter().enumerate().find_map(|(g, expr)| match expr {
+        Expr::Column(c) => window_bound(input, *c).map(|(object, offset)| (object, g, offset)),
+        _ => None,
+    })
+}
+
+/// When column `c` of `rel` is a window's start or end over a watermarked
+/// source's time column: the source, and the window's end minus the column.
+fn window_bound(rel: &Rel, c: usize) -> Option<(String, i64)> {
+    match rel {
+        Rel::Filter { input, .. } => window_bound(input, c),
+        Rel::Project { input, exprs } => match exprs.get(c)? {
+            Expr::Column(i) => window_bound(input, *i),
+            _ => None,
+        },
+        Rel::Window { input, time_column, size_micros, .. } => {
+            let offset = match c.checked_sub(width(input))? {
+                0 => *size_micros,
+                1 => 0,
+                _ => return None,
+            };
+            Some((event_time_source(input, *time_column)?, offset))
+        }
+        _ => None,
+    }
+}
+
+/// The watermarked source whose time column column `c` of `rel` is.
+fn event_time_source(rel: &Rel, c: usize) -> Option<String> {
+    match rel {
+        Rel::Filter { input, .. } => event_time_source(input, c),
+        Rel::Project { input, exprs } => match exprs.get(c)? {
+            Expr::Column(i) => event_time_source(input, *i),
+            _ => None,
+        },
+        Rel::Get { object, input: Input::Source { event_time: Some(event_time), .. }, .. } => {
+            (event_time.column == c).then(|| object.clone())
+        }
+        _ => None,
+    }
 }
 
 /// Takes a `Rel::Replicate` row's last column, its number of copies.
@@ -1375,7 +1511,7 @@ mod tests {
 
     #[test]
     fn only_inserting_plans_are_append_only() {
-        let source = || get(Input::Source { topic: "s".into() });
+        let source = || get(Input::Source { topic: "s".into(), event_time: None });
         let table = || get(Input::Upsert { topic: "table.t".into() });
         let join = |kind, left: Rel, right: Rel| Rel::Join {
             kind,

@@ -42,6 +42,7 @@ use crate::decode::decode_row;
 use crate::error::{Error, Location, Result};
 use crate::eval::{eval, holds};
 use crate::parse::{CreateSink, CreateSource, Parsed, Stmt, parse};
+use crate::plan::{EventTime, LateRows};
 use crate::render::{CompiledCatalog, CompiledSource, CompiledView, UNIT_TOPIC};
 use crate::value::{Row, Type, Value};
 
@@ -221,7 +222,7 @@ impl Session {
         match &parsed.stmt {
             Stmt::CreateSource(source) => {
                 let object = self.source_object(source, at)?;
-                let ObjectKind::Source { topic, upsert_key, kafka_brokers } = &object.kind else {
+                let ObjectKind::Source { topic, upsert_key, kafka_brokers, .. } = &object.kind else {
                     unreachable!("a source")
                 };
                 let external = kafka_brokers.is_some();
@@ -377,7 +378,7 @@ impl Session {
                 }),
                 _ => {}
             }
-            if let ObjectKind::View { materialized: true, .. } = object.kind {
+            if let ObjectKind::View { materialized: true, late_rows, .. } = object.kind {
                 let (rel, columns, dependencies, _) = bind_view(&self.catalog, object, None)?;
                 // The view's plan depends on its definition and on those of the
                 // objects it reads (a replaced view, table or source changes it):
@@ -392,6 +393,7 @@ impl Session {
                     columns,
                     rel,
                     fingerprint: fnv64(definitions.as_bytes()),
+                    late_rows,
                 });
             }
         }

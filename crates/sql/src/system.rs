@@ -377,7 +377,7 @@ impl Objects {
                 oid = if oid == i64::from(i32::MAX) { USER_OID_MIN } else { oid + 1 };
             }
             let options = match &object.kind {
-                ObjectKind::Source { topic, upsert_key, kafka_brokers } => {
+                ObjectKind::Source { topic, upsert_key, kafka_brokers, .. } => {
                     let envelope = if upsert_key.is_some() { "upsert" } else { "none" };
                     let mut elements =
                         vec![format!("topic={topic}"), "format=json".into(), format!("envelope={envelope}")];

@@ -88,10 +88,48 @@ pub(super) fn view_object(create: &ast::CreateView, at: &Location, nesting: usiz
     }
     Ok(Object {
         name,
-        kind: ObjectKind::View { query, materialized: create.materialized, nesting },
+        kind: ObjectKind::View { query, materialized: create.materialized, nesting, late_rows: late_rows(create, at)? },
         columns: Vec::new(),
         definition: ast::Statement::CreateView(canonical).to_string(),
     })
+}
+
+/// A view's `WITH (late_rows = 'drop' | 'dead_letter')`, the one option a
+/// view takes (materialized only).
+fn late_rows(create: &ast::CreateView, at: &Location) -> Result<LateRows> {
+    let options = match &create.options {
+        ast::CreateTableOptions::None => return Ok(LateRows::default()),
+        ast::CreateTableOptions::With(options) if create.materialized => options,
+        other => return Err(Error::sql(at.clone(), format!("not supported: view options {other}"))),
+    };
+    let mut late = None;
+    for option in options {
+        let ast::SqlOption::KeyValue { key, value } = option else {
+            return Err(Error::sql(at.clone(), format!("not supported: the view option {option}")));
+        };
+        let value = match value {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::SingleQuotedString(s) => s.to_ascii_lowercase(),
+                other => other.to_string(),
+            },
+            other => other.to_string(),
+        };
+        let location = span_location(at, key.span());
+        match (key.to_string().to_ascii_lowercase().as_str(), value.as_str()) {
+            ("late_rows", _) if late.is_some() => {
+                return Err(Error::sql(location, "late_rows is given twice"));
+            }
+            ("late_rows", "drop") => late = Some(LateRows::Drop),
+            ("late_rows", "dead_letter") => late = Some(LateRows::DeadLetter),
+            ("late_rows", other) => {
+                return Err(Error::sql(location, format!("late_rows is 'drop' or 'dead_letter', not {other}")));
+            }
+            (other, _) => {
+                return Err(Error::sql(location, format!("not supported: the view option {other} (late_rows is)")));
+            }
+        }
+    }
+    Ok(late.unwrap_or_default())
 }
 
 /// A bound view: its plan, output columns, the catalog objects it reads
@@ -233,6 +271,7 @@ impl Session {
                 format!("invalid topic name '{}': use ASCII letters, digits, '.', '_' and '-'", source.topic),
             ));
         }
+        let event_time = self.event_time(source, &columns)?;
         let canonical = CreateSource { or_replace: false, if_not_exists: false, ..source.clone() };
         Ok(Object {
             name,
@@ -243,10 +282,42 @@ impl Session {
                 },
                 upsert_key,
                 kafka_brokers: source.kafka_brokers.clone(),
+                event_time,
             },
             columns,
             definition: canonical.to_string(),
         })
+    }
+
+    /// A source's `WATERMARK FOR col AS col [- INTERVAL ...]`: a TIMESTAMP
+    /// column of an append-only source, and a constant delay of at least 0.
+    fn event_time(&self, source: &CreateSource, columns: &[Column]) -> Result<Option<EventTime>> {
+        let Some(watermark) = &source.watermark else { return Ok(None) };
+        let at = &watermark.location;
+        let fail = |message: String| Err(Error::sql(at.clone(), message));
+        if source.upsert_key.is_some() {
+            return fail("a WATERMARK is for an append-only source, not one with ENVELOPE UPSERT".to_owned());
+        }
+        let name = normalize(&watermark.column);
+        let Some(column) = columns.iter().position(|c| c.name == name) else {
+            return fail(format!("WATERMARK FOR {name}: the source has no column \"{name}\""));
+        };
+        if columns[column].ty != Type::Timestamp {
+            return fail(format!("WATERMARK FOR {name}: the column is {}, not a TIMESTAMP", columns[column].ty));
+        }
+        let is_column = |e: &ast::Expr| matches!(e, ast::Expr::Identifier(i) if normalize(i) == name);
+        let delay = match &watermark.expr {
+            e if is_column(e) => Some(0),
+            ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Minus, right } if is_column(left) => {
+                let mut binder = Binder::new(&self.catalog, at.file.clone(), at.clone());
+                binder.interval_constant(right)?
+            }
+            _ => None,
+        };
+        match delay {
+            Some(delay_micros) if delay_micros >= 0 => Ok(Some(EventTime { column, delay_micros })),
+            _ => fail(format!("a watermark is `{name}` or `{name} - INTERVAL '...'` (a constant delay of at least 0)")),
+        }
     }
 
     /// `CREATE TABLE name AS query`: a table with the query's columns (no

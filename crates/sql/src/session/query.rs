@@ -243,7 +243,7 @@ impl Inputs for Contents<'_> {
                 let rows = table.rows(&self.query.catalog, &self.query.system);
                 Ok(rows.into_iter().map(|row| (row, 1)).collect())
             }
-            Input::Source { topic } => source_rows(&self.query.topics, topic, columns),
+            Input::Source { topic, .. } => source_rows(&self.query.topics, topic, columns),
             Input::Upsert { topic } => {
                 let committed = self.query.committed.get(topic).copied().unwrap_or(u64::MAX);
                 upsert_rows(&self.query.topics, topic, committed, columns)
@@ -347,7 +347,7 @@ impl Inputs for BatchContents<'_> {
             Input::View { view } => view_rows(&self.snapshots, view, columns),
             Input::Function { function, args } => table_function(*function, args),
             Input::System { table } => Ok(table.rows(self.catalog, &self.system).into_iter().map(|r| (r, 1)).collect()),
-            Input::Source { topic } => source_rows(self.topics, topic, columns),
+            Input::Source { topic, .. } => source_rows(self.topics, topic, columns),
             Input::Upsert { topic } => match self.tables.get(topic) {
                 Some(rows) => Ok(rows.clone()),
                 None => upsert_rows(self.topics, topic, u64::MAX, columns),
@@ -399,7 +399,7 @@ impl Session {
 /// Whether `rel` (or a subquery of it) reads the table or source `topic`.
 fn reads_topic(rel: &Rel, topic: &str) -> bool {
     fn walk(rel: &mut Rel, topic: &str, found: &mut bool) {
-        if let Rel::Get { input: Input::Upsert { topic: t } | Input::Source { topic: t }, .. } = rel
+        if let Rel::Get { input: Input::Upsert { topic: t } | Input::Source { topic: t, .. }, .. } = rel
             && t == topic
         {
             *found = true;

@@ -1,0 +1,406 @@
+//! Event time: which records of a source are late, the source's
+//! watermark, and aggregates that emit each window once, when the
+//! watermark closes it, and then forget it.
+//!
+//! A source declares one field as its event time (an `i64` in the caller's
+//! unit: SQL uses microseconds) and a delay `d`. Per partition, in offset
+//! order, a record is **late** when its time is below `m - d`, where `m`
+//! is the greatest time of the partition's earlier records that were on
+//! time; a record without a time is never late. The source's
+//! **watermark** after an epoch is the least `m - d` over the partitions
+//! that have had records on time: no record read later from those
+//! partitions is on time below it.
+//!
+//! [`Collection::event_time`] splits a source's records into those on
+//! time and the late ones, and gives the watermark's changes.
+//! [`Collection::aggregate_closing`] folds on-time records per key, as
+//! [`Collection::aggregate`] does, but emits a key's result only once the
+//! watermark reaches the key's closing time (its window's end), then
+//! deletes the key's state: its output only grows, and its state holds
+//! the open windows only.
+//!
+//! Invariants:
+//! - Whether a record is late depends only on the records before it in its
+//!   partition: not on how the run cut epochs, on the worker count, on the
+//!   reader (every view reading the source judges it alike), or on
+//!   restarts (the partition maxima are state, committed with the offsets).
+//! - The watermark never goes back (asserted). A partition seen for the
+//!   first time with times below the watermark does not lower it: its
+//!   records are on time by their own partition's order, but those that
+//!   fall in a window already closed are dropped by the closing aggregate
+//!   (a topic whose partitions all have records before windows close never
+//!   sees that).
+//! - A closing aggregate emits a key's result once, with diff +1, at the
+//!   epoch whose watermark first reaches its closing time, and never
+//!   retracts it; the key's state is deleted then. An update for a key
+//!   already closed (a partition seen for the first time after the window
+//!   closed) is dropped and counted, never folded.
+//! - Both operators' state keys are independent of the worker count.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use differential_dataflow::consolidation::consolidate;
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::Probe;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::vec::Broadcast;
+
+use crate::aggregate::{Aggregate, SetUpdates, Sets};
+use crate::codec::{decode, encode, encode_into};
+use crate::collection::{Data, Key};
+use crate::error::{Error, Result};
+use crate::keyed::{Batching, Grouped, KeyOrder, KeyRuns, group_by_key, key_hash, keyed_unary};
+use crate::opstate::OperatorState;
+use crate::stash::EpochStash;
+use crate::{Collection, Diff, Epoch};
+
+/// Where a record is in its topic: partition and offset.
+pub type Position = (u32, u64);
+
+/// A late record: where it was, its time, and the bound it fell below
+/// (its partition's greatest on-time time before it, minus the delay).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Late<D> {
+    pub partition: u32,
+    pub offset: u64,
+    pub time: i64,
+    pub bound: i64,
+    pub record: D,
+}
+
+/// The changes of a source's watermark: at each epoch where it moves, the
+/// old value retracted (none the first time) and the new one inserted.
+#[derive(Clone, Debug)]
+pub struct Watermark<'s> {
+    changes: Collection<'s, i64>,
+}
+
+impl<'s> Watermark<'s> {
+    /// The watermark as a collection: at most one value at any epoch.
+    pub fn changes(&self) -> Collection<'s, i64> {
+        self.changes.clone()
+    }
+}
+
+/// A source's records split by [`Collection::event_time`].
+#[derive(Debug)]
+pub struct EventTime<'s, D: 'static> {
+    /// The records on time (a collection that never retracts).
+    pub on_time: Collection<'s, D>,
+    pub late: Collection<'s, Late<D>>,
+    pub watermark: Watermark<'s>,
+}
+
+/// What the late-record operator emits, split afterwards.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+enum Judged<D> {
+    OnTime(D),
+    Late(Late<D>),
+    Mark(i64),
+}
+
+/// Per partition, the greatest time of its on-time records.
+type Maxima = BTreeMap<u32, i64>;
+
+/// The state of [`Collection::event_time`]: the partition maxima and the
+/// watermark last emitted.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Judge {
+    maxima: Maxima,
+    watermark: Option<i64>,
+}
+
+/// The watermark of `maxima` with delay `delay`, never below `before`: the
+/// least maximum minus the delay, if any partition has one.
+fn watermark_of(maxima: &Maxima, delay: i64, before: Option<i64>) -> Option<i64> {
+    let least = maxima.values().min().map(|max| max.saturating_sub(delay));
+    least.max(before)
+}
+
+impl<'s, D: Data> Collection<'s, (Position, D)> {
+    /// Splits a source's records (each with its position) into those on
+    /// time and the late ones, by `time` (None: never late) and `delay`,
+    /// and gives the watermark (module doc). The partition maxima are
+    /// state named `name`; the records are judged on one worker.
+    pub fn event_time(self, name: &str, delay: i64, time: impl Fn(&D) -> Option<i64> + 'static) -> EventTime<'s, D> {
+        assert!(delay >= 0, "a watermark delay is not negative");
+        let what = format!("event time '{name}'");
+        let keyed = self.map(|((partition, offset), record)| ((), (partition, offset, record)));
+        let keyspace = format!("op.{name}");
+        let open = |state, _| Ok(state);
+        let judged = keyed_unary(keyed, name, &keyspace, None, open, Batching::Consolidated, {
+            move |epoch, updates: Grouped<'_, (), (u32, u64, D)>, state, out| {
+                updates.for_each_key_stored(state, |state, _key, key_bytes, values, stored| {
+                    let mut judge: Judge = stored.map(|bytes| decode(bytes, &what)).transpose()?.unwrap_or_default();
+                    let before = judge.watermark;
+                    for ((_, (partition, offset, record)), diff) in values {
+                        assert!(*diff > 0, "{what}: a source's records are never retracted");
+                        let judged = judged(&mut judge.maxima, (*partition, *offset), record, &time, delay);
+                        out.push((judged, *diff));
+                    }
+                    let after = watermark_of(&judge.maxima, delay, before);
+                    assert!(after >= before, "{what}: the watermark never goes back");
+                    if after != before {
+                        out.extend(before.map(|w| (Judged::Mark(w), -1)));
+                        out.extend(after.map(|w| (Judged::Mark(w), 1)));
+                    }
+                    judge.watermark = after;
+                    state.put(epoch, key_bytes, encode(&judge));
+                    Ok(())
+                })?;
+                // Equal records at different offsets are one update.
+                consolidate(out);
+                Ok(())
+            }
+        });
+        let on_time = judged
+            .clone()
+            .flat_map(|j| if let Judged::OnTime(record) = j { Some(record) } else { None })
+            .into_monotonic();
+        let late = judged.clone().flat_map(|j| if let Judged::Late(late) = j { Some(late) } else { None });
+        let changes = judged.flat_map(|j| if let Judged::Mark(w) = j { Some(w) } else { None });
+        EventTime { on_time, late, watermark: Watermark { changes } }
+    }
+}
+
+/// Judges one record against its partition's maximum, raising it when the
+/// record is on time.
+fn judged<D: Clone>(
+    maxima: &mut Maxima,
+    (partition, offset): Position,
+    record: &D,
+    time: &impl Fn(&D) -> Option<i64>,
+    delay: i64,
+) -> Judged<D> {
+    let Some(t) = time(record) else { return Judged::OnTime(record.clone()) };
+    match maxima.get(&partition) {
+        Some(max) if t < max.saturating_sub(delay) => {
+            let bound = max.saturating_sub(delay);
+            Judged::Late(Late { partition, offset, time: t, bound, record: record.clone() })
+        }
+        _ => {
+            let max = maxima.entry(partition).or_insert(t);
+            *max = (*max).max(t);
+            Judged::OnTime(record.clone())
+        }
+    }
+}
+
+/// Most keys one closing aggregate's worker keeps open: past it the job
+/// fails with an error that names the operator (a watermark that does not
+/// advance, or windows too small for the data), instead of growing without
+/// bound.
+pub const OPEN_KEYS_MAX: usize = 10_000_000;
+
+impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
+    /// Aggregates each key's values with `aggregate`, as
+    /// [`aggregate`](Collection::aggregate) does, but emits a key's result
+    /// once, when `watermark` reaches `closes_at(key)`, and then deletes
+    /// the key's state (module doc). The input must never retract (on-time
+    /// records, through maps and filters).
+    pub fn aggregate_closing<A: Aggregate<V>>(
+        self,
+        name: &str,
+        aggregate: A,
+        watermark: &Watermark<'s>,
+        closes_at: impl Fn(&K) -> i64 + 'static,
+    ) -> Collection<'s, (K, A::Output)> {
+        let ctx = self.ctx.clone();
+        let empty = |input: Collection<'s, (K, V)>| input.flat_map(|_| None::<(K, A::Output)>);
+        if !self.monotonic {
+            ctx.build_error(format!("aggregate '{name}' closes windows over an input that retracts"));
+            return empty(self);
+        }
+        if !ctx.claim("operator", name) {
+            return empty(self);
+        }
+        let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
+        let opened = ctx.operator_state(&format!("closing.{name}"), &lineage);
+        let opened = opened.and_then(|state| Ok((Closing::open(&state, name, &closes_at)?, state)));
+        let (mut closing, mut state) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                ctx.build_error(format!("aggregate '{name}': {e}"));
+                return empty(self);
+            }
+        };
+        let shared = ctx.shared.clone();
+        let marks = watermark.changes.inner.inner.clone().broadcast();
+        let stream = self
+            .inner
+            .inner
+            .binary_frontier::<_, CapacityContainerBuilder<Vec<((K, A::Output), Epoch, Diff)>>, _, _, _, _>(
+                marks,
+                Exchange::new(|u: &((K, V), Epoch, Diff)| key_hash(&(u.0).0)),
+                Pipeline,
+                name,
+                move |_capability, _info| {
+                    let (mut data, mut moves) = (EpochStash::<(K, V)>::new(), EpochStash::<i64>::new());
+                    let (mut order, mut runs, mut out) = (KeyOrder::default(), KeyRuns::default(), Vec::new());
+                    move |(input1, frontier1), (input2, frontier2), output| {
+                        input1.for_each(|capability, batch| data.absorb(&capability, batch));
+                        input2.for_each(|capability, batch| moves.absorb(&capability, batch));
+                        while let Some(epoch) = [data.first(), moves.first()].into_iter().flatten().min() {
+                            if frontier1.frontier().less_equal(&epoch)
+                                || frontier2.frontier().less_equal(&epoch)
+                                || shared.failed()
+                            {
+                                break;
+                            }
+                            let (data_capability, updates) = data.take(epoch).unzip();
+                            let (move_capability, marks) = moves.take(epoch).unzip();
+                            let capability = data_capability.or(move_capability).expect("one input holds the epoch");
+                            let mut updates = updates.unwrap_or_default();
+                            group_by_key(&mut updates, &mut order, false, Some(&mut runs));
+                            out.clear();
+                            let grouped = Grouped::new(&mut updates, &runs);
+                            // Folded against the watermark before the epoch's records moved it.
+                            let step = closing
+                                .fold(&mut state, epoch, grouped, &aggregate, &closes_at)
+                                .and_then(|()| closing.advance(marks.unwrap_or_default()))
+                                .and_then(|()| closing.close(&mut state, epoch, &aggregate, &closes_at, &mut out))
+                                .and_then(|()| state.finish_epoch(epoch));
+                            if let Err(e) = step {
+                                shared.fail(Error::at(format!("aggregate '{}'", closing.name), e));
+                                return;
+                            }
+                            data.recycle(updates);
+                            output.session(&capability).give_iterator(out.drain(..).map(|(o, d)| (o, epoch, d)));
+                        }
+                    }
+                },
+            );
+        Collection::from_stream(stream.probe_with(&ctx.probe), ctx, lineage)
+    }
+}
+
+/// A closing aggregate's worker: the watermark it has seen and its open
+/// keys by closing time (rebuilt from the state when resumed).
+struct Closing {
+    name: String,
+    watermark: Option<i64>,
+    open: BTreeMap<i64, BTreeSet<Vec<u8>>>,
+    open_keys: usize,
+}
+
+fn corrupt(what: &str, reason: String) -> Error {
+    Error::CorruptState { what: what.to_owned(), reason }
+}
+
+impl Closing {
+    /// Every key the state holds is open (a closed key was deleted).
+    fn open<K: Key>(state: &OperatorState, name: &str, closes_at: &impl Fn(&K) -> i64) -> Result<Closing> {
+        let mut closing = Closing { name: name.to_owned(), watermark: None, open: BTreeMap::new(), open_keys: 0 };
+        let what = format!("aggregate '{name}'");
+        let mut keys = Vec::new();
+        state.scan_committed(|key, _value| {
+            keys.push(key.to_vec());
+            Ok(())
+        })?;
+        for key_bytes in keys {
+            let key: K = decode(&key_bytes, &what)?;
+            closing.open.entry(closes_at(&key)).or_default().insert(key_bytes);
+            closing.open_keys += 1;
+        }
+        Ok(closing)
+    }
+
+    /// Applies an epoch's watermark changes: the value inserted, if any (a
+    /// resumed operator learns the watermark at its first move; the value
+    /// retracted may be one from before the restart).
+    fn advance(&mut self, mut marks: Vec<(i64, Diff)>) -> Result<()> {
+        let what = format!("aggregate '{}'", self.name);
+        consolidate(&mut marks);
+        let inserted: Vec<i64> = marks.iter().filter(|(_, d)| *d > 0).map(|(w, _)| *w).collect();
+        let next = match inserted.as_slice() {
+            [] => return Ok(()),
+            [w] => Some(*w),
+            more => return Err(corrupt(&what, format!("a watermark moves to one value at a time, not {more:?}"))),
+        };
+        if next < self.watermark {
+            return Err(corrupt(&what, format!("the watermark went back from {:?} to {next:?}", self.watermark)));
+        }
+        self.watermark = next;
+        Ok(())
+    }
+
+    fn closed(&self, at: i64) -> bool {
+        self.watermark.is_some_and(|w| at <= w)
+    }
+
+    /// Folds an epoch's updates into the open keys' accumulators; updates
+    /// of a key already closed are dropped (module doc).
+    fn fold<K: Key, V: Data, A: Aggregate<V>>(
+        &mut self,
+        state: &mut OperatorState,
+        epoch: Epoch,
+        updates: Grouped<'_, K, V>,
+        aggregate: &A,
+        closes_at: &impl Fn(&K) -> i64,
+    ) -> Result<()> {
+        let what = format!("aggregate '{}'", self.name);
+        let mut value_bytes = Vec::new();
+        updates.drain_each_key_stored(state, |state, key, key_bytes, values, stored| {
+            let at = closes_at(&key);
+            if self.closed(at) {
+                return Ok(());
+            }
+            let (mut count, mut acc): (i64, A::State) = match stored {
+                Some(bytes) => decode(bytes, &what)?,
+                None => {
+                    self.open.entry(at).or_default().insert(key_bytes.to_vec());
+                    self.open_keys += 1;
+                    (0, A::State::default())
+                }
+            };
+            for (value, diff) in values {
+                assert!(diff > 0, "{what}: a closing aggregate's input never retracts");
+                aggregate.update(&mut acc, &value, diff, &mut SetUpdates::none());
+                count += diff as i64;
+            }
+            value_bytes.clear();
+            encode_into(&(count, &acc), &mut value_bytes);
+            state.put(epoch, key_bytes, &value_bytes);
+            Ok(())
+        })?;
+        if self.open_keys > OPEN_KEYS_MAX {
+            let reason = format!(
+                "{} windows open on one worker (at most {OPEN_KEYS_MAX}): does the watermark advance?",
+                self.open_keys
+            );
+            return Err(corrupt(&what, reason));
+        }
+        Ok(())
+    }
+
+    /// Emits and deletes every open key whose closing time the watermark reached.
+    fn close<K: Key, V: Data, A: Aggregate<V>>(
+        &mut self,
+        state: &mut OperatorState,
+        epoch: Epoch,
+        aggregate: &A,
+        closes_at: &impl Fn(&K) -> i64,
+        out: &mut Vec<((K, A::Output), Diff)>,
+    ) -> Result<()> {
+        let Some(w) = self.watermark else { return Ok(()) };
+        let what = format!("aggregate '{}'", self.name);
+        let later = self.open.split_off(&w.saturating_add(1));
+        let due = std::mem::replace(&mut self.open, later);
+        for (at, keys) in due {
+            for key_bytes in keys {
+                let key: K = decode(&key_bytes, &what)?;
+                assert_eq!(closes_at(&key), at, "{what}: a key closes when its index says");
+                let stored =
+                    state.get(&key_bytes)?.ok_or_else(|| corrupt(&what, "an open key has no state".to_owned()))?;
+                let (count, acc): (i64, A::State) = decode(&stored, &what)?;
+                assert!(count > 0, "{what}: an open key holds values");
+                out.push(((key, aggregate.output(count, &acc, &Sets::none())), 1));
+                state.delete(epoch, &key_bytes);
+                self.open_keys -= 1;
+            }
+        }
+        Ok(())
+    }
+}
