@@ -1760,10 +1760,10 @@ impl<'a> Binder<'a> {
         let arity = match name.as_str() {
             "tumble" => 3,
             "hop" => 4,
+            "session" => return self.bind_session(function, args, alias),
             _ => {
-                return Err(
-                    self.unsupported(function.span, format!("the table function {name}() (TUMBLE and HOP are)"))
-                );
+                return Err(self
+                    .unsupported(function.span, format!("the table function {name}() (TUMBLE, HOP and SESSION are)")));
             }
         };
         let exprs: Vec<&ast::Expr> = args
@@ -1817,6 +1817,78 @@ impl<'a> Binder<'a> {
         }
         let scope = self.alias_scope(scope, &relation_name, alias)?;
         Ok(Bound { rel: Rel::Window { input: Box::new(bound.rel), time_column, slide_micros, size_micros }, scope })
+    }
+
+    /// SESSION(rel, time_col, gap [, key, ...]): each row with a time, with
+    /// the start and end of its session among the rows with its keys (a
+    /// window function per key, module `over`).
+    fn bind_session(
+        &mut self,
+        function: &ast::Ident,
+        args: &[ast::FunctionArg],
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<Bound> {
+        let exprs: Vec<&ast::Expr> = args
+            .iter()
+            .filter_map(|a| match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect();
+        if exprs.len() < 3 || exprs.len() != args.len() {
+            let shape = "SESSION(source, time_column, gap [, key_column, ...])";
+            return Err(self.error(function.span, format!("SESSION takes 3 or more arguments: {shape}")));
+        }
+        let ast::Expr::Identifier(relation) = exprs[0] else {
+            return Err(self.error(exprs[0].span(), "the first argument of a window is a source, table or view name"));
+        };
+        let bound = self.bind_relation(relation)?;
+        let relation_name = normalize(relation);
+        let inner_scope = self.alias_scope(bound.scope, &relation_name, None)?;
+        let (time, ty) = self.bind_expr(exprs[1], &mut Context::Rows(&inner_scope))?;
+        let Expr::Column(time_column) = time else {
+            return Err(self.error(exprs[1].span(), "the second argument of a window is a column"));
+        };
+        if ty != Type::Timestamp {
+            return Err(self.error(exprs[1].span(), format!("a window's time column must be a TIMESTAMP, not {ty}")));
+        }
+        let gap_micros = match self.interval_constant(exprs[2])? {
+            Some(micros) if micros > 0 => micros,
+            _ => return Err(self.error(exprs[2].span(), "a session gap is a positive INTERVAL constant")),
+        };
+        let mut keys = Vec::new();
+        for e in &exprs[3..] {
+            keys.push(self.bind_expr(e, &mut Context::Rows(&inner_scope))?.0);
+        }
+        let input_width = inner_scope.columns.len();
+        let whole = Frame { rows: false, start: FrameBound::UnboundedPreceding, end: FrameBound::UnboundedFollowing };
+        let call = |end| WindowCall {
+            function: WindowFunction::Session { end, gap_micros },
+            args: vec![Expr::Column(time_column)],
+            frame: whole,
+            ty: Type::Timestamp,
+        };
+        let order = vec![SortKey { expr: Expr::Column(time_column), descending: false, nulls_first: false }];
+        let over = Rel::Over {
+            input: Box::new(bound.rel),
+            partition: keys,
+            order,
+            calls: vec![call(false), call(true)],
+            input_width,
+        };
+        let timed = Expr::Not(Box::new(Expr::IsNull(Box::new(Expr::Column(time_column)))));
+        let rel = Rel::Filter { input: Box::new(over), predicate: timed };
+        let mut scope = inner_scope;
+        for column in ["window_start", "window_end"] {
+            scope.columns.push(ScopeColumn {
+                table: None,
+                name: column.to_owned(),
+                ty: Type::Timestamp,
+                qualified_only: false,
+            });
+        }
+        let scope = self.alias_scope(scope, &relation_name, alias)?;
+        Ok(Bound { rel, scope })
     }
 
     fn resolve_column(&self, parts: &[ast::Ident], scope: &Scope, span: sqlparser::tokenizer::Span) -> Result<usize> {

@@ -87,6 +87,9 @@ impl Peers {
 }
 
 fn values(call: &WindowCall, rows: &[&Row], peers: &Peers) -> Vec<Value> {
+    if let WindowFunction::Session { end, gap_micros } = call.function {
+        return sessions(call, rows, end, gap_micros);
+    }
     let n = rows.len();
     let arg = |i: usize, row: &Row| call.args.get(i).map_or(Value::Null, |e| eval(e, row));
     (0..n)
@@ -127,6 +130,43 @@ fn values(call: &WindowCall, rows: &[&Row], peers: &Peers) -> Vec<Value> {
             }
         })
         .collect()
+}
+
+/// Each row's session start (or end), rows in time order: a row joins the
+/// session of the row before it when its time is less than `gap` after
+/// that row's (so sessions are the unions of overlapping `[time, time +
+/// gap)`); a session ends at its last time plus the gap. NULL times are in
+/// no session (NULL).
+fn sessions(call: &WindowCall, rows: &[&Row], end: bool, gap: i64) -> Vec<Value> {
+    let times: Vec<Option<i64>> = rows
+        .iter()
+        .map(|row| match call.args.first().map(|e| eval(e, row)) {
+            Some(Value::Timestamp(t)) => Some(t),
+            _ => None,
+        })
+        .collect();
+    let mut bounds = vec![Value::Null; rows.len()];
+    let mut session: Vec<usize> = Vec::new();
+    let close = |session: &mut Vec<usize>, bounds: &mut Vec<Value>| {
+        if let (Some(&first), Some(&last)) = (session.first(), session.last()) {
+            let (start, stop) = (times[first].expect("timed"), times[last].expect("timed").saturating_add(gap));
+            for &i in session.iter() {
+                bounds[i] = Value::Timestamp(if end { stop } else { start });
+            }
+        }
+        session.clear();
+    };
+    for (i, time) in times.iter().enumerate() {
+        let Some(t) = time else { continue };
+        let last = session.last().map(|&j| times[j].expect("timed"));
+        debug_assert!(last.is_none_or(|l| l <= *t), "rows come in time order");
+        if last.is_some_and(|l| *t >= l.saturating_add(gap)) {
+            close(&mut session, &mut bounds);
+        }
+        session.push(i);
+    }
+    close(&mut session, &mut bounds);
+    bounds
 }
 
 /// NTILE(buckets): the row's bucket, the first `n % buckets` a row larger.

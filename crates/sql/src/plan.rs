@@ -461,6 +461,14 @@ pub(crate) enum WindowFunction {
     NthValue,
     /// COUNT(*), COUNT, SUM, AVG, MIN, MAX over the frame.
     Aggregate(AggregateFunction),
+    /// The start (or, with `end`, the end) of the row's session: the
+    /// partition's rows whose times (the first argument) follow each other
+    /// by less than `gap_micros`, from the first time to the last plus the
+    /// gap (`SESSION(...)` in FROM; a NULL time is in no session).
+    Session {
+        end: bool,
+        gap_micros: i64,
+    },
 }
 
 /// A window frame: the rows from `start` to `end` around the current one,

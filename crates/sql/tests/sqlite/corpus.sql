@@ -551,6 +551,26 @@ tumble_topk: SELECT cat, window_start, n FROM (SELECT cat, window_start, n, ROW_
 sqlite: SELECT cat, ws, n FROM (SELECT cat, ws, n, ROW_NUMBER() OVER (PARTITION BY cat ORDER BY n DESC, ws) AS rn
     FROM (SELECT cat, datetime(es / 21600 * 21600, 'unixepoch') AS ws, COUNT(*) AS n FROM e_s WHERE es IS NOT NULL GROUP BY cat, ws) q) r WHERE rn <= 2
 
+# --- SESSION windows (SQLite has none: sessions from LAG and a running SUM) ---------
+
+# ours: a session is the rows of a key whose times follow each other by less than the gap.
+session_rows: SELECT id, window_start, window_end FROM SESSION(t1, ts, INTERVAL '2' HOUR, a % 3)
+sqlite: WITH o AS (SELECT id, a % 3 AS g, ts_s, ts_s - LAG(ts_s) OVER (PARTITION BY a % 3 ORDER BY ts_s, id) AS d FROM t1_s WHERE ts_s IS NOT NULL),
+    s AS (SELECT id, g, ts_s, SUM(CASE WHEN d IS NULL OR d >= 7200 THEN 1 ELSE 0 END) OVER (PARTITION BY g ORDER BY ts_s, id ROWS UNBOUNDED PRECEDING) AS sid FROM o)
+    SELECT id, datetime(MIN(ts_s) OVER (PARTITION BY g, sid), 'unixepoch'), datetime(MAX(ts_s) OVER (PARTITION BY g, sid) + 7200, 'unixepoch') FROM s
+session_global: SELECT window_start, window_end, COUNT(*) AS n, SUM(b) AS sb FROM SESSION(t1, ts, INTERVAL '3' HOUR) GROUP BY window_start, window_end
+sqlite: WITH o AS (SELECT id, b, ts_s, ts_s - LAG(ts_s) OVER (ORDER BY ts_s, id) AS d FROM t1_s WHERE ts_s IS NOT NULL),
+    s AS (SELECT b, ts_s, SUM(CASE WHEN d IS NULL OR d >= 10800 THEN 1 ELSE 0 END) OVER (ORDER BY ts_s, id ROWS UNBOUNDED PRECEDING) AS sid FROM o)
+    SELECT datetime(MIN(ts_s), 'unixepoch'), datetime(MAX(ts_s) + 10800, 'unixepoch'), COUNT(*), SUM(b) FROM s GROUP BY sid
+session_e: SELECT k, window_start, COUNT(*) AS n, MAX(amount) AS top FROM SESSION(e, ts, INTERVAL '90' MINUTE, k) GROUP BY k, window_start
+sqlite: WITH o AS (SELECT id, k, amount, ts, ep, ep - LAG(ep) OVER (PARTITION BY k ORDER BY ep, id) AS d FROM e_s WHERE ep IS NOT NULL),
+    s AS (SELECT k, amount, ts, SUM(CASE WHEN d IS NULL OR d >= 5400 THEN 1 ELSE 0 END) OVER (PARTITION BY k ORDER BY ep, id ROWS UNBOUNDED PRECEDING) AS sid FROM o)
+    SELECT k, MIN(ts), COUNT(*), MAX(amount) FROM s GROUP BY k, sid
+session_filtered: SELECT s.cat, COUNT(*) AS sessions FROM (SELECT DISTINCT cat, window_start FROM SESSION(e, ts, INTERVAL '1' HOUR, cat) WHERE amount > 10) s GROUP BY s.cat
+sqlite: WITH o AS (SELECT id, cat, amount, ep, ep - LAG(ep) OVER (PARTITION BY cat ORDER BY ep, id) AS d FROM e_s WHERE ep IS NOT NULL),
+    s AS (SELECT cat, amount, SUM(CASE WHEN d IS NULL OR d >= 3600 THEN 1 ELSE 0 END) OVER (PARTITION BY cat ORDER BY ep, id ROWS UNBOUNDED PRECEDING) AS sid FROM o)
+    SELECT cat, COUNT(DISTINCT sid) FROM s WHERE amount > 10 GROUP BY cat
+
 # --- Top-k: ROW_NUMBER and ORDER BY ... LIMIT ------------------------------------
 
 topk_partition: SELECT id, k, amount, rn FROM (SELECT id, k, amount, ROW_NUMBER() OVER (PARTITION BY k ORDER BY amount DESC, id) AS rn FROM e) q WHERE rn <= 3
