@@ -27,6 +27,12 @@ SELECT window_end, COUNT(*) AS bids
 FROM HOP(bids, at, INTERVAL '10' SECOND, INTERVAL '20' SECOND)
 GROUP BY window_end;
 
+-- Cumulating windows (5 s steps over 20 s periods) close at their own ends.
+CREATE MATERIALIZED VIEW cumulating AS
+SELECT window_start, window_end, COUNT(*) AS bids, MAX(price) AS top
+FROM CUMULATE(bids, at, INTERVAL '5' SECOND, INTERVAL '20' SECOND)
+GROUP BY window_start, window_end;
+
 -- Not windowed: the rows on time, maintained as they come.
 CREATE MATERIALIZED VIEW on_time AS SELECT auction, price, at FROM bids;
 

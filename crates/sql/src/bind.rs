@@ -28,6 +28,8 @@ use crate::time;
 use crate::value::{Type, Value, cast, parse_decimal};
 
 /// Views inline views; this bounds the nesting (and catches cycles).
+/// The most windows a HOP or CUMULATE puts one row in.
+const WINDOWS_PER_ROW_MAX: i64 = 1000;
 const VIEW_DEPTH_MAX: usize = 32;
 
 #[derive(Clone, Debug)]
@@ -1749,7 +1751,8 @@ impl<'a> Binder<'a> {
         })
     }
 
-    /// TUMBLE(rel, time_col, size) and HOP(rel, time_col, slide, size).
+    /// TUMBLE(rel, time_col, size), HOP(rel, time_col, slide, size) and
+    /// CUMULATE(rel, time_col, step, size).
     fn bind_window_function(
         &mut self,
         function: &ast::Ident,
@@ -1759,11 +1762,13 @@ impl<'a> Binder<'a> {
         let name = normalize(function);
         let arity = match name.as_str() {
             "tumble" => 3,
-            "hop" => 4,
+            "hop" | "cumulate" => 4,
             "session" => return self.bind_session(function, args, alias),
             _ => {
-                return Err(self
-                    .unsupported(function.span, format!("the table function {name}() (TUMBLE, HOP and SESSION are)")));
+                return Err(self.unsupported(
+                    function.span,
+                    format!("the table function {name}() (TUMBLE, HOP, CUMULATE and SESSION are)"),
+                ));
             }
         };
         let exprs: Vec<&ast::Expr> = args
@@ -1774,8 +1779,11 @@ impl<'a> Binder<'a> {
             })
             .collect();
         if exprs.len() != arity || args.len() != arity {
-            let shape =
-                if arity == 3 { "TUMBLE(source, time_column, size)" } else { "HOP(source, time_column, slide, size)" };
+            let shape = match name.as_str() {
+                "tumble" => "TUMBLE(source, time_column, size)",
+                "hop" => "HOP(source, time_column, slide, size)",
+                _ => "CUMULATE(source, time_column, step, size)",
+            };
             return Err(self.error(function.span, format!("{} takes {arity} arguments: {shape}", name.to_uppercase())));
         }
         let ast::Expr::Identifier(relation) = exprs[0] else {
@@ -1800,11 +1808,15 @@ impl<'a> Binder<'a> {
         }
         let (slide_micros, size_micros) =
             if arity == 3 { (intervals[0], intervals[0]) } else { (intervals[0], intervals[1]) };
+        let (kind, step) = if name == "cumulate" { ("CUMULATE", "step") } else { ("HOP", "slide") };
         if size_micros % slide_micros != 0 {
-            return Err(self.unsupported(exprs[arity - 1].span(), "a HOP size that is not a multiple of its slide"));
+            return Err(self
+                .unsupported(exprs[arity - 1].span(), format!("a {kind} size that is not a multiple of its {step}")));
         }
-        if size_micros / slide_micros > 1000 {
-            return Err(self.error(exprs[2].span(), "a HOP puts each row in more than 1000 windows; widen the slide"));
+        if size_micros / slide_micros > WINDOWS_PER_ROW_MAX {
+            let message =
+                format!("a {kind} puts each row in more than {WINDOWS_PER_ROW_MAX} windows; widen the {step}");
+            return Err(self.error(exprs[2].span(), message));
         }
         let mut scope = inner_scope;
         for column in ["window_start", "window_end"] {
@@ -1816,7 +1828,9 @@ impl<'a> Binder<'a> {
             });
         }
         let scope = self.alias_scope(scope, &relation_name, alias)?;
-        Ok(Bound { rel: Rel::Window { input: Box::new(bound.rel), time_column, slide_micros, size_micros }, scope })
+        let cumulative = name == "cumulate";
+        let rel = Rel::Window { input: Box::new(bound.rel), time_column, slide_micros, size_micros, cumulative };
+        Ok(Bound { rel, scope })
     }
 
     /// SESSION(rel, time_col, gap [, key, ...]): each row with a time, with

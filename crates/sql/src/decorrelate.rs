@@ -299,11 +299,12 @@ fn apply(domain: &Rel, columns: &[usize], rel: Rel) -> Result<Rel, Unsupported> 
             input_width: input_width + k,
             location,
         },
-        Rel::Window { input, time_column, slide_micros, size_micros } => Rel::Window {
+        Rel::Window { input, time_column, slide_micros, size_micros, cumulative } => Rel::Window {
             input: Box::new(apply(domain, columns, *input)?),
             time_column: time_column + k,
             slide_micros,
             size_micros,
+            cumulative,
         },
         Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
             if kind == JoinKind::Full {

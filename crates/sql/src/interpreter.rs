@@ -142,10 +142,10 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
             }
             out.into_iter().map(|(row, count)| (row, count as i64)).collect()
         }
-        Rel::Window { input, time_column, slide_micros, size_micros } => evaluate(input, inputs)?
+        Rel::Window { input, time_column, slide_micros, size_micros, cumulative } => evaluate(input, inputs)?
             .into_iter()
             .flat_map(|(row, count)| {
-                windowed(row, *time_column, *slide_micros, *size_micros).map(move |row| (row, count))
+                windowed(row, *time_column, *slide_micros, *size_micros, *cumulative).map(move |row| (row, count))
             })
             .collect(),
     })

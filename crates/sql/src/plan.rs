@@ -601,13 +601,16 @@ pub(crate) enum Rel {
         input_width: usize,
         location: Location,
     },
-    /// TUMBLE/HOP: each row once per window containing its time column;
-    /// window_start and window_end appended (a tumble has slide == size).
+    /// TUMBLE/HOP/CUMULATE: each row once per window containing its time
+    /// column; window_start and window_end appended (a tumble has slide ==
+    /// size; a cumulate's windows all start at its period's start and end
+    /// every `slide_micros`: `render::windowed`).
     Window {
         input: Box<Rel>,
         time_column: usize,
         slide_micros: i64,
         size_micros: i64,
+        cumulative: bool,
     },
     /// One row with no columns, once: the input of FROM-less SELECTs and of
     /// global aggregates' default row.

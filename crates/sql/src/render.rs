@@ -862,9 +862,9 @@ impl<'s> Renderer<'s, '_> {
                     )
                     .map(|(_key, row): (Tuple, Row)| row)
             }
-            Rel::Window { input, time_column, slide_micros, size_micros } => {
-                let (column, slide, size) = (*time_column, *slide_micros, *size_micros);
-                self.render(input).flat_map(move |row: Row| windowed(row, column, slide, size))
+            Rel::Window { input, time_column, slide_micros, size_micros, cumulative } => {
+                let (column, slide, size, cumulative) = (*time_column, *slide_micros, *size_micros, *cumulative);
+                self.render(input).flat_map(move |row: Row| windowed(row, column, slide, size, cumulative))
             }
             Rel::Over { input, partition, order, calls, .. } => {
                 let name = self.operator_name();
@@ -955,21 +955,29 @@ impl<'s> Renderer<'s, '_> {
     }
 }
 
-/// `row` once per window of `size` (starting every `slide`) that contains
-/// its time column, with window_start and window_end appended; a NULL time
-/// is in no window.
-pub(crate) fn windowed(row: Row, column: usize, slide: i64, size: i64) -> impl Iterator<Item = Row> {
-    let starts: Vec<i64> = match row[column] {
-        Value::Timestamp(t) => {
+/// `row` once per window that contains its time column, with window_start
+/// and window_end appended; a NULL time is in no window. A HOP's windows are
+/// `size` long, one starting every `slide` (a TUMBLE's slide is its size);
+/// with `cumulative` (CUMULATE), the windows of the `size`-long period the
+/// time is in that start with the period and end every `slide` after its
+/// start, those ending after the time.
+pub(crate) fn windowed(row: Row, column: usize, slide: i64, size: i64, cumulative: bool) -> impl Iterator<Item = Row> {
+    let bounds: Vec<(i64, i64)> = match (row[column].clone(), cumulative) {
+        (Value::Timestamp(t), false) => {
             let last = t.div_euclid(slide) * slide;
-            (0..size / slide).map(|i| last - i * slide).rev().collect()
+            (0..size / slide).rev().map(|i| (last - i * slide, (last - i * slide).saturating_add(size))).collect()
+        }
+        (Value::Timestamp(t), true) => {
+            let start = t.div_euclid(size) * size;
+            let first = (t - start) / slide + 1;
+            (first..=size / slide).map(|k| (start, start.saturating_add(k * slide))).collect()
         }
         _ => Vec::new(),
     };
-    starts.into_iter().map(move |start| {
+    bounds.into_iter().map(move |(start, end)| {
         let mut out = row.clone();
         out.push(Value::Timestamp(start));
-        out.push(Value::Timestamp(start.saturating_add(size)));
+        out.push(Value::Timestamp(end));
         out
     })
 }
@@ -995,9 +1003,10 @@ fn window_bound(rel: &Rel, c: usize) -> Option<(String, i64)> {
             Expr::Column(i) => window_bound(input, *i),
             _ => None,
         },
-        Rel::Window { input, time_column, size_micros, .. } => {
+        Rel::Window { input, time_column, size_micros, cumulative, .. } => {
+            // A cumulating window's end is not its start plus a constant.
             let offset = match c.checked_sub(width(input))? {
-                0 => *size_micros,
+                0 if !cumulative => *size_micros,
                 1 => 0,
                 _ => return None,
             };

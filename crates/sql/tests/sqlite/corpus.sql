@@ -551,6 +551,16 @@ tumble_topk: SELECT cat, window_start, n FROM (SELECT cat, window_start, n, ROW_
 sqlite: SELECT cat, ws, n FROM (SELECT cat, ws, n, ROW_NUMBER() OVER (PARTITION BY cat ORDER BY n DESC, ws) AS rn
     FROM (SELECT cat, datetime(es / 21600 * 21600, 'unixepoch') AS ws, COUNT(*) AS n FROM e_s WHERE es IS NOT NULL GROUP BY cat, ws) q) r WHERE rn <= 2
 
+cumulate_hour: SELECT window_start, window_end, COUNT(*) AS n, SUM(amount) AS s FROM CUMULATE(e, ts, INTERVAL '15' MINUTE, INTERVAL '1' HOUR) GROUP BY window_start, window_end
+sqlite: SELECT datetime(es / 3600 * 3600, 'unixepoch') AS ws, datetime(es / 3600 * 3600 + (i + 1) * 900, 'unixepoch') AS we, COUNT(*), SUM(amount)
+    FROM e_s JOIN nums ON i < 4 WHERE es IS NOT NULL AND es / 3600 * 3600 + (i + 1) * 900 > es GROUP BY ws, we
+cumulate_t1: SELECT window_end, COUNT(*) AS n, MAX(a) AS ma FROM CUMULATE(t1, ts, INTERVAL '6' HOUR, INTERVAL '1' DAY) GROUP BY window_end
+sqlite: SELECT datetime(ts_s / 86400 * 86400 + (i + 1) * 21600, 'unixepoch') AS we, COUNT(*), MAX(a)
+    FROM t1_s JOIN nums ON i < 4 WHERE ts_s IS NOT NULL AND ts_s / 86400 * 86400 + (i + 1) * 21600 > ts_s GROUP BY we
+cumulate_rows: SELECT id, window_start, window_end FROM CUMULATE(e, ts, INTERVAL '2' HOUR, INTERVAL '6' HOUR) WHERE k = 2
+sqlite: SELECT id, datetime(es / 21600 * 21600, 'unixepoch'), datetime(es / 21600 * 21600 + (i + 1) * 7200, 'unixepoch')
+    FROM e_s JOIN nums ON i < 3 WHERE es IS NOT NULL AND k = 2 AND es / 21600 * 21600 + (i + 1) * 7200 > es
+
 # --- SESSION windows (SQLite has none: sessions from LAG and a running SUM) ---------
 
 # ours: a session is the rows of a key whose times follow each other by less than the gap.
