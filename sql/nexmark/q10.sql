@@ -2,11 +2,6 @@
 -- was made, the columns Flink partitions its files by (dt, hm). The files are
 -- the sink's business: here the view is the changelog topic view.nexmark_q10,
 -- which `millpond subscribe` streams out, or CREATE SINK ships to Kafka.
--- q12 (processing-time windows) has no file: it groups by PROCTIME(), and
--- processing time makes a view depend on when it ran, where Millpond's views
--- must be the same function of the log however often they are replayed
--- (exactly once across crashes). Group by the bids' own date_time instead
--- (q7, q11).
 CREATE SOURCE IF NOT EXISTS person (id BIGINT, name TEXT, email_address TEXT, credit_card TEXT, city TEXT, state TEXT, date_time TIMESTAMP, extra TEXT) FROM TOPIC 'person' FORMAT JSON;
 CREATE SOURCE IF NOT EXISTS auction (id BIGINT, item_name TEXT, description TEXT, initial_bid BIGINT, reserve BIGINT, date_time TIMESTAMP, expires TIMESTAMP, seller BIGINT, category BIGINT, extra TEXT) FROM TOPIC 'auction' FORMAT JSON;
 CREATE SOURCE IF NOT EXISTS bid (auction BIGINT, bidder BIGINT, price BIGINT, channel TEXT, url TEXT, date_time TIMESTAMP, extra TEXT) FROM TOPIC 'bid' FORMAT JSON;

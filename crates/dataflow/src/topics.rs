@@ -43,6 +43,9 @@ pub struct TopicRecord {
 pub struct StoredRecord {
     pub partition: u32,
     pub offset: u64,
+    /// The record's timestamp (milliseconds since 1970: the producer's, or
+    /// the append's for records appended here).
+    pub timestamp_ms: i64,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     /// Header name and value (a header without a value has an empty one).
@@ -317,6 +320,7 @@ impl Topics {
                     out.push(StoredRecord {
                         partition,
                         offset: record.offset,
+                        timestamp_ms: record.timestamp_ms,
                         key: record.key.map(<[u8]>::to_vec),
                         value: record.value.map(<[u8]>::to_vec),
                         headers: headers(record.headers()),
@@ -362,6 +366,7 @@ pub fn read_partition_unlocked(data_dir: &Path, topic: &str, partition: u32) -> 
         out.extend(records.into_iter().map(|r| StoredRecord {
             partition,
             offset: r.offset,
+            timestamp_ms: r.record.timestamp_ms,
             key: r.record.key,
             value: r.record.value,
             headers: headers(r.record.headers),

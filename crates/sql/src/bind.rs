@@ -1666,11 +1666,15 @@ impl<'a> Binder<'a> {
                 .collect(),
         };
         match &object.kind {
-            ObjectKind::Source { topic, upsert_key, event_time, .. } => {
+            ObjectKind::Source { topic, upsert_key, event_time, record_timestamp, .. } => {
                 let cols = columns(object);
                 let input = match upsert_key {
                     Some(_) => Input::Upsert { topic: topic.clone() },
-                    None => Input::Source { topic: topic.clone(), event_time: *event_time },
+                    None => Input::Source {
+                        topic: topic.clone(),
+                        event_time: *event_time,
+                        record_timestamp: *record_timestamp,
+                    },
                 };
                 Ok(Bound {
                     rel: Rel::Get { object: name.clone(), input, columns: cols.clone() },

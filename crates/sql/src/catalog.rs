@@ -41,6 +41,8 @@ pub(crate) enum ObjectKind {
         upsert_key: Option<Vec<usize>>,
         kafka_brokers: Option<String>,
         event_time: Option<crate::plan::EventTime>,
+        /// `INCLUDE TIMESTAMP`: the last column is each record's timestamp.
+        record_timestamp: bool,
     },
     /// Rows written by INSERT/UPDATE/DELETE to the topic `table.NAME`,
     /// keyed by the primary key (or a row id).

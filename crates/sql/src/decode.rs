@@ -33,6 +33,40 @@ pub(crate) fn decode_row(json: &[u8], columns: &[(String, Type)], wanted: &[bool
     Ok(row)
 }
 
+/// A record's row: with `stamped`, the last column is the record's
+/// timestamp (`INCLUDE TIMESTAMP`) and the others come from its value;
+/// otherwise every column does.
+pub(crate) fn decode_record(
+    value: &[u8],
+    timestamp_ms: i64,
+    columns: &[(String, Type)],
+    wanted: &[bool],
+    stamped: bool,
+) -> Result<Row, String> {
+    let mut row = Row::new();
+    decode_record_into(value, timestamp_ms, columns, wanted, stamped, &mut row)?;
+    Ok(row)
+}
+
+/// [`decode_record`] into a row the caller reuses.
+pub(crate) fn decode_record_into(
+    value: &[u8],
+    timestamp_ms: i64,
+    columns: &[(String, Type)],
+    wanted: &[bool],
+    stamped: bool,
+    row: &mut Row,
+) -> Result<(), String> {
+    if !stamped {
+        return decode_row_into(value, columns, wanted, row);
+    }
+    let last = columns.len() - 1;
+    decode_row_into(value, &columns[..last], &wanted[..last], row)?;
+    let micros = timestamp_ms.saturating_mul(crate::time::MICROS_PER_SECOND / 1000);
+    row.push(if wanted[last] { Value::Timestamp(micros) } else { Value::Null });
+    Ok(())
+}
+
 /// [`decode_row`] into a row the caller reuses (no allocation per record).
 pub(crate) fn decode_row_into(
     json: &[u8],

@@ -3,7 +3,7 @@
 //!
 //! ```sql
 //! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ... [, WATERMARK FOR col AS col - INTERVAL '...'])
-//!     FROM TOPIC 'topic' FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
+//!     FROM TOPIC 'topic' FORMAT JSON [INCLUDE TIMESTAMP [AS col]] [ENVELOPE UPSERT KEY (col, ...)];
 //! CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name (col type, ...)
 //!     FROM KAFKA (BROKERS 'host:port[,...]', TOPIC 'topic') FORMAT JSON [ENVELOPE UPSERT KEY (col, ...)];
 //! ```
@@ -123,6 +123,9 @@ pub(crate) struct CreateSource {
     pub(crate) upsert_key: Option<Vec<Ident>>,
     /// `WATERMARK FOR col AS expr` among the columns.
     pub(crate) watermark: Option<Box<WatermarkDef>>,
+    /// `INCLUDE TIMESTAMP [AS col]`: a last column holding each record's
+    /// timestamp (where the name is written).
+    pub(crate) include_timestamp: Option<Ident>,
     pub(crate) or_replace: bool,
     pub(crate) if_not_exists: bool,
 }
@@ -157,6 +160,9 @@ impl fmt::Display for CreateSource {
                 columns.join(", "),
                 brokers.replace('\'', "''")
             )?,
+        }
+        if let Some(column) = &self.include_timestamp {
+            write!(f, " INCLUDE TIMESTAMP AS {column}")?;
         }
         if let Some(key) = &self.upsert_key {
             let key: Vec<String> = key.iter().map(ToString::to_string).collect();
@@ -571,6 +577,17 @@ fn parse_create_source(
     };
     expect_word(parser, "FORMAT")?;
     expect_word(parser, "JSON")?;
+    let include_timestamp = if word_is(&parser.peek_token().token, "INCLUDE") {
+        parser.next_token();
+        let at = parser.peek_token().span;
+        expect_word(parser, "TIMESTAMP")?;
+        match parser.parse_keyword(Keyword::AS) {
+            true => Some(parser.parse_identifier()?),
+            false => Some(Ident::with_span(at, "timestamp")),
+        }
+    } else {
+        None
+    };
     let upsert_key = if word_is(&parser.peek_token().token, "ENVELOPE") {
         parser.next_token();
         expect_word(parser, "UPSERT")?;
@@ -590,6 +607,7 @@ fn parse_create_source(
         kafka_brokers,
         upsert_key,
         watermark,
+        include_timestamp,
         or_replace,
         if_not_exists,
     })
@@ -717,6 +735,10 @@ mod tests {
              FORMAT JSON"
         );
         assert_eq!(parse(&text, None).unwrap()[0].stmt.to_string(), text);
+        let stamped = "CREATE SOURCE b (a INT) FROM TOPIC 'b' FORMAT JSON INCLUDE TIMESTAMP AS seen";
+        assert_eq!(parse(stamped, None).unwrap()[0].stmt.to_string(), stamped);
+        let default = parse("CREATE SOURCE b (a INT) FROM TOPIC 'b' FORMAT JSON include timestamp", None).unwrap();
+        assert!(default[0].stmt.to_string().ends_with("INCLUDE TIMESTAMP AS timestamp"));
         let error = parse("CREATE SOURCE b (a INT, PRIMARY KEY (a)) FROM TOPIC 'b' FORMAT JSON", None).unwrap_err();
         assert!(error.to_string().contains("a source has no constraints"), "{error}");
     }

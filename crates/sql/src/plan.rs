@@ -533,8 +533,10 @@ pub(crate) struct EventTime {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Input {
     /// An append-only source: each record is a row. With `event_time`,
-    /// its late records are not (`millpond_dataflow::event_time`).
-    Source { topic: String, event_time: Option<EventTime> },
+    /// its late records are not (`millpond_dataflow::event_time`). With
+    /// `record_timestamp`, the last column is the record's timestamp
+    /// (`decode::decode_record`), the others its JSON value's.
+    Source { topic: String, event_time: Option<EventTime>, record_timestamp: bool },
     /// A keyed topic read as a table (upsert envelope; also every CREATE TABLE).
     Upsert { topic: String },
     /// A materialized view's committed contents. One-off queries only: a

@@ -28,7 +28,7 @@ use millpond_dataflow::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::decode::{decode_row, decode_row_into};
+use crate::decode::{decode_record, decode_record_into, decode_row};
 use crate::eval::{eval, holds};
 use crate::plan::{AggregateCall, AggregateFunction, EventTime, Expr, Input, JoinKind, LateRows, Rel, SortKey};
 use crate::sort_key;
@@ -159,6 +159,11 @@ struct Get {
 impl Get {
     fn topic(&self) -> &str {
         input_topic(&self.input)
+    }
+
+    /// Whether its last column is the record's timestamp (`INCLUDE TIMESTAMP`).
+    fn stamped(&self) -> bool {
+        matches!(self.input, Input::Source { record_timestamp: true, .. })
     }
 }
 
@@ -331,14 +336,15 @@ impl ViewPlan {
     }
 }
 
-/// An append-only source a view reads: its topic and declared columns.
-type SourceRead = (String, Vec<(String, Type)>);
+/// An append-only source a view reads: its topic, declared columns, and
+/// whether the last is the record's timestamp.
+type SourceRead = (String, Vec<(String, Type)>, bool);
 
 fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
     match rel {
         // A source with a watermark is read apart: its reader judges lateness.
-        Rel::Get { object, input: Input::Source { topic, event_time: None }, columns } => {
-            out.insert(object.clone(), (topic.clone(), columns.clone()));
+        Rel::Get { object, input: Input::Source { topic, event_time: None, record_timestamp }, columns } => {
+            out.insert(object.clone(), (topic.clone(), columns.clone(), *record_timestamp));
         }
         Rel::Get { .. } | Rel::Unit => {}
         Rel::Project { input, .. }
@@ -371,7 +377,7 @@ fn shared_sources<'s>(job: &mut Job<'s>, plans: &[ViewPlan]) -> BTreeMap<usize, 
     }
     let mut shared: BTreeMap<usize, SharedReads<'s>> = BTreeMap::new();
     for (object, views) in readers.into_iter().filter(|(_, views)| views.len() > 1) {
-        let (topic, columns) = plans[views[0]].sources[object].clone();
+        let (topic, columns, stamped) = plans[views[0]].sources[object].clone();
         let mut wanted = vec![false; columns.len()];
         let names: Vec<String> = views
             .iter()
@@ -382,7 +388,7 @@ fn shared_sources<'s>(job: &mut Job<'s>, plans: &[ViewPlan]) -> BTreeMap<usize, 
             })
             .collect();
         let decode = move |record: &RecordView<'_>| match record.value {
-            Some(value) => decode_row(value, &columns, &wanted),
+            Some(value) => decode_record(value, record.timestamp_ms, &columns, &wanted, stamped),
             None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -612,8 +618,9 @@ impl<'s> Renderer<'s, '_> {
                     .map(move |row: Rc<Row>| if everything { (*row).clone() } else { masked(&row, &wanted) })
             }
             Input::Source { .. } => {
+                let stamped = get.stamped();
                 let decode = move |record: &RecordView<'_>| match record.value {
-                    Some(value) => decode_row(value, &columns, &wanted),
+                    Some(value) => decode_record(value, record.timestamp_ms, &columns, &wanted, stamped),
                     None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
                 };
                 self.job.source_of(object, &reader, topic, decode)
@@ -683,6 +690,7 @@ impl<'s> Renderer<'s, '_> {
             return shared.clone().flat_map(move |row: Rc<Row>| apply_stages(&stages, &row, mask.as_deref(), &finish));
         }
         let filters = stages.iter().any(|s| matches!(s, Stage::Filter(_)));
+        let stamped = get.stamped();
         let scratch = std::cell::RefCell::new(Row::new());
         // Applies the stages to a decoded row: `None` when a filter drops it.
         let apply = move |record: &RecordView<'_>| -> Result<Option<T>, String> {
@@ -690,7 +698,7 @@ impl<'s> Renderer<'s, '_> {
                 return Err("the record has no value (a tombstone in an append-only source)".to_owned());
             };
             let mut row = scratch.borrow_mut();
-            decode_row_into(value, &columns, &wanted, &mut row)?;
+            decode_record_into(value, record.timestamp_ms, &columns, &wanted, stamped, &mut row)?;
             Ok(apply_stages(&stages, &row, None, &finish))
         };
         if filters {
@@ -711,8 +719,12 @@ impl<'s> Renderer<'s, '_> {
         let reader = self.reader_name(object);
         let wanted: Rc<[bool]> = self.demanded.get(object).cloned().unwrap_or_default().into();
         let columns: Rc<[(String, Type)]> = get.columns.clone().into();
+        let stamped = get.stamped();
         let decode = move |partition: u32, record: &RecordView<'_>| match record.value {
-            Some(value) => Ok(((partition, record.offset), decode_row(value, &columns, &wanted)?)),
+            Some(value) => {
+                let row = decode_record(value, record.timestamp_ms, &columns, &wanted, stamped)?;
+                Ok(((partition, record.offset), row))
+            }
             None => Err("the record has no value (a tombstone in an append-only source)".to_owned()),
         };
         let positioned = self.job.source_at(object, &reader, topic, decode);
@@ -1520,7 +1532,7 @@ mod tests {
 
     #[test]
     fn only_inserting_plans_are_append_only() {
-        let source = || get(Input::Source { topic: "s".into(), event_time: None });
+        let source = || get(Input::Source { topic: "s".into(), event_time: None, record_timestamp: false });
         let table = || get(Input::Upsert { topic: "table.t".into() });
         let join = |kind, left: Rel, right: Rel| Rel::Join {
             kind,

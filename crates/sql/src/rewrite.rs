@@ -339,7 +339,7 @@ mod tests {
     fn get(name: &str, width: usize) -> Rel {
         Rel::Get {
             object: name.into(),
-            input: Input::Source { topic: name.into(), event_time: None },
+            input: Input::Source { topic: name.into(), event_time: None, record_timestamp: false },
             columns: (0..width).map(|i| (format!("c{i}"), Type::Int)).collect(),
         }
     }

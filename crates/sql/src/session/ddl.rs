@@ -256,7 +256,18 @@ impl Session {
     pub(super) fn source_object(&self, source: &CreateSource, at: &Location) -> Result<Object> {
         let name = normalize(&source.name);
         check_name(&name, &span_location(at, source.name.span))?;
-        let columns = self.columns(&source.columns, at)?;
+        let mut columns = self.columns(&source.columns, at)?;
+        if let Some(column) = &source.include_timestamp {
+            let name = normalize(column);
+            let location = span_location(at, column.span);
+            if source.upsert_key.is_some() {
+                return Err(Error::sql(location, "INCLUDE TIMESTAMP is for append-only sources, not ENVELOPE UPSERT"));
+            }
+            if columns.iter().any(|c| c.name == name) {
+                return Err(Error::sql(location, format!("the source declares a column \"{name}\" already")));
+            }
+            columns.push(Column { name, ty: Type::Timestamp });
+        }
         let upsert_key = match &source.upsert_key {
             None => None,
             Some(key) => Some(key_indexes(key, &columns, at)?),
@@ -283,6 +294,7 @@ impl Session {
                 upsert_key,
                 kafka_brokers: source.kafka_brokers.clone(),
                 event_time,
+                record_timestamp: source.include_timestamp.is_some(),
             },
             columns,
             definition: canonical.to_string(),

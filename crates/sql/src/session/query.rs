@@ -22,7 +22,7 @@ use sqlparser::ast;
 use super::Session;
 use crate::bind::Binder;
 use crate::catalog::Catalog;
-use crate::decode::decode_row;
+use crate::decode::{decode_record, decode_row};
 use crate::error::{Error, Location, Result};
 use crate::eval::{array_elements, eval};
 use crate::interpreter::{Inputs, Rows, evaluate};
@@ -243,7 +243,9 @@ impl Inputs for Contents<'_> {
                 let rows = table.rows(&self.query.catalog, &self.query.system);
                 Ok(rows.into_iter().map(|row| (row, 1)).collect())
             }
-            Input::Source { topic, .. } => source_rows(&self.query.topics, topic, columns),
+            Input::Source { topic, record_timestamp, .. } => {
+                source_rows(&self.query.topics, topic, columns, *record_timestamp)
+            }
             Input::Upsert { topic } => {
                 let committed = self.query.committed.get(topic).copied().unwrap_or(u64::MAX);
                 upsert_rows(&self.query.topics, topic, committed, columns)
@@ -272,12 +274,13 @@ fn view_rows(snapshots: &BTreeMap<String, Arc<RawSnapshot>>, view: &str, columns
 
 /// An append-only source's rows: its topic's records as they are now,
 /// those its decoder rejects left out (dead letters).
-fn source_rows(topics: &Topics, topic: &str, columns: &[(String, Type)]) -> Result<Rows> {
+fn source_rows(topics: &Topics, topic: &str, columns: &[(String, Type)], stamped: bool) -> Result<Rows> {
     let wanted = vec![true; columns.len()];
     let mut rows = Rows::new();
     if topics.exists(topic) {
         for record in topics.read_all(topic)? {
-            if let Some(Ok(row)) = record.value.map(|v| decode_row(&v, columns, &wanted)) {
+            let decoded = record.value.map(|v| decode_record(&v, record.timestamp_ms, columns, &wanted, stamped));
+            if let Some(Ok(row)) = decoded {
                 rows.push((row, 1));
             }
         }
@@ -347,7 +350,9 @@ impl Inputs for BatchContents<'_> {
             Input::View { view } => view_rows(&self.snapshots, view, columns),
             Input::Function { function, args } => table_function(*function, args),
             Input::System { table } => Ok(table.rows(self.catalog, &self.system).into_iter().map(|r| (r, 1)).collect()),
-            Input::Source { topic, .. } => source_rows(self.topics, topic, columns),
+            Input::Source { topic, record_timestamp, .. } => {
+                source_rows(self.topics, topic, columns, *record_timestamp)
+            }
             Input::Upsert { topic } => match self.tables.get(topic) {
                 Some(rows) => Ok(rows.clone()),
                 None => upsert_rows(self.topics, topic, u64::MAX, columns),
