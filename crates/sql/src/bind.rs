@@ -2687,17 +2687,30 @@ impl<'a> Binder<'a> {
         }
         let (distinct, clauses) = match &function.args {
             ast::FunctionArguments::List(list) => {
-                (matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)), !list.clauses.is_empty())
+                (matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)), list.clauses.as_slice())
             }
-            ast::FunctionArguments::None => (false, false),
+            ast::FunctionArguments::None => (false, &[][..]),
             ast::FunctionArguments::Subquery(_) => return Err(self.unsupported(span, "a subquery as an argument")),
         };
-        if clauses {
-            return Err(self.unsupported(span, "clauses inside a function's arguments"));
+        if name == "array_agg" {
+            return Err(self.unsupported(
+                span,
+                "array_agg(): Millpond's SQL has no ARRAY type for its result; string_agg(x, ',' ORDER BY ...) \
+                 joins the values as TEXT",
+            ));
         }
+        let order = match clauses {
+            [] => &[][..],
+            [ast::FunctionArgumentClause::OrderBy(order)] if is_aggregate_name(&name) => order.as_slice(),
+            _ => {
+                return Err(
+                    self.unsupported(span, "clauses inside a function's arguments other than an aggregate's ORDER BY")
+                );
+            }
+        };
         let args = function_args(function);
         if is_aggregate_name(&name) {
-            return self.bind_aggregate(&name, (distinct, function.filter.as_deref()), &args, context, span);
+            return self.bind_aggregate(&name, (distinct, function.filter.as_deref(), order), &args, context, span);
         }
         if distinct {
             return Err(self.error(span, format!("DISTINCT is only for aggregate functions, not {name}()")));
@@ -3053,12 +3066,17 @@ impl<'a> Binder<'a> {
     fn bind_aggregate(
         &mut self,
         name: &str,
-        (distinct, filter): (bool, Option<&ast::Expr>),
+        (distinct, filter, order): (bool, Option<&ast::Expr>, &[ast::OrderByExpr]),
         args: &[FunctionArgument<'_>],
         context: &mut Context<'_>,
         span: sqlparser::tokenizer::Span,
     ) -> Result<(Expr, Type)> {
         if matches!(name, "variance" | "var_samp" | "var_pop" | "stddev" | "stddev_samp" | "stddev_pop") {
+            // The order of the values changes no variance: the ORDER BY is checked, then dropped.
+            if let Context::Groups { input, .. } = &*context {
+                let input: Scope = (*input).clone();
+                self.bind_aggregate_order(order, &input)?;
+            }
             return self.bind_variance(name, (distinct, filter), args, context, span);
         }
         let Context::Groups { input, group, aggregates } = context else {
@@ -3078,9 +3096,36 @@ impl<'a> Binder<'a> {
             None => None,
         };
         let mut separator: Box<str> = "".into();
+        let input_scope: &Scope = input;
+        let keys = self.bind_aggregate_order(order, input_scope)?;
         let (func, arg, arg_type) = match (name, args) {
             ("count", [FunctionArgument::Star]) if !distinct => {
                 (AggregateFunction::CountRows, Expr::Literal(Value::Null), Type::Null)
+            }
+            ("count", [FunctionArgument::Expr(ast::Expr::Tuple(_))]) => {
+                return Err(self.unsupported(
+                    span,
+                    "COUNT of a row value ((a, b)); COUNT(DISTINCT a, b) counts the distinct tuples with no NULL \
+                     member",
+                ));
+            }
+            ("count", [_, _, ..]) if !distinct => {
+                return Err(
+                    self.error(span, "count() takes one argument (COUNT(DISTINCT a, b) counts distinct tuples)")
+                );
+            }
+            ("count", [_, _, ..]) => {
+                let mut members = Vec::new();
+                for arg in args {
+                    let FunctionArgument::Expr(e) = arg else {
+                        return Err(self.error(span, "COUNT(DISTINCT a, b) takes expressions, not *"));
+                    };
+                    if contains_aggregate(e) {
+                        return Err(self.error(e.span(), "aggregate functions cannot be nested"));
+                    }
+                    members.push(self.bind_expr(e, &mut Context::Rows(input_scope))?.0);
+                }
+                (AggregateFunction::Count, Expr::Call(Function::TupleKey, members), Type::Text)
             }
             ("string_agg", [FunctionArgument::Expr(e), FunctionArgument::Expr(sep)]) => {
                 if contains_aggregate(e) {
@@ -3101,7 +3146,18 @@ impl<'a> Binder<'a> {
                         return Err(self.unsupported(sep.span(), "a string_agg() separator other than a text constant"));
                     }
                 }
-                (AggregateFunction::StringAgg, arg, Type::Text)
+                match keys.is_empty() {
+                    true => (AggregateFunction::StringAgg, arg, Type::Text),
+                    false => {
+                        if distinct && keys.iter().any(|key| key.expr != arg) {
+                            return Err(self.error(
+                                span,
+                                "in an aggregate with DISTINCT, ORDER BY expressions must appear in its argument list",
+                            ));
+                        }
+                        (AggregateFunction::StringAggOrdered, ordered_argument(arg, &keys), Type::Text)
+                    }
+                }
             }
             (_, [FunctionArgument::Expr(e)]) => {
                 if contains_aggregate(e) {
@@ -3159,7 +3215,7 @@ impl<'a> Binder<'a> {
                 _ => Type::Double,
             },
             AggregateFunction::Min | AggregateFunction::Max => arg_type,
-            AggregateFunction::StringAgg => Type::Text,
+            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered => Type::Text,
         };
         let call = AggregateCall { func, distinct, arg, arg_type, output_type, separator };
         let index = match aggregates.iter().position(|a| *a == call) {
@@ -3179,6 +3235,24 @@ impl<'a> Binder<'a> {
 }
 
 impl Binder<'_> {
+    /// An aggregate's `ORDER BY` keys, over its input rows. Only
+    /// string_agg's result depends on them; the other aggregates check them
+    /// and drop them.
+    fn bind_aggregate_order(&mut self, order: &[ast::OrderByExpr], input: &Scope) -> Result<Vec<SortKey>> {
+        for item in order {
+            if contains_aggregate(&item.expr) {
+                return Err(self.error(item.expr.span(), "aggregate functions cannot be nested"));
+            }
+            if matches!(&item.expr, ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..))) {
+                return Err(self.unsupported(
+                    item.expr.span(),
+                    "a number in an aggregate's ORDER BY (it orders by expressions, not output positions)",
+                ));
+            }
+        }
+        self.bind_sort_keys(order, input)
+    }
+
     /// VARIANCE/VAR_SAMP/VAR_POP and STDDEV/STDDEV_SAMP/STDDEV_POP: from
     /// SUM(x * x), SUM(x) and COUNT(x) (sums exact for integers and
     /// decimals), as a DOUBLE: `(Σx² - (Σx)²/n) / (n - 1)` (or `/ n`), never
@@ -3214,7 +3288,7 @@ impl Binder<'_> {
         };
         let part = |this: &mut Self, func: &str, arg: &ast::Expr, context: &mut Context<'_>| -> Result<Expr> {
             let expr_args = [FunctionArgument::Expr(arg)];
-            let (value, _) = this.bind_aggregate(func, (false, filter), &expr_args, context, span)?;
+            let (value, _) = this.bind_aggregate(func, (false, filter, &[]), &expr_args, context, span)?;
             Ok(Expr::Cast(Box::new(value), Type::Double))
         };
         let squares = part(self, "sum", &square, context)?;
@@ -3240,6 +3314,17 @@ impl Binder<'_> {
         let complete = Expr::binary(BinaryOp::Eq, n_squares, n);
         Ok((Expr::Case(vec![(complete, value)], Box::new(Expr::Literal(Value::Null))), Type::Double))
     }
+}
+
+/// string_agg's argument under `ORDER BY keys`: `Function::OrderedValue`
+/// of the value and each key with its flags (1 descending, 2 NULLS FIRST).
+fn ordered_argument(value: Expr, keys: &[SortKey]) -> Expr {
+    let mut args = vec![value];
+    for key in keys {
+        let flags = i64::from(key.descending) | (i64::from(key.nulls_first) << 1);
+        args.extend([Expr::Literal(Value::Int(flags)), key.expr.clone()]);
+    }
+    Expr::Call(Function::OrderedValue, args)
 }
 
 /// Gives each repeated column name of a view's output the first free

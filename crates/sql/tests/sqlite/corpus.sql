@@ -874,3 +874,36 @@ fn_ln_exp: SELECT id, ln(exp(b / 100.0)) AS x FROM t1
 sqlite: SELECT id, b / 100.0 FROM t1
 fn_log10_back: SELECT id, power(10, log10(a)) AS back FROM t1 WHERE a > 0
 sqlite: SELECT id, a FROM t1 WHERE a > 0
+
+# --- string_agg with ORDER BY, COUNT(DISTINCT a, b) ------------------------------------
+# (ORDER BY keys are unique, or ties have equal values: SQLite orders ties as it likes.)
+sagg_order_desc: SELECT k, string_agg(y, ',' ORDER BY y DESC) AS ys FROM t2 GROUP BY k
+sagg_order_other_key: SELECT s, string_agg(CAST(id AS TEXT), '|' ORDER BY a DESC NULLS LAST, id) AS ids FROM t1 GROUP BY s
+sagg_order_global: SELECT string_agg(s, ';' ORDER BY id DESC) AS ss, COUNT(*) AS n FROM t1
+sagg_order_expr: SELECT a % 4 AS r, string_agg(CAST(id AS TEXT), ',' ORDER BY c * b, id) AS ids FROM t1 GROUP BY a % 4
+sagg_order_empty: SELECT string_agg(CAST(a AS TEXT), ',' ORDER BY b) AS xs FROM t0
+sagg_order_changing: SELECT string_agg(b, '+' ORDER BY a DESC, b) AS bs FROM t4
+sagg_order_filter: SELECT s, string_agg(CAST(b AS TEXT), '-' ORDER BY b DESC, id) FILTER (WHERE a > 20) AS bs, COUNT(*) AS n FROM t1 GROUP BY s
+sagg_order_upsert: SELECT w, string_agg(CAST(v AS TEXT), ',' ORDER BY k DESC) AS vs FROM u GROUP BY w
+sagg_order_append_only: SELECT k, string_agg(cat, '' ORDER BY amount DESC, cat) AS cats FROM e GROUP BY k
+sagg_order_two_orders: SELECT k, string_agg(y, ',' ORDER BY y) AS up, string_agg(y, ',' ORDER BY y DESC) AS down, string_agg(y, ',') AS plain FROM t2 GROUP BY k
+sqlite: SELECT k, string_agg(y, ',' ORDER BY y), string_agg(y, ',' ORDER BY y DESC), string_agg(y, ',' ORDER BY y) FROM t2 GROUP BY k
+# SQLite: DISTINCT aggregates take one argument, so group_concat (separator ',').
+sagg_distinct_order: SELECT k, string_agg(DISTINCT y, ',' ORDER BY y DESC) AS ys FROM t2 GROUP BY k
+sqlite: SELECT k, group_concat(DISTINCT y ORDER BY y DESC) FROM t2 GROUP BY k
+sagg_distinct_order_global: SELECT string_agg(DISTINCT s, ',' ORDER BY s) AS ss, string_agg(DISTINCT cat, ',' ORDER BY cat DESC) FILTER (WHERE ok) AS c FROM t1, (SELECT DISTINCT cat, ok FROM e) q WHERE t1.a % 7 = 1
+sqlite: SELECT group_concat(DISTINCT s ORDER BY s), group_concat(DISTINCT cat ORDER BY cat DESC) FILTER (WHERE ok) FROM t1, (SELECT DISTINCT cat, ok FROM e) q WHERE t1.a % 7 = 1
+sagg_order_having: SELECT k, string_agg(y, ',' ORDER BY x, y) AS ys FROM t2 GROUP BY k HAVING COUNT(*) > 1
+# ours: COUNT(DISTINCT a, b) counts the distinct tuples with no NULL member (MySQL's); SQLite has no such form.
+count_distinct_pair: SELECT k, COUNT(DISTINCT x, y) AS pairs, COUNT(DISTINCT y) AS ys FROM t2 GROUP BY k
+sqlite: SELECT k, (SELECT COUNT(*) FROM (SELECT DISTINCT i.x, i.y FROM t2 AS i WHERE i.k IS o.k AND i.x IS NOT NULL AND i.y IS NOT NULL)), COUNT(DISTINCT y) FROM t2 AS o GROUP BY k
+count_distinct_triple_global: SELECT COUNT(DISTINCT a, b, s) AS n, COUNT(DISTINCT a) AS na FROM t1
+sqlite: SELECT (SELECT COUNT(*) FROM (SELECT DISTINCT a, b, s FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL AND s IS NOT NULL)), COUNT(DISTINCT a) FROM t1
+count_distinct_pair_empty: SELECT COUNT(DISTINCT a, b) AS n FROM t0
+sqlite: SELECT 0
+count_distinct_pair_append_only: SELECT k, COUNT(DISTINCT cat, ok) AS n FROM e GROUP BY k
+sqlite: SELECT k, (SELECT COUNT(*) FROM (SELECT DISTINCT i.cat, i.ok FROM e AS i WHERE i.k IS o.k AND i.cat IS NOT NULL AND i.ok IS NOT NULL)) FROM e AS o GROUP BY k
+count_distinct_pair_upsert: SELECT COUNT(DISTINCT v % 3, w) AS n, COUNT(DISTINCT w) AS nw FROM u
+sqlite: SELECT (SELECT COUNT(*) FROM (SELECT DISTINCT v % 3, w FROM u WHERE v IS NOT NULL AND w IS NOT NULL)), COUNT(DISTINCT w) FROM u
+count_distinct_pair_filter: SELECT s, COUNT(DISTINCT a % 5, b % 3) FILTER (WHERE id % 2 = 0) AS n FROM t1 GROUP BY s
+sqlite: SELECT s, (SELECT COUNT(*) FROM (SELECT DISTINCT i.a % 5, i.b % 3 FROM t1 AS i WHERE i.s IS o.s AND i.id % 2 = 0 AND i.a IS NOT NULL AND i.b IS NOT NULL)) FROM t1 AS o GROUP BY s
