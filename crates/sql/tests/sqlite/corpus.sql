@@ -907,3 +907,30 @@ count_distinct_pair_upsert: SELECT COUNT(DISTINCT v % 3, w) AS n, COUNT(DISTINCT
 sqlite: SELECT (SELECT COUNT(*) FROM (SELECT DISTINCT v % 3, w FROM u WHERE v IS NOT NULL AND w IS NOT NULL)), COUNT(DISTINCT w) FROM u
 count_distinct_pair_filter: SELECT s, COUNT(DISTINCT a % 5, b % 3) FILTER (WHERE id % 2 = 0) AS n FROM t1 GROUP BY s
 sqlite: SELECT s, (SELECT COUNT(*) FROM (SELECT DISTINCT i.a % 5, i.b % 3 FROM t1 AS i WHERE i.s IS o.s AND i.id % 2 = 0 AND i.a IS NOT NULL AND i.b IS NOT NULL)) FROM t1 AS o GROUP BY s
+
+# --- Subqueries in HAVING, in aggregated SELECT items, in JOIN ... ON -----------------------
+subq_having_scalar: SELECT k, SUM(x) AS s FROM t2 GROUP BY k HAVING SUM(x) > (SELECT AVG(a) FROM t1)
+subq_having_correlated: SELECT k, COUNT(*) AS n FROM t2 GROUP BY k HAVING COUNT(*) >= (SELECT COUNT(*) FROM t3 WHERE t3.k = t2.k)
+subq_having_exists: SELECT s, MAX(a) AS m FROM t1 GROUP BY s HAVING EXISTS (SELECT 1 FROM t2 WHERE t2.y = t1.s)
+subq_having_in: SELECT k, SUM(x) AS s FROM t2 GROUP BY k HAVING k IN (SELECT k FROM t3 WHERE w > 10)
+subq_having_not_in_nulls: SELECT k, MAX(x) AS m FROM t2 GROUP BY k HAVING MAX(x) NOT IN (SELECT b FROM t1)
+subq_having_agg_in: SELECT k, MAX(x) AS m FROM t2 GROUP BY k HAVING MAX(x) IN (SELECT a FROM t1 WHERE a > 20)
+subq_having_u: SELECT w, SUM(v) AS s FROM u GROUP BY w HAVING SUM(v) > (SELECT AVG(v) FROM u)
+subq_having_e_theta: SELECT cat, COUNT(*) AS n FROM e GROUP BY cat HAVING COUNT(*) > (SELECT COUNT(*) FROM e AS i WHERE i.cat < e.cat)
+subq_having_nested: SELECT k, COUNT(*) AS n FROM t2 GROUP BY k HAVING EXISTS (SELECT 1 FROM t3 WHERE t3.w > (SELECT MIN(x) FROM t2 AS i WHERE i.k = t2.k))
+subq_having_global: SELECT COUNT(*) AS n FROM t4 HAVING COUNT(*) < (SELECT COUNT(*) FROM t3)
+subq_agg_item_scalar: SELECT k, SUM(x) + (SELECT MAX(w) FROM t3) AS s FROM t2 GROUP BY k
+subq_agg_item_correlated: SELECT k, COUNT(*) AS n, (SELECT MAX(name) FROM t3 WHERE t3.k = t2.k) AS name FROM t2 GROUP BY k
+subq_agg_item_exists: SELECT s, COUNT(*) AS n, EXISTS (SELECT 1 FROM t2 WHERE t2.y = t1.s) AS seen FROM t1 GROUP BY s
+subq_agg_item_global: SELECT COUNT(*) AS n, (SELECT COUNT(*) FROM t3) AS m, SUM(a) - (SELECT SUM(w) FROM t3) AS d FROM t1
+subq_agg_item_in_case: SELECT k, CASE WHEN k IN (SELECT k FROM u) THEN SUM(x) ELSE -1 END AS s FROM t2 GROUP BY k
+subq_agg_item_two_keys: SELECT k, y, COUNT(*) AS n, (SELECT COUNT(*) FROM t1 WHERE t1.s = t2.y AND t1.a > t2.k) AS m FROM t2 GROUP BY k, y
+subq_agg_item_append_only: SELECT cat, SUM(amount) AS s, (SELECT MAX(w) FROM t3 WHERE t3.name = e.cat) AS w FROM e GROUP BY cat
+subq_on_scalar: SELECT t2.k, t2.x, t3.name FROM t2 JOIN t3 ON t2.k = t3.k AND t2.x > (SELECT AVG(x) FROM t2)
+subq_on_correlated: SELECT t2.k, t2.x, t3.w FROM t2 JOIN t3 ON t2.k = t3.k AND t2.x >= (SELECT MAX(a) FROM t1 WHERE t1.b = t3.w)
+subq_on_left_exists: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND EXISTS (SELECT 1 FROM t1 WHERE t1.a = t2.x)
+subq_on_left_preserved: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND t3.w IN (SELECT b FROM t1)
+subq_on_full: SELECT t3.k AS a, u.k AS b FROM t3 FULL JOIN u ON t3.k = u.k AND u.v < (SELECT MAX(w) FROM t3)
+subq_on_right_not_in: SELECT t1.id, t3.k FROM t1 RIGHT JOIN t3 ON t1.a = t3.k AND t1.b NOT IN (SELECT x FROM t2 WHERE x IS NOT NULL)
+subq_on_no_key: SELECT t4.a, t3.k FROM t4 JOIN t3 ON t3.w > (SELECT COUNT(*) FROM t2 WHERE t2.k = t4.a)
+subq_on_key_side: SELECT t1.id, t3.k FROM t1 JOIN t3 ON t3.k = (SELECT MIN(k) FROM t2 WHERE t2.x = t1.a)
