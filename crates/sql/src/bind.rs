@@ -61,6 +61,10 @@ enum Context<'a> {
     Groups { input: &'a Scope, group: &'a [(Expr, Type)], aggregates: &'a mut Vec<AggregateCall> },
 }
 
+/// What an aggregated query's SELECT items and HAVING bind to
+/// (`Binder::bind_grouped_items`).
+type GroupedItems = (Vec<Expr>, Vec<ScopeColumn>, Vec<AggregateCall>, Option<Expr>);
+
 /// A CTE: its position in its WITH, its query and its alias.
 type Cte = (usize, ast::Query, Option<ast::TableAlias>);
 
@@ -114,6 +118,9 @@ pub(crate) struct Binder<'a> {
     /// column it was appended as (`bind_rows`), and its type.
     windows: Vec<(ast::Function, usize, Type)>,
 }
+
+/// Why a subquery is refused where expressions may not hold one.
+const SUBQUERY_REFUSED: &str = "subqueries in expressions (use a join or a subquery in FROM)";
 
 /// Placeholders a statement may have (`$1` to `$65535`: the Bind message
 /// counts its parameters in 16 bits).
@@ -276,9 +283,18 @@ fn calls<'e>(expr: &'e ast::Expr, out: &mut Vec<&'e ast::Function>) {
             else_result.iter().for_each(|e| calls(e, out));
         }
         E::Between { expr, low, high, .. } => [expr, low, high].into_iter().for_each(|e| calls(e, out)),
-        E::In { expr, target: ast::InTarget::List(list), .. } => {
+        // IN's and ANY's operands are outside their subqueries.
+        E::In { expr, target, .. } => {
             calls(expr, out);
-            list.iter().for_each(|e| calls(e, out));
+            if let ast::InTarget::List(list) = target {
+                list.iter().for_each(|e| calls(e, out));
+            }
+        }
+        E::AnyOp { left, right, .. } | E::AllOp { left, right, .. } => {
+            calls(left, out);
+            if !matches!(right.as_ref(), E::Subquery(_)) {
+                calls(right, out);
+            }
         }
         E::Like { expr, pattern, .. } | E::ILike { expr, pattern, .. } | E::SimilarTo { expr, pattern, .. } => {
             calls(expr, out);
@@ -1153,6 +1169,27 @@ impl<'a> Binder<'a> {
                 group.push(bound);
             }
         }
+        let allowed = std::mem::replace(&mut self.subqueries, true);
+        let bound = self.bind_grouped_items(&from.scope, &group, items, having);
+        self.subqueries = allowed;
+        let (exprs, columns, aggregates, having) = bound?;
+        let mut rel = aggregate(from.rel, group.into_iter().map(|(e, _)| e).collect(), aggregates);
+        if let Some(predicate) = having {
+            rel = Rel::Filter { input: Box::new(rel), predicate };
+        }
+        Ok((Rel::Project { input: Box::new(rel), exprs }, Scope { columns }))
+    }
+
+    /// An aggregated query's SELECT items and HAVING over its groups (each
+    /// may hold subqueries, which read the group columns): the items, their
+    /// columns, the aggregates they call, the HAVING predicate.
+    fn bind_grouped_items(
+        &mut self,
+        input: &Scope,
+        group: &[(Expr, Type)],
+        items: &[(Item<'_>, String)],
+        having: Option<&ast::Expr>,
+    ) -> Result<GroupedItems> {
         let mut aggregates = Vec::new();
         let mut exprs = Vec::new();
         let mut columns = Vec::new();
@@ -1162,7 +1199,7 @@ impl<'a> Binder<'a> {
                     let column = Expr::Column(*i);
                     match group.iter().position(|(g, _)| *g == column) {
                         Some(g) => (Expr::Column(g), group[g].1),
-                        None => return Err(self.not_grouped(&from.scope.columns[*i].name, self.location(*span))),
+                        None => return Err(self.not_grouped(&input.columns[*i].name, self.location(*span))),
                     }
                 }
                 Item::Expr(e) => {
@@ -1171,8 +1208,7 @@ impl<'a> Binder<'a> {
                     {
                         return Err(self.unsupported(e.span(), "window functions together with GROUP BY"));
                     }
-                    let mut context =
-                        Context::Groups { input: &from.scope, group: &group, aggregates: &mut aggregates };
+                    let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
                     self.bind_expr(e, &mut context)?
                 }
             };
@@ -1182,17 +1218,13 @@ impl<'a> Binder<'a> {
         let having = match having {
             None => None,
             Some(h) => {
-                let mut context = Context::Groups { input: &from.scope, group: &group, aggregates: &mut aggregates };
+                let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
                 let (predicate, ty) = self.bind_expr(h, &mut context)?;
                 self.expect_bool(ty, h.span(), "HAVING")?;
                 Some(predicate)
             }
         };
-        let mut rel = aggregate(from.rel, group.into_iter().map(|(e, _)| e).collect(), aggregates);
-        if let Some(predicate) = having {
-            rel = Rel::Filter { input: Box::new(rel), predicate };
-        }
-        Ok((Rel::Project { input: Box::new(rel), exprs }, Scope { columns }))
+        Ok((exprs, columns, aggregates, having))
     }
 
     fn not_grouped(&self, column: &str, location: Location) -> Error {
@@ -1261,7 +1293,10 @@ impl<'a> Binder<'a> {
                 if contains_aggregate(on) {
                     return Err(self.error(on.span(), "aggregate functions are not allowed in ON"));
                 }
-                let (predicate, ty) = self.bind_expr(on, &mut Context::Rows(&scope))?;
+                let allowed = std::mem::replace(&mut self.subqueries, true);
+                let bound = self.bind_expr(on, &mut Context::Rows(&scope));
+                self.subqueries = allowed;
+                let (predicate, ty) = bound?;
                 self.expect_bool(ty, on.span(), "ON")?;
                 conjuncts(predicate, &mut parts);
             }
@@ -1950,6 +1985,7 @@ impl<'a> Binder<'a> {
             && !contains_aggregate(expr)
         {
             let input: &Scope = input;
+            let notices = self.notices.len();
             let (bound, ty) = self.bind_expr(expr, &mut Context::Rows(input))?;
             if let Some(i) = group.iter().position(|(g, _)| *g == bound) {
                 return Ok((Expr::Column(i), ty));
@@ -1960,6 +1996,8 @@ impl<'a> Binder<'a> {
             if let Expr::Column(c) = bound {
                 return Err(self.not_grouped(&input.columns[c].name, self.location(expr.span())));
             }
+            // Bound again over the groups below: its notices once.
+            self.notices.truncate(notices);
         }
         use ast::Expr as E;
         let span = expr.span();
@@ -2072,20 +2110,14 @@ impl<'a> Binder<'a> {
                 Ok((if *negated { Expr::Not(Box::new(test)) } else { test }, Type::Bool))
             }
             E::Function(f) if is_array_subquery(f) && self.subqueries && self.one_off => {
-                let Context::Rows(scope) = context else {
-                    return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
-                };
-                self.bind_subquery(expr, scope)
+                self.bind_subquery(expr, context)
             }
             E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right }
                 if matches!(right.as_ref(), E::Subquery(_)) && self.subqueries =>
             {
-                let Context::Rows(scope) = context else {
-                    return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
-                };
                 let E::Subquery(query) = right.as_ref() else { unreachable!("matched above") };
                 let all = matches!(expr, E::AllOp { .. });
-                self.bind_quantified(left, compare_op, query, all, scope, span)
+                self.bind_quantified(left, compare_op, query, all, context, span)
             }
             E::AnyOp { left, compare_op: ast::BinaryOperator::Eq, right, .. } if self.one_off => {
                 let (l, lt) = self.bind_expr(left, context)?;
@@ -2096,18 +2128,13 @@ impl<'a> Binder<'a> {
                 let l = if lt == Type::Text { l } else { Expr::Cast(Box::new(l), Type::Text) };
                 Ok((Expr::Call(Function::ArrayAny, vec![l, r]), Type::Bool))
             }
-            E::In { .. } | E::Exists { .. } | E::Subquery(_) if self.subqueries => {
-                let Context::Rows(scope) = context else {
-                    return Err(self.unsupported(span, "subqueries in an aggregated SELECT"));
-                };
-                self.bind_subquery(expr, scope)
-            }
+            E::In { .. } | E::Exists { .. } | E::Subquery(_) if self.subqueries => self.bind_subquery(expr, context),
             E::In { .. } | E::Exists { .. } | E::Subquery(_) => {
                 let at = match expr {
                     E::In { target: ast::InTarget::Subquery(query), .. } | E::Subquery(query) => query.span(),
                     _ => span,
                 };
-                Err(self.unsupported(at, "subqueries in expressions (use a join or a subquery in FROM)"))
+                Err(self.unsupported(at, SUBQUERY_REFUSED))
             }
             E::Like { negated, any, expr: inner, pattern, escape_char }
             | E::ILike { negated, any, expr: inner, pattern, escape_char } => {
@@ -2356,7 +2383,8 @@ impl<'a> Binder<'a> {
 
     /// `(SELECT ...)`, `EXISTS (SELECT ...)`, `x [NOT] IN (SELECT ...)` over
     /// rows of `scope` (one-off queries): bound with `scope` as its outer scope.
-    fn bind_subquery(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<(Expr, Type)> {
+    fn bind_subquery(&mut self, expr: &ast::Expr, context: &mut Context<'_>) -> Result<(Expr, Type)> {
+        let scope = context_rows(context).clone();
         // SQLite's `x IN name`: `x IN (SELECT * FROM name)`.
         let table_query;
         let (query, operand, negated) = match expr {
@@ -2382,10 +2410,10 @@ impl<'a> Binder<'a> {
         let generated = matches!(expr, ast::Expr::In { target: ast::InTarget::Table { .. }, .. });
         let query_span = if generated { expr.span() } else { query.span() };
         let operand = match operand {
-            Some(o) => Some(self.bind_expr(o, &mut Context::Rows(scope))?),
+            Some(o) => Some(self.bind_expr(o, context)?),
             None => None,
         };
-        self.outer.push(scope.clone());
+        self.outer.push(scope);
         let allowed = std::mem::replace(&mut self.subqueries, false);
         self.ordered = matches!(expr, ast::Expr::Function(_));
         let bound = self.bind_query(query);
@@ -2419,6 +2447,7 @@ impl<'a> Binder<'a> {
             ));
         }
         let mut rel = bound.rel;
+        self.outer_to_groups(&mut rel, context, query_span)?;
         let operand = match (operand, kind) {
             (Some((e, operand_ty)), SubqueryKind::In) => {
                 let Some(common) = operand_ty.common(ty) else {
@@ -2444,6 +2473,34 @@ impl<'a> Binder<'a> {
         Ok((if negated { Expr::Not(Box::new(subquery)) } else { subquery }, result))
     }
 
+    /// A subquery of an aggregated query was bound over its input rows: its
+    /// references to them (at any depth of its own subqueries) become
+    /// references to the group columns they are, which the operator above
+    /// the aggregate reads (PostgreSQL's rule: a subquery may read the
+    /// groups' keys only).
+    fn outer_to_groups(&self, rel: &mut Rel, context: &Context<'_>, span: sqlparser::tokenizer::Span) -> Result<()> {
+        let Context::Groups { input, group, .. } = context else { return Ok(()) };
+        let mut ungrouped = None;
+        rel.map_outer(1, &mut |outer| {
+            if let Expr::Outer { column, .. } = outer {
+                match group.iter().position(|(g, _)| *g == Expr::Column(*column)) {
+                    Some(g) => *column = g,
+                    None => ungrouped = ungrouped.or(Some(*column)),
+                }
+            }
+        });
+        match ungrouped {
+            None => Ok(()),
+            Some(c) => Err(self.error(
+                span,
+                format!(
+                    "subquery uses ungrouped column \"{}\" from outer query (it must appear in GROUP BY)",
+                    input.columns[c].name
+                ),
+            )),
+        }
+    }
+
     /// `operand op ANY (subquery)` (or SOME), `operand op ALL (subquery)`:
     /// as `EXISTS` subqueries over the subquery's rows, with SQL's answers.
     /// ANY is TRUE if the comparison is TRUE for some row, else NULL if it is
@@ -2455,23 +2512,24 @@ impl<'a> Binder<'a> {
         op: &ast::BinaryOperator,
         query: &ast::Query,
         all: bool,
-        scope: &Scope,
+        context: &mut Context<'_>,
         span: sqlparser::tokenizer::Span,
     ) -> Result<(Expr, Type)> {
-        let (operand_expr, operand_ty) = self.bind_expr(operand, &mut Context::Rows(scope))?;
+        let (operand_expr, operand_ty) = self.bind_expr(operand, context)?;
         if operand_expr.has_subquery() {
             return Err(self.unsupported(operand.span(), "a subquery as the operand of ANY or ALL"));
         }
-        self.outer.push(scope.clone());
+        self.outer.push(context_rows(context).clone());
         let allowed = std::mem::replace(&mut self.subqueries, false);
         let bound = self.bind_query(query);
         self.subqueries = allowed;
         self.outer.pop();
-        let bound = bound?;
+        let mut bound = bound?;
         let [column] = bound.scope.columns.as_slice() else {
             let message = format!("the subquery of ANY or ALL returns one column, not {}", bound.scope.columns.len());
             return Err(self.error(query.span(), message));
         };
+        self.outer_to_groups(&mut bound.rel, context, query.span())?;
         // The operand, read from inside the subquery: one level further out.
         let mut inner = operand_expr;
         inner.map_outer_depths(&mut |depth| depth + 1);
@@ -2785,17 +2843,30 @@ impl<'a> Binder<'a> {
         }
         let (distinct, clauses) = match &function.args {
             ast::FunctionArguments::List(list) => {
-                (matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)), !list.clauses.is_empty())
+                (matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)), list.clauses.as_slice())
             }
-            ast::FunctionArguments::None => (false, false),
+            ast::FunctionArguments::None => (false, &[][..]),
             ast::FunctionArguments::Subquery(_) => return Err(self.unsupported(span, "a subquery as an argument")),
         };
-        if clauses {
-            return Err(self.unsupported(span, "clauses inside a function's arguments"));
+        if name == "array_agg" {
+            return Err(self.unsupported(
+                span,
+                "array_agg(): Millpond's SQL has no ARRAY type for its result; string_agg(x, ',' ORDER BY ...) \
+                 joins the values as TEXT",
+            ));
         }
+        let order = match clauses {
+            [] => &[][..],
+            [ast::FunctionArgumentClause::OrderBy(order)] if is_aggregate_name(&name) => order.as_slice(),
+            _ => {
+                return Err(
+                    self.unsupported(span, "clauses inside a function's arguments other than an aggregate's ORDER BY")
+                );
+            }
+        };
         let args = function_args(function);
         if is_aggregate_name(&name) {
-            return self.bind_aggregate(&name, (distinct, function.filter.as_deref()), &args, context, span);
+            return self.bind_aggregate(&name, (distinct, function.filter.as_deref(), order), &args, context, span);
         }
         if distinct {
             return Err(self.error(span, format!("DISTINCT is only for aggregate functions, not {name}()")));
@@ -3151,12 +3222,38 @@ impl<'a> Binder<'a> {
     fn bind_aggregate(
         &mut self,
         name: &str,
-        (distinct, filter): (bool, Option<&ast::Expr>),
+        clauses: (bool, Option<&ast::Expr>, &[ast::OrderByExpr]),
+        args: &[FunctionArgument<'_>],
+        context: &mut Context<'_>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Expr, Type)> {
+        // An aggregate's arguments are over its input rows: no subqueries there.
+        let allowed = std::mem::replace(&mut self.subqueries, false);
+        let bound = self.bind_aggregate_call(name, clauses, args, context, span);
+        self.subqueries = allowed;
+        bound.map_err(|e| match e {
+            Error::Sql { location, message } if message == format!("not supported: {SUBQUERY_REFUSED}") => {
+                let message = "not supported: a subquery in an aggregate's argument (compute it in FROM and join it)";
+                Error::sql(location, message)
+            }
+            other => other,
+        })
+    }
+
+    fn bind_aggregate_call(
+        &mut self,
+        name: &str,
+        (distinct, filter, order): (bool, Option<&ast::Expr>, &[ast::OrderByExpr]),
         args: &[FunctionArgument<'_>],
         context: &mut Context<'_>,
         span: sqlparser::tokenizer::Span,
     ) -> Result<(Expr, Type)> {
         if matches!(name, "variance" | "var_samp" | "var_pop" | "stddev" | "stddev_samp" | "stddev_pop") {
+            // The order of the values changes no variance: the ORDER BY is checked, then dropped.
+            if let Context::Groups { input, .. } = &*context {
+                let input: Scope = (*input).clone();
+                self.bind_aggregate_order(order, &input)?;
+            }
             return self.bind_variance(name, (distinct, filter), args, context, span);
         }
         let Context::Groups { input, group, aggregates } = context else {
@@ -3176,9 +3273,36 @@ impl<'a> Binder<'a> {
             None => None,
         };
         let mut separator: Box<str> = "".into();
+        let input_scope: &Scope = input;
+        let keys = self.bind_aggregate_order(order, input_scope)?;
         let (func, arg, arg_type) = match (name, args) {
             ("count", [FunctionArgument::Star]) if !distinct => {
                 (AggregateFunction::CountRows, Expr::Literal(Value::Null), Type::Null)
+            }
+            ("count", [FunctionArgument::Expr(ast::Expr::Tuple(_))]) => {
+                return Err(self.unsupported(
+                    span,
+                    "COUNT of a row value ((a, b)); COUNT(DISTINCT a, b) counts the distinct tuples with no NULL \
+                     member",
+                ));
+            }
+            ("count", [_, _, ..]) if !distinct => {
+                return Err(
+                    self.error(span, "count() takes one argument (COUNT(DISTINCT a, b) counts distinct tuples)")
+                );
+            }
+            ("count", [_, _, ..]) => {
+                let mut members = Vec::new();
+                for arg in args {
+                    let FunctionArgument::Expr(e) = arg else {
+                        return Err(self.error(span, "COUNT(DISTINCT a, b) takes expressions, not *"));
+                    };
+                    if contains_aggregate(e) {
+                        return Err(self.error(e.span(), "aggregate functions cannot be nested"));
+                    }
+                    members.push(self.bind_expr(e, &mut Context::Rows(input_scope))?.0);
+                }
+                (AggregateFunction::Count, Expr::Call(Function::TupleKey, members), Type::Text)
             }
             ("string_agg", [FunctionArgument::Expr(e), FunctionArgument::Expr(sep)]) => {
                 if contains_aggregate(e) {
@@ -3199,7 +3323,18 @@ impl<'a> Binder<'a> {
                         return Err(self.unsupported(sep.span(), "a string_agg() separator other than a text constant"));
                     }
                 }
-                (AggregateFunction::StringAgg, arg, Type::Text)
+                match keys.is_empty() {
+                    true => (AggregateFunction::StringAgg, arg, Type::Text),
+                    false => {
+                        if distinct && keys.iter().any(|key| key.expr != arg) {
+                            return Err(self.error(
+                                span,
+                                "in an aggregate with DISTINCT, ORDER BY expressions must appear in its argument list",
+                            ));
+                        }
+                        (AggregateFunction::StringAggOrdered, ordered_argument(arg, &keys), Type::Text)
+                    }
+                }
             }
             (_, [FunctionArgument::Expr(e)]) => {
                 if contains_aggregate(e) {
@@ -3234,6 +3369,16 @@ impl<'a> Binder<'a> {
             }
             _ => return Err(self.error(span, format!("{name}() takes one argument"))),
         };
+        // SQL computes an aggregate of an enclosing query's columns only in
+        // that query, not per row of this (sub)query's input.
+        if arg.columns().is_empty() && arg.is_correlated() {
+            return Err(self.unsupported(
+                span,
+                format!(
+                    "{name}() of only an enclosing query's columns inside a subquery (SQL computes it in that query)"
+                ),
+            ));
+        }
         // MIN and MAX of the distinct values are MIN and MAX.
         let distinct = distinct && !matches!(func, AggregateFunction::Min | AggregateFunction::Max);
         let (func, arg, arg_type) = match filter {
@@ -3257,7 +3402,7 @@ impl<'a> Binder<'a> {
                 _ => Type::Double,
             },
             AggregateFunction::Min | AggregateFunction::Max => arg_type,
-            AggregateFunction::StringAgg => Type::Text,
+            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered => Type::Text,
         };
         let call = AggregateCall { func, distinct, arg, arg_type, output_type, separator };
         let index = match aggregates.iter().position(|a| *a == call) {
@@ -3277,6 +3422,24 @@ impl<'a> Binder<'a> {
 }
 
 impl Binder<'_> {
+    /// An aggregate's `ORDER BY` keys, over its input rows. Only
+    /// string_agg's result depends on them; the other aggregates check them
+    /// and drop them.
+    fn bind_aggregate_order(&mut self, order: &[ast::OrderByExpr], input: &Scope) -> Result<Vec<SortKey>> {
+        for item in order {
+            if contains_aggregate(&item.expr) {
+                return Err(self.error(item.expr.span(), "aggregate functions cannot be nested"));
+            }
+            if matches!(&item.expr, ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..))) {
+                return Err(self.unsupported(
+                    item.expr.span(),
+                    "a number in an aggregate's ORDER BY (it orders by expressions, not output positions)",
+                ));
+            }
+        }
+        self.bind_sort_keys(order, input)
+    }
+
     /// VARIANCE/VAR_SAMP/VAR_POP and STDDEV/STDDEV_SAMP/STDDEV_POP: from
     /// SUM(x * x), SUM(x) and COUNT(x) (sums exact for integers and
     /// decimals), as a DOUBLE: `(Σx² - (Σx)²/n) / (n - 1)` (or `/ n`), never
@@ -3312,7 +3475,7 @@ impl Binder<'_> {
         };
         let part = |this: &mut Self, func: &str, arg: &ast::Expr, context: &mut Context<'_>| -> Result<Expr> {
             let expr_args = [FunctionArgument::Expr(arg)];
-            let (value, _) = this.bind_aggregate(func, (false, filter), &expr_args, context, span)?;
+            let (value, _) = this.bind_aggregate(func, (false, filter, &[]), &expr_args, context, span)?;
             Ok(Expr::Cast(Box::new(value), Type::Double))
         };
         let squares = part(self, "sum", &square, context)?;
@@ -3338,6 +3501,25 @@ impl Binder<'_> {
         let complete = Expr::binary(BinaryOp::Eq, n_squares, n);
         Ok((Expr::Case(vec![(complete, value)], Box::new(Expr::Literal(Value::Null))), Type::Double))
     }
+}
+
+/// The rows an expression is over: its own, or an aggregated query's input.
+fn context_rows<'s>(context: &'s Context<'_>) -> &'s Scope {
+    match context {
+        Context::Rows(scope) => scope,
+        Context::Groups { input, .. } => input,
+    }
+}
+
+/// string_agg's argument under `ORDER BY keys`: `Function::OrderedValue`
+/// of the value and each key with its flags (1 descending, 2 NULLS FIRST).
+fn ordered_argument(value: Expr, keys: &[SortKey]) -> Expr {
+    let mut args = vec![value];
+    for key in keys {
+        let flags = i64::from(key.descending) | (i64::from(key.nulls_first) << 1);
+        args.extend([Expr::Literal(Value::Int(flags)), key.expr.clone()]);
+    }
+    Expr::Call(Function::OrderedValue, args)
 }
 
 /// Gives each repeated column name of a view's output the first free

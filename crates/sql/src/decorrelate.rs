@@ -1,5 +1,7 @@
 //! Decorrelation: a view's subqueries in expressions (scalar, `EXISTS`,
-//! `IN`) turned into joins and aggregates, so that the dataflow maintains
+//! `IN`; of a filter or a projection: WHERE, SELECT items, HAVING and
+//! JOIN ... ON, an aggregated query's over its output, reading its group
+//! columns) turned into joins and aggregates, so that the dataflow maintains
 //! them incrementally (one-off queries answer them per row instead, in the
 //! interpreter, which is the oracle for this rewrite).
 //!
@@ -67,7 +69,7 @@ pub(crate) fn decorrelate(mut rel: Rel) -> Result<Rel, Unsupported> {
         }
         mut other => {
             if other.exprs_mut().iter().any(|e| e.has_subquery()) {
-                return Err("a subquery in this clause (only in WHERE and in SELECT items)".into());
+                return Err("a subquery in this clause (only in WHERE, SELECT items, HAVING and JOIN ... ON)".into());
             }
             Ok(other)
         }

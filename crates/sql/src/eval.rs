@@ -288,6 +288,12 @@ fn call(function: Function, args: &[Expr], row: &[Value]) -> Value {
         }
         return Value::Text(array_text(elements.iter().map(Option::as_deref)).into());
     }
+    if function == OrderedValue {
+        return crate::sort_key::ordered_value(&values);
+    }
+    if function == TupleKey {
+        return crate::sort_key::tuple_text(&values);
+    }
     if values.iter().take(2).any(Value::is_null) || (function != ArrayToString && values.iter().any(Value::is_null)) {
         return Value::Null;
     }
@@ -510,7 +516,9 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
             };
             Value::Text(function::to_char(micros, &text_arg(1)?).into())
         }
-        Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat => unreachable!("handled by call"),
+        Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat | OrderedValue | TupleKey => {
+            unreachable!("handled by call")
+        }
     })
 }
 

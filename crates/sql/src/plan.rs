@@ -102,6 +102,15 @@ pub(crate) enum Function {
     SimilarTo,
     /// `to_char(timestamp, template)`.
     ToChar,
+    /// An ordered aggregate's argument: `[value, flags, key, flags, key,
+    /// ...]` (each `flags` an INT literal: 1 descending, 2 NULLS FIRST) as
+    /// the TEXT `hex(order key):value` (`sort_key::ordered_value`), so that
+    /// a multiset of them in text order is in the ORDER BY's order; NULL
+    /// when the value is NULL. Bound for `string_agg(x, sep ORDER BY ...)`.
+    OrderedValue,
+    /// `COUNT(DISTINCT a, b)`'s argument: the tuple as one TEXT, equal for
+    /// tuples SQL calls equal (`sort_key::tuple_text`); NULL when any member is.
+    TupleKey,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -422,6 +431,11 @@ pub(crate) enum AggregateFunction {
     /// order (SQL leaves the order to the system without an ORDER BY in the
     /// call), joined by the separator; NULL over none.
     StringAgg,
+    /// `string_agg(x, sep ORDER BY ...)`: the argument is
+    /// `Function::OrderedValue`'s `hex(key):x`, the multiset is joined in
+    /// its text order (the ORDER BY's, ties by `x`), each part after its
+    /// first ':'.
+    StringAggOrdered,
 }
 
 /// One aggregate of a GROUP BY: `func([DISTINCT] arg)`.

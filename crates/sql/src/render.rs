@@ -1190,7 +1190,7 @@ impl SqlAggregates {
                     }
                 }
             },
-            AggregateFunction::StringAgg => {
+            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered => {
                 if !matches!(acc, Accumulator::Values(_)) {
                     *acc = Accumulator::Values(BTreeMap::new());
                 }
@@ -1473,10 +1473,17 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
         (AggregateFunction::Max, Accumulator::Values(values)) => {
             values.iter().rev().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())
         }
-        (AggregateFunction::StringAgg, Accumulator::Values(values)) if !values.is_empty() => {
+        (AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered, Accumulator::Values(values))
+            if !values.is_empty() =>
+        {
+            let ordered = call.func == AggregateFunction::StringAggOrdered;
             let parts: Vec<String> = values
                 .iter()
-                .flat_map(|(value, count)| std::iter::repeat_n(value.to_string(), (*count).max(0) as usize))
+                .flat_map(|(value, count)| {
+                    let text = value.to_string();
+                    let part = if ordered { crate::sort_key::ordered_part(&text).to_owned() } else { text };
+                    std::iter::repeat_n(part, (*count).max(0) as usize)
+                })
                 .collect();
             Value::Text(parts.join(&call.separator).into())
         }

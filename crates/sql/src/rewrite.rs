@@ -52,7 +52,10 @@ pub(crate) fn split_condition(parts: Vec<Expr>, left_width: usize) -> JoinCondit
         let columns = part.columns();
         let in_left = |cols: &[usize]| cols.iter().all(|c| *c < left_width);
         let in_right = |cols: &[usize]| cols.iter().all(|c| *c >= left_width);
-        if let Expr::Binary(BinaryOp::Eq, a, b) = &part {
+        // A subquery is answered above the join (decorrelated there), never in its keys.
+        if let Expr::Binary(BinaryOp::Eq, a, b) = &part
+            && !part.has_subquery()
+        {
             let (ca, cb) = (a.columns(), b.columns());
             if !ca.is_empty() && !cb.is_empty() {
                 if in_left(&ca) && in_right(&cb) {

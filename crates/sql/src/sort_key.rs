@@ -32,7 +32,7 @@
 //!   a DOUBLE of one expression would not compare by value).
 
 use crate::eval::eval;
-use crate::plan::SortKey;
+use crate::plan::{Expr, SortKey};
 use crate::value::Value;
 
 /// Appends the ORDER BY key of `row` under `order` to `out`.
@@ -76,6 +76,64 @@ pub(crate) fn value_key(value: &Value, descending: bool, out: &mut Vec<u8>) {
     if descending {
         out[start..].iter_mut().for_each(|b| *b = !*b);
     }
+}
+
+/// `Function::OrderedValue`: `values` is `[value, flags, key, flags, key,
+/// ...]` (flags: 1 descending, 2 NULLS FIRST); the TEXT `hex(k):value`
+/// where `k` is the keys' ORDER BY key. Hex digits sort as their nibbles and
+/// `k` is prefix-free, so these texts sort by the keys first, then by the
+/// value; the value is what follows the first ':' ([`ordered_part`]). NULL
+/// when the value is NULL (an aggregate skips it).
+pub(crate) fn ordered_value(values: &[Value]) -> Value {
+    let Some((value, keys)) = values.split_first() else { return Value::Null };
+    if value.is_null() {
+        return Value::Null;
+    }
+    let mut order = Vec::new();
+    let mut row = Vec::new();
+    for (i, pair) in keys.chunks(2).enumerate() {
+        let (flags, key) = match pair {
+            [Value::Int(flags), key] => (*flags, key),
+            _ => return Value::Null,
+        };
+        order.push(SortKey { expr: Expr::Column(i), descending: flags & 1 != 0, nulls_first: flags & 2 != 0 });
+        row.push(key.clone());
+    }
+    let mut bytes = Vec::new();
+    order_key(&order, &row, &mut bytes);
+    let mut text = hex(&bytes);
+    text.push(':');
+    text.push_str(&value.to_string());
+    Value::Text(text.into())
+}
+
+/// The value of an [`ordered_value`] text: what follows its first ':'.
+pub(crate) fn ordered_part(text: &str) -> &str {
+    text.split_once(':').map_or(text, |(_, value)| value)
+}
+
+/// `Function::TupleKey`: the tuple's ORDER BY key (ascending) in hex, so
+/// that tuples SQL calls equal (`-0 = 0`) have equal texts and only they;
+/// NULL when any member is NULL.
+pub(crate) fn tuple_text(values: &[Value]) -> Value {
+    if values.iter().any(Value::is_null) {
+        return Value::Null;
+    }
+    let order: Vec<SortKey> =
+        (0..values.len()).map(|i| SortKey { expr: Expr::Column(i), descending: false, nulls_first: false }).collect();
+    let mut bytes = Vec::new();
+    order_key(&order, values, &mut bytes);
+    Value::Text(hex(&bytes).into())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        text.push(char::from(DIGITS[usize::from(b >> 4)]));
+        text.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    text
 }
 
 /// `value`'s position in `Value`'s declaration (its derived order).
@@ -232,6 +290,11 @@ mod tests {
         })
     }
 
+    fn column_of(key: &SortKey) -> usize {
+        let Expr::Column(c) = key.expr else { unreachable!() };
+        c
+    }
+
     fn encoded(f: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
         let mut out = Vec::new();
         f(&mut out);
@@ -249,6 +312,53 @@ mod tests {
                     }).find(|o| o.is_ne()).unwrap_or(Ordering::Equal);
                     let (ka, kb) = (encoded(|o| order_key(&order, a, o)), encoded(|o| order_key(&order, b, o)));
                     prop_assert_eq!(ka.cmp(&kb), expected, "{:?} vs {:?} under {:?}", a, b, order);
+                }
+            }
+        }
+
+        #[test]
+        fn ordered_values_sort_by_keys_then_value((rows, order) in rows().prop_flat_map(|(kinds, rows)| (Just(rows), keys(kinds.len()))), texts in prop::collection::vec(".{0,6}", 12)) {
+            // `[value, flags, key, ...]` as the binder builds it, and the text it becomes.
+            let ordered = |row: &[Value], text: &str| {
+                let mut args = vec![Value::Text(text.into())];
+                for key in &order {
+                    let Expr::Column(c) = key.expr else { unreachable!() };
+                    let flags = i64::from(key.descending) | (i64::from(key.nulls_first) << 1);
+                    args.extend([Value::Int(flags), row[c].clone()]);
+                }
+                match ordered_value(&args) {
+                    Value::Text(t) => t,
+                    other => panic!("not a text: {other:?}"),
+                }
+            };
+            for (a, ta) in rows.iter().zip(&texts) {
+                for (b, tb) in rows.iter().zip(&texts) {
+                    let (ka, kb) = (encoded(|o| order_key(&order, a, o)), encoded(|o| order_key(&order, b, o)));
+                    let expected = ka.cmp(&kb).then_with(|| ta.as_str().cmp(tb.as_str()));
+                    let (oa, ob) = (ordered(a, ta), ordered(b, tb));
+                    prop_assert_eq!(oa.cmp(&ob), expected, "{:?} {:?} vs {:?} {:?}", a, ta, b, tb);
+                    prop_assert_eq!(ordered_part(&oa), ta.as_str());
+                }
+            }
+        }
+
+        #[test]
+        fn tuple_texts_are_equal_for_equal_tuples((_kinds, rows) in rows()) {
+            let ascending: Vec<SortKey> = (0..rows[0].len())
+                .map(|c| SortKey { expr: Expr::Column(c), descending: false, nulls_first: true })
+                .collect();
+            for a in &rows {
+                for b in &rows {
+                    let (ta, tb) = (tuple_text(a), tuple_text(b));
+                    if a.iter().any(Value::is_null) {
+                        prop_assert_eq!(ta, Value::Null);
+                        continue;
+                    }
+                    if b.iter().any(Value::is_null) {
+                        continue;
+                    }
+                    let tie = ascending.iter().all(|k| sql_order(k, &a[column_of(k)], &b[column_of(k)]).is_eq());
+                    prop_assert_eq!(ta == tb, tie, "{:?} vs {:?}", a, b);
                 }
             }
         }

@@ -904,3 +904,63 @@ fn_ln_exp: SELECT id, ln(exp(b / 100.0)) AS x FROM t1
 sqlite: SELECT id, b / 100.0 FROM t1
 fn_log10_back: SELECT id, power(10, log10(a)) AS back FROM t1 WHERE a > 0
 sqlite: SELECT id, a FROM t1 WHERE a > 0
+
+# --- string_agg with ORDER BY, COUNT(DISTINCT a, b) ------------------------------------
+# (ORDER BY keys are unique, or ties have equal values: SQLite orders ties as it likes.)
+sagg_order_desc: SELECT k, string_agg(y, ',' ORDER BY y DESC) AS ys FROM t2 GROUP BY k
+sagg_order_other_key: SELECT s, string_agg(CAST(id AS TEXT), '|' ORDER BY a DESC NULLS LAST, id) AS ids FROM t1 GROUP BY s
+sagg_order_global: SELECT string_agg(s, ';' ORDER BY id DESC) AS ss, COUNT(*) AS n FROM t1
+sagg_order_expr: SELECT a % 4 AS r, string_agg(CAST(id AS TEXT), ',' ORDER BY c * b, id) AS ids FROM t1 GROUP BY a % 4
+sagg_order_empty: SELECT string_agg(CAST(a AS TEXT), ',' ORDER BY b) AS xs FROM t0
+sagg_order_changing: SELECT string_agg(b, '+' ORDER BY a DESC, b) AS bs FROM t4
+sagg_order_filter: SELECT s, string_agg(CAST(b AS TEXT), '-' ORDER BY b DESC, id) FILTER (WHERE a > 20) AS bs, COUNT(*) AS n FROM t1 GROUP BY s
+sagg_order_upsert: SELECT w, string_agg(CAST(v AS TEXT), ',' ORDER BY k DESC) AS vs FROM u GROUP BY w
+sagg_order_append_only: SELECT k, string_agg(cat, '' ORDER BY amount DESC, cat) AS cats FROM e GROUP BY k
+sagg_order_two_orders: SELECT k, string_agg(y, ',' ORDER BY y) AS up, string_agg(y, ',' ORDER BY y DESC) AS down, string_agg(y, ',') AS plain FROM t2 GROUP BY k
+sqlite: SELECT k, string_agg(y, ',' ORDER BY y), string_agg(y, ',' ORDER BY y DESC), string_agg(y, ',' ORDER BY y) FROM t2 GROUP BY k
+# SQLite: DISTINCT aggregates take one argument, so group_concat (separator ',').
+sagg_distinct_order: SELECT k, string_agg(DISTINCT y, ',' ORDER BY y DESC) AS ys FROM t2 GROUP BY k
+sqlite: SELECT k, group_concat(DISTINCT y ORDER BY y DESC) FROM t2 GROUP BY k
+sagg_distinct_order_global: SELECT string_agg(DISTINCT s, ',' ORDER BY s) AS ss, string_agg(DISTINCT cat, ',' ORDER BY cat DESC) FILTER (WHERE ok) AS c FROM t1, (SELECT DISTINCT cat, ok FROM e) q WHERE t1.a % 7 = 1
+sqlite: SELECT group_concat(DISTINCT s ORDER BY s), group_concat(DISTINCT cat ORDER BY cat DESC) FILTER (WHERE ok) FROM t1, (SELECT DISTINCT cat, ok FROM e) q WHERE t1.a % 7 = 1
+sagg_order_having: SELECT k, string_agg(y, ',' ORDER BY x, y) AS ys FROM t2 GROUP BY k HAVING COUNT(*) > 1
+# ours: COUNT(DISTINCT a, b) counts the distinct tuples with no NULL member (MySQL's); SQLite has no such form.
+count_distinct_pair: SELECT k, COUNT(DISTINCT x, y) AS pairs, COUNT(DISTINCT y) AS ys FROM t2 GROUP BY k
+sqlite: SELECT k, (SELECT COUNT(*) FROM (SELECT DISTINCT i.x, i.y FROM t2 AS i WHERE i.k IS o.k AND i.x IS NOT NULL AND i.y IS NOT NULL)), COUNT(DISTINCT y) FROM t2 AS o GROUP BY k
+count_distinct_triple_global: SELECT COUNT(DISTINCT a, b, s) AS n, COUNT(DISTINCT a) AS na FROM t1
+sqlite: SELECT (SELECT COUNT(*) FROM (SELECT DISTINCT a, b, s FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL AND s IS NOT NULL)), COUNT(DISTINCT a) FROM t1
+count_distinct_pair_empty: SELECT COUNT(DISTINCT a, b) AS n FROM t0
+sqlite: SELECT 0
+count_distinct_pair_append_only: SELECT k, COUNT(DISTINCT cat, ok) AS n FROM e GROUP BY k
+sqlite: SELECT k, (SELECT COUNT(*) FROM (SELECT DISTINCT i.cat, i.ok FROM e AS i WHERE i.k IS o.k AND i.cat IS NOT NULL AND i.ok IS NOT NULL)) FROM e AS o GROUP BY k
+count_distinct_pair_upsert: SELECT COUNT(DISTINCT v % 3, w) AS n, COUNT(DISTINCT w) AS nw FROM u
+sqlite: SELECT (SELECT COUNT(*) FROM (SELECT DISTINCT v % 3, w FROM u WHERE v IS NOT NULL AND w IS NOT NULL)), COUNT(DISTINCT w) FROM u
+count_distinct_pair_filter: SELECT s, COUNT(DISTINCT a % 5, b % 3) FILTER (WHERE id % 2 = 0) AS n FROM t1 GROUP BY s
+sqlite: SELECT s, (SELECT COUNT(*) FROM (SELECT DISTINCT i.a % 5, i.b % 3 FROM t1 AS i WHERE i.s IS o.s AND i.id % 2 = 0 AND i.a IS NOT NULL AND i.b IS NOT NULL)) FROM t1 AS o GROUP BY s
+
+# --- Subqueries in HAVING, in aggregated SELECT items, in JOIN ... ON -----------------------
+subq_having_scalar: SELECT k, SUM(x) AS s FROM t2 GROUP BY k HAVING SUM(x) > (SELECT AVG(a) FROM t1)
+subq_having_correlated: SELECT k, COUNT(*) AS n FROM t2 GROUP BY k HAVING COUNT(*) >= (SELECT COUNT(*) FROM t3 WHERE t3.k = t2.k)
+subq_having_exists: SELECT s, MAX(a) AS m FROM t1 GROUP BY s HAVING EXISTS (SELECT 1 FROM t2 WHERE t2.y = t1.s)
+subq_having_in: SELECT k, SUM(x) AS s FROM t2 GROUP BY k HAVING k IN (SELECT k FROM t3 WHERE w > 10)
+subq_having_not_in_nulls: SELECT k, MAX(x) AS m FROM t2 GROUP BY k HAVING MAX(x) NOT IN (SELECT b FROM t1)
+subq_having_agg_in: SELECT k, MAX(x) AS m FROM t2 GROUP BY k HAVING MAX(x) IN (SELECT a FROM t1 WHERE a > 20)
+subq_having_u: SELECT w, SUM(v) AS s FROM u GROUP BY w HAVING SUM(v) > (SELECT AVG(v) FROM u)
+subq_having_e_theta: SELECT cat, COUNT(*) AS n FROM e GROUP BY cat HAVING COUNT(*) > (SELECT COUNT(*) FROM e AS i WHERE i.cat < e.cat)
+subq_having_nested: SELECT k, COUNT(*) AS n FROM t2 GROUP BY k HAVING EXISTS (SELECT 1 FROM t3 WHERE t3.w > (SELECT MIN(x) FROM t2 AS i WHERE i.k = t2.k))
+subq_having_global: SELECT COUNT(*) AS n FROM t4 HAVING COUNT(*) < (SELECT COUNT(*) FROM t3)
+subq_agg_item_scalar: SELECT k, SUM(x) + (SELECT MAX(w) FROM t3) AS s FROM t2 GROUP BY k
+subq_agg_item_correlated: SELECT k, COUNT(*) AS n, (SELECT MAX(name) FROM t3 WHERE t3.k = t2.k) AS name FROM t2 GROUP BY k
+subq_agg_item_exists: SELECT s, COUNT(*) AS n, EXISTS (SELECT 1 FROM t2 WHERE t2.y = t1.s) AS seen FROM t1 GROUP BY s
+subq_agg_item_global: SELECT COUNT(*) AS n, (SELECT COUNT(*) FROM t3) AS m, SUM(a) - (SELECT SUM(w) FROM t3) AS d FROM t1
+subq_agg_item_in_case: SELECT k, CASE WHEN k IN (SELECT k FROM u) THEN SUM(x) ELSE -1 END AS s FROM t2 GROUP BY k
+subq_agg_item_two_keys: SELECT k, y, COUNT(*) AS n, (SELECT COUNT(*) FROM t1 WHERE t1.s = t2.y AND t1.a > t2.k) AS m FROM t2 GROUP BY k, y
+subq_agg_item_append_only: SELECT cat, SUM(amount) AS s, (SELECT MAX(w) FROM t3 WHERE t3.name = e.cat) AS w FROM e GROUP BY cat
+subq_on_scalar: SELECT t2.k, t2.x, t3.name FROM t2 JOIN t3 ON t2.k = t3.k AND t2.x > (SELECT AVG(x) FROM t2)
+subq_on_correlated: SELECT t2.k, t2.x, t3.w FROM t2 JOIN t3 ON t2.k = t3.k AND t2.x >= (SELECT MAX(a) FROM t1 WHERE t1.b = t3.w)
+subq_on_left_exists: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND EXISTS (SELECT 1 FROM t1 WHERE t1.a = t2.x)
+subq_on_left_preserved: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND t3.w IN (SELECT b FROM t1)
+subq_on_full: SELECT t3.k AS a, u.k AS b FROM t3 FULL JOIN u ON t3.k = u.k AND u.v < (SELECT MAX(w) FROM t3)
+subq_on_right_not_in: SELECT t1.id, t3.k FROM t1 RIGHT JOIN t3 ON t1.a = t3.k AND t1.b NOT IN (SELECT x FROM t2 WHERE x IS NOT NULL)
+subq_on_no_key: SELECT t4.a, t3.k FROM t4 JOIN t3 ON t3.w > (SELECT COUNT(*) FROM t2 WHERE t2.k = t4.a)
+subq_on_key_side: SELECT t1.id, t3.k FROM t1 JOIN t3 ON t3.k = (SELECT MIN(k) FROM t2 WHERE t2.x = t1.a)

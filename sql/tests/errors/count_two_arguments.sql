@@ -1,0 +1,3 @@
+-- COUNT(a, b) without DISTINCT means nothing.
+CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT);
+CREATE MATERIALIZED VIEW v AS SELECT COUNT(a, b) AS n FROM t;
