@@ -1,7 +1,7 @@
 //! SQL views under `kill -9`, with the real binary, compared with SQLite.
 //!
 //! `millpond run FILE.sql` maintains a sample of the SQLite corpus's views
-//! (aggregates, joins, USING joins, top-k, TUMBLE/HOP, window functions,
+//! (aggregates, joins, USING joins, top-k, TUMBLE/HOP/CUMULATE, SESSION, window functions,
 //! subqueries, DISTINCT, UNION, EXCEPT ALL, INTERSECT, CTEs) over tables, an
 //! upsert source and an append-only source. It is SIGKILLed at random
 //! moments — while it executes the file (whose INSERTs must be applied once
@@ -59,6 +59,9 @@ const VIEWS: &[&str] = &[
     "win_running",
     "win_rank_partition",
     "win_lag_lead",
+    "session_rows",
+    "session_e",
+    "cumulate_hour",
 ];
 
 fn millpond(dir: &Path) -> Command {
