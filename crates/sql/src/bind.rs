@@ -1010,12 +1010,68 @@ impl<'a> Binder<'a> {
             }
             return Ok(WindowParts { partition, order, call: None, location });
         }
-        let frame = match &spec.window_frame {
-            None => Frame::DEFAULT,
+        let (frame, offsets) = match &spec.window_frame {
+            None => (Frame::DEFAULT, [None, None]),
             Some(frame) => self.bind_frame(frame, span)?,
         };
-        let call = self.bind_over_function(&name, function, context, frame, span)?;
+        let mut call = self.bind_over_function(&name, function, context, frame, span)?;
+        if offsets.iter().any(Option::is_some) {
+            call.range_offsets = self.bind_range_offsets(&spec.order_by, offsets, context, span)?;
+        }
         Ok(WindowParts { partition, order, call: Some(call), location })
+    }
+
+    /// A RANGE frame's offsets: constants of the single ORDER BY key's type
+    /// (numbers; an INTERVAL for a TIMESTAMP), not negative.
+    fn bind_range_offsets(
+        &mut self,
+        order: &[ast::OrderByExpr],
+        offsets: [Option<&ast::Expr>; 2],
+        context: &mut Context<'_>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Value, Value)> {
+        let [key] = order else {
+            return Err(self.error(span, "a RANGE frame with an offset needs exactly one ORDER BY key"));
+        };
+        if matches!(&key.expr, ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..))) {
+            return Err(self.unsupported(key.expr.span(), "a RANGE frame with an offset over an ORDER BY position"));
+        }
+        let (_, key_ty) = self.bind_expr(&key.expr, context)?;
+        let mut values = [Value::Null, Value::Null];
+        for (value, offset) in values.iter_mut().zip(offsets) {
+            let Some(offset) = offset else { continue };
+            let (bound, ty) = self.bind_expr(offset, &mut Context::Rows(&Scope::default()))?;
+            let Expr::Literal(constant) = fold(bound) else {
+                return Err(self.error(offset.span(), "a RANGE offset is a constant"));
+            };
+            let fits = match (key_ty, ty) {
+                (Type::Int, Type::Int) => true,
+                (Type::Decimal { .. } | Type::Double, t) => t.is_numeric(),
+                (Type::Timestamp, Type::Interval) => true,
+                _ => false,
+            };
+            if !fits {
+                return Err(self.unsupported(
+                    offset.span(),
+                    format!(
+                        "a RANGE offset of {ty} over an ORDER BY key of {key_ty} (numbers take a number of \
+                         their type, TIMESTAMP an INTERVAL)"
+                    ),
+                ));
+            }
+            let constant = cast(&constant, if key_ty == Type::Timestamp { Type::Interval } else { key_ty });
+            let negative = match &constant {
+                Some(Value::Int(k) | Value::Interval(k)) => *k < 0,
+                Some(Value::Decimal(d)) => d.get() < 0,
+                Some(Value::Double(d)) => d.0 < 0.0 || d.0.is_nan(),
+                _ => true,
+            };
+            match constant {
+                Some(constant) if !negative => *value = constant,
+                _ => return Err(self.error(offset.span(), "a RANGE offset is a non-negative value")),
+            }
+        }
+        Ok((values[0].clone(), values[1].clone()))
     }
 
     /// A window's ORDER BY over groups: expressions (aggregates too), no positions.
@@ -1032,7 +1088,12 @@ impl<'a> Binder<'a> {
         Ok(keys)
     }
 
-    fn bind_frame(&self, frame: &ast::WindowFrame, span: sqlparser::tokenizer::Span) -> Result<Frame> {
+    /// A frame, and a RANGE frame's offset expressions (start, end).
+    fn bind_frame<'f>(
+        &self,
+        frame: &'f ast::WindowFrame,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Frame, [Option<&'f ast::Expr>; 2])> {
         let rows = match frame.units {
             ast::WindowFrameUnits::Rows => true,
             ast::WindowFrameUnits::Range => false,
@@ -1042,7 +1103,8 @@ impl<'a> Binder<'a> {
             let offset = |e: &Option<Box<ast::Expr>>| -> Result<Option<u64>> {
                 let Some(e) = e else { return Ok(None) };
                 if !rows {
-                    return Err(self.unsupported(e.span(), "RANGE frames with an offset (use ROWS)"));
+                    // Its value is bound with the ORDER BY key's type (bind_range_offsets).
+                    return Ok(Some(0));
                 }
                 match e.as_ref() {
                     ast::Expr::Value(v) => match &v.value {
@@ -1075,7 +1137,14 @@ impl<'a> Binder<'a> {
         if start == FrameBound::UnboundedFollowing || end == FrameBound::UnboundedPreceding {
             return Err(self.error(span, "a frame cannot start at UNBOUNDED FOLLOWING or end at UNBOUNDED PRECEDING"));
         }
-        Ok(Frame { rows, start, end })
+        let offset_of = |bound: &'f ast::WindowFrameBound| match bound {
+            ast::WindowFrameBound::Preceding(Some(e)) | ast::WindowFrameBound::Following(Some(e)) if !rows => {
+                Some(e.as_ref())
+            }
+            _ => None,
+        };
+        let offsets = [offset_of(&frame.start_bound), frame.end_bound.as_ref().and_then(offset_of)];
+        Ok((Frame { rows, start, end }, offsets))
     }
 
     /// A window function other than ROW_NUMBER: its arguments and type.
@@ -1188,7 +1257,8 @@ impl<'a> Binder<'a> {
                 ));
             }
         };
-        Ok(WindowCall { function, args: bound.into_iter().map(|(e, _)| e).collect(), frame, ty })
+        let args = bound.into_iter().map(|(e, _)| e).collect();
+        Ok(WindowCall { function, args, frame, ty, range_offsets: (Value::Null, Value::Null) })
     }
 
     fn bind_grouped(

@@ -459,6 +459,10 @@ pub(crate) struct WindowCall {
     pub(crate) args: Vec<Expr>,
     pub(crate) frame: Frame,
     pub(crate) ty: Type,
+    /// A `RANGE` frame's `n PRECEDING` / `n FOLLOWING` offsets (start,
+    /// end), values the ORDER BY key's value is moved by (of its type; an
+    /// INTERVAL for a TIMESTAMP); NULL where the bound has no offset.
+    pub(crate) range_offsets: (Value, Value),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -478,7 +482,9 @@ pub(crate) enum WindowFunction {
 }
 
 /// A window frame: the rows from `start` to `end` around the current one,
-/// counted in rows (`ROWS`) or in peers (`RANGE`: rows equal in ORDER BY).
+/// counted in rows (`ROWS`) or in peers (`RANGE`: rows equal in ORDER BY;
+/// a RANGE bound with an offset is `Preceding(0)` or `Following(0)`, its
+/// offset in `WindowCall::range_offsets`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Frame {
     pub(crate) rows: bool,
