@@ -1016,7 +1016,9 @@ impl<'a> Binder<'a> {
         };
         let mut call = self.bind_over_function(&name, function, context, frame, span)?;
         if offsets.iter().any(Option::is_some) {
-            call.range_offsets = self.bind_range_offsets(&spec.order_by, offsets, context, span)?;
+            let (start, end) = self.bind_range_offsets(&spec.order_by, offsets, context, span)?;
+            call.frame.start = range_bound(call.frame.start, &start);
+            call.frame.end = range_bound(call.frame.end, &end);
         }
         Ok(WindowParts { partition, order, call: Some(call), location })
     }
@@ -1257,8 +1259,7 @@ impl<'a> Binder<'a> {
                 ));
             }
         };
-        let args = bound.into_iter().map(|(e, _)| e).collect();
-        Ok(WindowCall { function, args, frame, ty, range_offsets: (Value::Null, Value::Null) })
+        Ok(WindowCall { function, args: bound.into_iter().map(|(e, _)| e).collect(), frame, ty })
     }
 
     fn bind_grouped(
@@ -3581,6 +3582,16 @@ impl Binder<'_> {
         let value = if name.starts_with("stddev") { Expr::Call(Function::Sqrt, vec![variance]) } else { variance };
         let complete = Expr::binary(BinaryOp::Eq, n_squares, n);
         Ok((Expr::Case(vec![(complete, value)], Box::new(Expr::Literal(Value::Null))), Type::Double))
+    }
+}
+
+/// A RANGE frame's bound with its offset, where it has one (`Preceding(0)`
+/// from `bind_frame` and the offset's value).
+fn range_bound(bound: FrameBound, offset: &Value) -> FrameBound {
+    match (bound, crate::plan::RangeOffset::of(offset)) {
+        (FrameBound::Preceding(_), Some(offset)) => FrameBound::RangePreceding(offset),
+        (FrameBound::Following(_), Some(offset)) => FrameBound::RangeFollowing(offset),
+        (other, _) => other,
     }
 }
 

@@ -57,14 +57,13 @@ pub(crate) fn over(rows: &[(Row, Diff)], order: &[SortKey], calls: &[WindowCall]
             peer_keys.push(peer_key);
         }
     }
-    let peers = Peers::of(&peer_keys);
+    let mut peers = Peers::of(&peer_keys);
     // A RANGE frame with an offset has one ORDER BY key: its values, in order.
-    let keys: Vec<Value> = match order {
-        [key] => sorted.iter().map(|row| eval(&key.expr, row)).collect(),
-        _ => Vec::new(),
-    };
-    let ranged = Ranged { keys: &keys, descending: order.first().is_some_and(|k| k.descending) };
-    let columns: Vec<Vec<Value>> = calls.iter().map(|call| values(call, &sorted, &peers, &ranged)).collect();
+    if let [key] = order {
+        let keys = sorted.iter().map(|row| eval(&key.expr, row)).collect();
+        peers.ranged = Ranged { keys, descending: key.descending };
+    }
+    let columns: Vec<Vec<Value>> = calls.iter().map(|call| values(call, &sorted, &peers)).collect();
     for (i, row) in sorted.iter().enumerate() {
         let mut output = (*row).clone();
         output.extend(columns.iter().map(|c| c[i].clone()));
@@ -73,10 +72,12 @@ pub(crate) fn over(rows: &[(Row, Diff)], order: &[SortKey], calls: &[WindowCall]
 }
 
 /// Each row's peer group, as the range `[start, end)` of rows in it, and
-/// the group's number (from 0).
+/// the group's number (from 0); the single ORDER BY key's values, for
+/// RANGE offsets.
 struct Peers {
     bounds: Vec<(usize, usize)>,
     group: Vec<usize>,
+    ranged: Ranged,
 }
 
 impl Peers {
@@ -93,25 +94,26 @@ impl Peers {
                 number += 1;
             }
         }
-        Peers { bounds, group }
+        Peers { bounds, group, ranged: Ranged::default() }
     }
 }
 
 /// The ORDER BY key's values of a partition's rows in order, for RANGE
 /// frames with offsets (empty without a single key).
-struct Ranged<'k> {
-    keys: &'k [Value],
+#[derive(Default)]
+struct Ranged {
+    keys: Vec<Value>,
     descending: bool,
 }
 
-impl Ranged<'_> {
+impl Ranged {
     /// The frame bound of row `i` at `offset` from its key (`preceding`:
     /// toward the partition's start), as a row index: a start is the first
     /// row in range, an end the first past it. A NULL key is a peer of
     /// NULLs only: its bound is its peer group's; a sum past the type's
     /// range reaches the end of the non-NULL rows.
     fn bound(&self, i: usize, offset: &Value, preceding: bool, is_start: bool, peers: (usize, usize)) -> usize {
-        let keys = self.keys;
+        let keys = &self.keys;
         if keys[i].is_null() {
             return if is_start { peers.0 } else { peers.1 };
         }
@@ -133,7 +135,7 @@ impl Ranged<'_> {
     }
 }
 
-fn values(call: &WindowCall, rows: &[&Row], peers: &Peers, ranged: &Ranged<'_>) -> Vec<Value> {
+fn values(call: &WindowCall, rows: &[&Row], peers: &Peers) -> Vec<Value> {
     let n = rows.len();
     let arg = |i: usize, row: &Row| call.args.get(i).map_or(Value::Null, |e| eval(e, row));
     (0..n)
@@ -160,19 +162,17 @@ fn values(call: &WindowCall, rows: &[&Row], peers: &Peers, ranged: &Ranged<'_>) 
             }
             function => {
                 let (mut start, mut end) = frame(call.frame, i, n, peers.bounds[i]);
-                if !call.frame.rows && !ranged.keys.is_empty() {
-                    let bound = |bound: FrameBound, offset: &Value, is_start: bool| match bound {
-                        FrameBound::Preceding(_) if !offset.is_null() => {
-                            Some(ranged.bound(i, offset, true, is_start, peers.bounds[i]))
-                        }
-                        FrameBound::Following(_) if !offset.is_null() => {
-                            Some(ranged.bound(i, offset, false, is_start, peers.bounds[i]))
-                        }
-                        _ => None,
-                    };
-                    start = bound(call.frame.start, &call.range_offsets.0, true).unwrap_or(start);
-                    end = bound(call.frame.end, &call.range_offsets.1, false).unwrap_or(end);
-                }
+                let ranged = |bound: FrameBound, is_start: bool| match bound {
+                    FrameBound::RangePreceding(offset) => {
+                        Some(peers.ranged.bound(i, &offset.value(), true, is_start, peers.bounds[i]))
+                    }
+                    FrameBound::RangeFollowing(offset) => {
+                        Some(peers.ranged.bound(i, &offset.value(), false, is_start, peers.bounds[i]))
+                    }
+                    _ => None,
+                };
+                start = ranged(call.frame.start, true).unwrap_or(start);
+                end = ranged(call.frame.end, false).unwrap_or(end);
                 let mut framed = rows[start.min(end)..end].iter().map(|row| arg(0, row));
                 match function {
                     WindowFunction::FirstValue => framed.next().unwrap_or(Value::Null),
@@ -227,7 +227,8 @@ fn frame(frame: Frame, i: usize, n: usize, peers: (usize, usize)) -> (usize, usi
                     i + 1
                 }
             }
-            FrameBound::CurrentRow => {
+            // Found from the keys' values (`Ranged::bound`) by the caller.
+            FrameBound::CurrentRow | FrameBound::RangePreceding(_) | FrameBound::RangeFollowing(_) => {
                 if is_start {
                     peers.0
                 } else {
@@ -306,14 +307,14 @@ mod tests {
         assert_eq!(frame(before, 1, 5, (0, 2)), (0, 0), "no row two before the second");
         assert_eq!(frame(before, 3, 5, (3, 5)), (0, 2));
         let ascending = [Value::Null, Value::Int(1), Value::Int(3), Value::Int(5), Value::Int(9)];
-        let ranged = Ranged { keys: &ascending, descending: false };
+        let ranged = Ranged { keys: ascending.to_vec(), descending: false };
         let two = Value::Int(2);
         assert_eq!(ranged.bound(2, &two, true, true, (2, 3)), 1, "3 - 2 reaches 1");
         assert_eq!(ranged.bound(2, &two, false, false, (2, 3)), 4, "3 + 2 reaches 5, not 9");
         assert_eq!(ranged.bound(1, &two, true, true, (1, 2)), 1, "NULL is in no range");
         assert_eq!((ranged.bound(0, &two, true, true, (0, 1)), ranged.bound(0, &two, false, false, (0, 1))), (0, 1));
         let descending = [Value::Int(9), Value::Int(5), Value::Int(3), Value::Int(1), Value::Null];
-        let ranged = Ranged { keys: &descending, descending: true };
+        let ranged = Ranged { keys: descending.to_vec(), descending: true };
         assert_eq!(ranged.bound(2, &two, true, true, (2, 3)), 1, "preceding a descending 3: up to 5");
         assert_eq!(ranged.bound(2, &two, false, false, (2, 3)), 4, "following it: down to 1, not NULL");
         let ntiles: Vec<Value> = (0..7).map(|i| ntile(Value::Int(3), i, 7)).collect();

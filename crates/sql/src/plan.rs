@@ -459,10 +459,6 @@ pub(crate) struct WindowCall {
     pub(crate) args: Vec<Expr>,
     pub(crate) frame: Frame,
     pub(crate) ty: Type,
-    /// A `RANGE` frame's `n PRECEDING` / `n FOLLOWING` offsets (start,
-    /// end), values the ORDER BY key's value is moved by (of its type; an
-    /// INTERVAL for a TIMESTAMP); NULL where the bound has no offset.
-    pub(crate) range_offsets: (Value, Value),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -483,8 +479,7 @@ pub(crate) enum WindowFunction {
 
 /// A window frame: the rows from `start` to `end` around the current one,
 /// counted in rows (`ROWS`) or in peers (`RANGE`: rows equal in ORDER BY;
-/// a RANGE bound with an offset is `Preceding(0)` or `Following(0)`, its
-/// offset in `WindowCall::range_offsets`).
+/// its bounds with an offset are `RangePreceding` and `RangeFollowing`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Frame {
     pub(crate) rows: bool,
@@ -499,6 +494,43 @@ pub(crate) enum FrameBound {
     CurrentRow,
     Following(u64),
     UnboundedFollowing,
+    /// A RANGE bound `offset PRECEDING`: the rows whose ORDER BY key is
+    /// within `offset` of the current row's, toward the partition's start.
+    RangePreceding(RangeOffset),
+    RangeFollowing(RangeOffset),
+}
+
+/// A RANGE bound's offset: a non-negative value of the single ORDER BY
+/// key's type (an INTERVAL for a TIMESTAMP), kept `Copy` as frames are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RangeOffset {
+    Int(i64),
+    /// Decimal units.
+    Decimal(i128),
+    Double(crate::value::OrderedF64),
+    /// Microseconds.
+    Interval(i64),
+}
+
+impl RangeOffset {
+    pub(crate) fn of(value: &Value) -> Option<RangeOffset> {
+        Some(match value {
+            Value::Int(k) => RangeOffset::Int(*k),
+            Value::Decimal(d) => RangeOffset::Decimal(d.get()),
+            Value::Double(d) => RangeOffset::Double(*d),
+            Value::Interval(i) => RangeOffset::Interval(*i),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn value(self) -> Value {
+        match self {
+            RangeOffset::Int(k) => Value::Int(k),
+            RangeOffset::Decimal(units) => Value::Decimal(units.into()),
+            RangeOffset::Double(d) => Value::Double(d),
+            RangeOffset::Interval(i) => Value::Interval(i),
+        }
+    }
 }
 
 impl Frame {
