@@ -63,7 +63,51 @@ enum Context<'a> {
 
 /// What an aggregated query's SELECT items and HAVING bind to
 /// (`Binder::bind_grouped_items`).
-type GroupedItems = (Vec<Expr>, Vec<ScopeColumn>, Vec<AggregateCall>, Option<Expr>);
+struct GroupedItems {
+    exprs: Vec<Expr>,
+    columns: Vec<ScopeColumn>,
+    aggregates: Vec<AggregateCall>,
+    having: Option<Expr>,
+    /// The window functions over the groups, in the order of their columns.
+    windows: Vec<WindowParts>,
+}
+
+/// Where an aggregated query's items read its window functions while its
+/// aggregates are still being found: column `WINDOW_PLACEHOLDER + i` is
+/// window `i`, moved after the aggregates once they are all known.
+const WINDOW_PLACEHOLDER: usize = usize::MAX / 2;
+
+/// A bound window function: `Rel::TopK` with its rank for ROW_NUMBER
+/// (`call` None), else `Rel::Over` with its call.
+struct WindowParts {
+    partition: Vec<Expr>,
+    order: Vec<SortKey>,
+    call: Option<WindowCall>,
+    location: Location,
+}
+
+impl WindowParts {
+    fn ty(&self) -> Type {
+        self.call.as_ref().map_or(Type::Int, |call| call.ty)
+    }
+
+    /// `input` with the window's value appended as column `at` (its width).
+    fn over(self, input: Rel, at: usize) -> Rel {
+        let WindowParts { partition, order, call, location } = self;
+        match call {
+            None => Rel::TopK {
+                input: Box::new(input),
+                partition,
+                order,
+                limit: None,
+                row_number: true,
+                input_width: at,
+                location,
+            },
+            Some(call) => Rel::Over { input: Box::new(input), partition, order, calls: vec![call], input_width: at },
+        }
+    }
+}
 
 /// A CTE: its position in its WITH, its query and its alias.
 type Cte = (usize, ast::Query, Option<ast::TableAlias>);
@@ -651,15 +695,23 @@ impl<'a> Binder<'a> {
         Ok((extended, keys))
     }
 
+    /// An ORDER BY item's direction and NULLs placement: (descending, nulls_first).
+    fn sort_options(&self, item: &ast::OrderByExpr) -> Result<(bool, bool)> {
+        if matches!(item.options.sort, Some(ast::OrderBySort::Using(_))) {
+            return Err(self.unsupported(item.expr.span(), "ORDER BY ... USING"));
+        }
+        if item.with_fill.is_some() {
+            return Err(self.unsupported(item.expr.span(), "WITH FILL"));
+        }
+        let descending = matches!(item.options.sort, Some(ast::OrderBySort::Desc));
+        // NULLs sort first ascending (they are the least value), as in SQLite.
+        Ok((descending, item.options.nulls_first.unwrap_or(!descending)))
+    }
+
     fn bind_sort_keys(&mut self, order: &[ast::OrderByExpr], scope: &Scope) -> Result<Vec<SortKey>> {
         let mut keys = Vec::new();
         for item in order {
-            if matches!(item.options.sort, Some(ast::OrderBySort::Using(_))) {
-                return Err(self.unsupported(item.expr.span(), "ORDER BY ... USING"));
-            }
-            if item.with_fill.is_some() {
-                return Err(self.unsupported(item.expr.span(), "WITH FILL"));
-            }
+            let (descending, nulls_first) = self.sort_options(item)?;
             // ORDER BY 2: the second output column.
             let expr = match &item.expr {
                 ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..)) => {
@@ -671,9 +723,6 @@ impl<'a> Binder<'a> {
                 }
                 other => self.bind_expr(other, &mut Context::Rows(scope))?.0,
             };
-            let descending = matches!(item.options.sort, Some(ast::OrderBySort::Desc));
-            // NULLs sort first ascending (they are the least value), as in SQLite.
-            let nulls_first = item.options.nulls_first.unwrap_or(!descending);
             keys.push(SortKey { expr, descending, nulls_first });
         }
         Ok(keys)
@@ -936,44 +985,119 @@ impl<'a> Binder<'a> {
         scope: &Scope,
         at: usize,
     ) -> Result<(Rel, Type)> {
+        let parts = self.bind_window_parts(function, &mut Context::Rows(scope))?;
+        let ty = parts.ty();
+        Ok((parts.over(input, at), ty))
+    }
+
+    /// A window function's PARTITION BY, ORDER BY and call, over rows or
+    /// (in an aggregated query) over groups.
+    fn bind_window_parts(&mut self, function: &ast::Function, context: &mut Context<'_>) -> Result<WindowParts> {
         let name = function_name(function);
         let span = function.span();
         let spec = match &function.over {
             Some(ast::WindowType::WindowSpec(spec)) => spec,
             _ => return Err(self.unsupported(span, "named windows")),
         };
-        let partition = spec
-            .partition_by
-            .iter()
-            .map(|e| Ok(self.bind_expr(e, &mut Context::Rows(scope))?.0))
-            .collect::<Result<Vec<_>>>()?;
-        let order = self.bind_sort_keys(&spec.order_by, scope)?;
+        let partition =
+            spec.partition_by.iter().map(|e| Ok(self.bind_expr(e, context)?.0)).collect::<Result<Vec<_>>>()?;
+        let order = match context {
+            Context::Rows(scope) => self.bind_sort_keys(&spec.order_by, scope)?,
+            Context::Groups { .. } => self.bind_group_sort_keys(&spec.order_by, context)?,
+        };
+        let location = self.location(span);
         if name == "row_number" {
             if !function_args(function).is_empty() {
                 return Err(self.error(span, "ROW_NUMBER() takes no arguments"));
             }
-            let location = self.location(span);
-            let rel = Rel::TopK {
-                input: Box::new(input),
-                partition,
-                order,
-                limit: None,
-                row_number: true,
-                input_width: at,
-                location,
-            };
-            return Ok((rel, Type::Int));
+            return Ok(WindowParts { partition, order, call: None, location });
         }
-        let frame = match &spec.window_frame {
-            None => Frame::DEFAULT,
+        let (frame, offsets) = match &spec.window_frame {
+            None => (Frame::DEFAULT, [None, None]),
             Some(frame) => self.bind_frame(frame, span)?,
         };
-        let call = self.bind_over_function(&name, function, scope, frame, span)?;
-        let ty = call.ty;
-        Ok((Rel::Over { input: Box::new(input), partition, order, calls: vec![call], input_width: at }, ty))
+        let mut call = self.bind_over_function(&name, function, context, frame, span)?;
+        if offsets.iter().any(Option::is_some) {
+            let (start, end) = self.bind_range_offsets(&spec.order_by, offsets, context, span)?;
+            call.frame.start = range_bound(call.frame.start, &start);
+            call.frame.end = range_bound(call.frame.end, &end);
+        }
+        Ok(WindowParts { partition, order, call: Some(call), location })
     }
 
-    fn bind_frame(&self, frame: &ast::WindowFrame, span: sqlparser::tokenizer::Span) -> Result<Frame> {
+    /// A RANGE frame's offsets: constants of the single ORDER BY key's type
+    /// (numbers; an INTERVAL for a TIMESTAMP), not negative.
+    fn bind_range_offsets(
+        &mut self,
+        order: &[ast::OrderByExpr],
+        offsets: [Option<&ast::Expr>; 2],
+        context: &mut Context<'_>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Value, Value)> {
+        let [key] = order else {
+            return Err(self.error(span, "a RANGE frame with an offset needs exactly one ORDER BY key"));
+        };
+        if matches!(&key.expr, ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..))) {
+            return Err(self.unsupported(key.expr.span(), "a RANGE frame with an offset over an ORDER BY position"));
+        }
+        let (_, key_ty) = self.bind_expr(&key.expr, context)?;
+        let mut values = [Value::Null, Value::Null];
+        for (value, offset) in values.iter_mut().zip(offsets) {
+            let Some(offset) = offset else { continue };
+            let (bound, ty) = self.bind_expr(offset, &mut Context::Rows(&Scope::default()))?;
+            let Expr::Literal(constant) = fold(bound) else {
+                return Err(self.error(offset.span(), "a RANGE offset is a constant"));
+            };
+            let fits = match (key_ty, ty) {
+                (Type::Int, Type::Int) => true,
+                (Type::Decimal { .. } | Type::Double, t) => t.is_numeric(),
+                (Type::Timestamp, Type::Interval) => true,
+                _ => false,
+            };
+            if !fits {
+                return Err(self.unsupported(
+                    offset.span(),
+                    format!(
+                        "a RANGE offset of {ty} over an ORDER BY key of {key_ty} (numbers take a number of \
+                         their type, TIMESTAMP an INTERVAL)"
+                    ),
+                ));
+            }
+            let constant = cast(&constant, if key_ty == Type::Timestamp { Type::Interval } else { key_ty });
+            let negative = match &constant {
+                Some(Value::Int(k) | Value::Interval(k)) => *k < 0,
+                Some(Value::Decimal(d)) => d.get() < 0,
+                Some(Value::Double(d)) => d.0 < 0.0 || d.0.is_nan(),
+                _ => true,
+            };
+            match constant {
+                Some(constant) if !negative => *value = constant,
+                _ => return Err(self.error(offset.span(), "a RANGE offset is a non-negative value")),
+            }
+        }
+        Ok((values[0].clone(), values[1].clone()))
+    }
+
+    /// A window's ORDER BY over groups: expressions (aggregates too), no positions.
+    fn bind_group_sort_keys(&mut self, order: &[ast::OrderByExpr], context: &mut Context<'_>) -> Result<Vec<SortKey>> {
+        let mut keys = Vec::new();
+        for item in order {
+            if matches!(&item.expr, ast::Expr::Value(v) if matches!(v.value, ast::Value::Number(..))) {
+                return Err(self.unsupported(item.expr.span(), "a number in a window's ORDER BY over groups"));
+            }
+            let (descending, nulls_first) = self.sort_options(item)?;
+            let (expr, _) = self.bind_expr(&item.expr, context)?;
+            keys.push(SortKey { expr, descending, nulls_first });
+        }
+        Ok(keys)
+    }
+
+    /// A frame, and a RANGE frame's offset expressions (start, end).
+    fn bind_frame<'f>(
+        &self,
+        frame: &'f ast::WindowFrame,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<(Frame, [Option<&'f ast::Expr>; 2])> {
         let rows = match frame.units {
             ast::WindowFrameUnits::Rows => true,
             ast::WindowFrameUnits::Range => false,
@@ -983,7 +1107,8 @@ impl<'a> Binder<'a> {
             let offset = |e: &Option<Box<ast::Expr>>| -> Result<Option<u64>> {
                 let Some(e) = e else { return Ok(None) };
                 if !rows {
-                    return Err(self.unsupported(e.span(), "RANGE frames with an offset (use ROWS)"));
+                    // Its value is bound with the ORDER BY key's type (bind_range_offsets).
+                    return Ok(Some(0));
                 }
                 match e.as_ref() {
                     ast::Expr::Value(v) => match &v.value {
@@ -1016,7 +1141,14 @@ impl<'a> Binder<'a> {
         if start == FrameBound::UnboundedFollowing || end == FrameBound::UnboundedPreceding {
             return Err(self.error(span, "a frame cannot start at UNBOUNDED FOLLOWING or end at UNBOUNDED PRECEDING"));
         }
-        Ok(Frame { rows, start, end })
+        let offset_of = |bound: &'f ast::WindowFrameBound| match bound {
+            ast::WindowFrameBound::Preceding(Some(e)) | ast::WindowFrameBound::Following(Some(e)) if !rows => {
+                Some(e.as_ref())
+            }
+            _ => None,
+        };
+        let offsets = [offset_of(&frame.start_bound), frame.end_bound.as_ref().and_then(offset_of)];
+        Ok((Frame { rows, start, end }, offsets))
     }
 
     /// A window function other than ROW_NUMBER: its arguments and type.
@@ -1024,7 +1156,7 @@ impl<'a> Binder<'a> {
         &mut self,
         name: &str,
         function: &ast::Function,
-        scope: &Scope,
+        context: &mut Context<'_>,
         frame: Frame,
         span: sqlparser::tokenizer::Span,
     ) -> Result<WindowCall> {
@@ -1032,10 +1164,15 @@ impl<'a> Binder<'a> {
         let mut bound = Vec::new();
         for arg in &args {
             match arg {
-                FunctionArgument::Expr(e) if contains_aggregate(e) || !window_calls(e).is_empty() => {
-                    return Err(self.error(e.span(), "a window function's arguments cannot hold aggregates or windows"));
+                FunctionArgument::Expr(e) if !window_calls(e).is_empty() => {
+                    return Err(self.error(e.span(), "a window function's arguments cannot hold windows"));
                 }
-                FunctionArgument::Expr(e) => bound.push(self.bind_expr(e, &mut Context::Rows(scope))?),
+                FunctionArgument::Expr(e) if contains_aggregate(e) && matches!(context, Context::Rows(_)) => {
+                    return Err(
+                        self.error(e.span(), "a window function's arguments hold an aggregate only with GROUP BY")
+                    );
+                }
+                FunctionArgument::Expr(e) => bound.push(self.bind_expr(e, context)?),
                 FunctionArgument::Star => {}
             }
         }
@@ -1172,10 +1309,18 @@ impl<'a> Binder<'a> {
         let allowed = std::mem::replace(&mut self.subqueries, true);
         let bound = self.bind_grouped_items(&from.scope, &group, items, having);
         self.subqueries = allowed;
-        let (exprs, columns, aggregates, having) = bound?;
+        let GroupedItems { mut exprs, columns, aggregates, having, windows } = bound?;
+        // Window functions over the groups (after HAVING), each a column after the aggregates.
+        let width = group.len() + aggregates.len();
         let mut rel = aggregate(from.rel, group.into_iter().map(|(e, _)| e).collect(), aggregates);
         if let Some(predicate) = having {
             rel = Rel::Filter { input: Box::new(rel), predicate };
+        }
+        for (i, parts) in windows.into_iter().enumerate() {
+            rel = parts.over(rel, width + i);
+        }
+        for expr in &mut exprs {
+            expr.map_columns(&mut |c| if c >= WINDOW_PLACEHOLDER { width + (c - WINDOW_PLACEHOLDER) } else { c });
         }
         Ok((Rel::Project { input: Box::new(rel), exprs }, Scope { columns }))
     }
@@ -1191,6 +1336,49 @@ impl<'a> Binder<'a> {
         having: Option<&ast::Expr>,
     ) -> Result<GroupedItems> {
         let mut aggregates = Vec::new();
+        // Window functions first (their parts may call aggregates): the items
+        // read each as a placeholder column until the aggregates are known.
+        let mut windows = Vec::new();
+        let mut seen: Vec<(ast::Function, usize, Type)> = Vec::new();
+        for (item, _) in items {
+            let Item::Expr(e) = item else { continue };
+            for function in window_calls(e) {
+                if seen.iter().any(|(f, _, _)| f == function) {
+                    continue;
+                }
+                let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
+                let allowed = std::mem::replace(&mut self.subqueries, false);
+                let bound = self.bind_window_parts(function, &mut context);
+                self.subqueries = allowed;
+                let parts = bound?;
+                seen.push((function.clone(), WINDOW_PLACEHOLDER + windows.len(), parts.ty()));
+                windows.push(parts);
+            }
+        }
+        let outer_windows = std::mem::replace(&mut self.windows, seen);
+        let bound = self.bind_group_select_items(input, group, items, &mut aggregates);
+        self.windows = outer_windows;
+        let (exprs, columns) = bound?;
+        let having = match having {
+            None => None,
+            Some(h) => {
+                let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
+                let (predicate, ty) = self.bind_expr(h, &mut context)?;
+                self.expect_bool(ty, h.span(), "HAVING")?;
+                Some(predicate)
+            }
+        };
+        Ok(GroupedItems { exprs, columns, aggregates, having, windows })
+    }
+
+    /// An aggregated query's SELECT items over its groups.
+    fn bind_group_select_items(
+        &mut self,
+        input: &Scope,
+        group: &[(Expr, Type)],
+        items: &[(Item<'_>, String)],
+        aggregates: &mut Vec<AggregateCall>,
+    ) -> Result<(Vec<Expr>, Vec<ScopeColumn>)> {
         let mut exprs = Vec::new();
         let mut columns = Vec::new();
         for (item, name) in items {
@@ -1203,28 +1391,14 @@ impl<'a> Binder<'a> {
                     }
                 }
                 Item::Expr(e) => {
-                    if let ast::Expr::Function(f) = e
-                        && f.over.is_some()
-                    {
-                        return Err(self.unsupported(e.span(), "window functions together with GROUP BY"));
-                    }
-                    let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
+                    let mut context = Context::Groups { input, group, aggregates };
                     self.bind_expr(e, &mut context)?
                 }
             };
             exprs.push(expr);
             columns.push(ScopeColumn { table: None, name: name.clone(), ty, qualified_only: false });
         }
-        let having = match having {
-            None => None,
-            Some(h) => {
-                let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
-                let (predicate, ty) = self.bind_expr(h, &mut context)?;
-                self.expect_bool(ty, h.span(), "HAVING")?;
-                Some(predicate)
-            }
-        };
-        Ok((exprs, columns, aggregates, having))
+        Ok((exprs, columns))
     }
 
     fn not_grouped(&self, column: &str, location: Location) -> Error {
@@ -1983,6 +2157,7 @@ impl<'a> Binder<'a> {
         // Over groups, a sub-expression equal to a GROUP BY expression is that group column.
         if let Context::Groups { input, group, .. } = context
             && !contains_aggregate(expr)
+            && window_calls(expr).is_empty()
         {
             let input: &Scope = input;
             let notices = self.notices.len();
@@ -2415,9 +2590,12 @@ impl<'a> Binder<'a> {
         };
         self.outer.push(scope);
         let allowed = std::mem::replace(&mut self.subqueries, false);
+        // The enclosing query's window columns are not the subquery's.
+        let windows = std::mem::take(&mut self.windows);
         self.ordered = matches!(expr, ast::Expr::Function(_));
         let bound = self.bind_query(query);
         self.ordered = false;
+        self.windows = windows;
         self.subqueries = allowed;
         self.outer.pop();
         // A generated `SELECT * FROM name` has no place in the text: its errors are the IN's.
@@ -2521,7 +2699,9 @@ impl<'a> Binder<'a> {
         }
         self.outer.push(context_rows(context).clone());
         let allowed = std::mem::replace(&mut self.subqueries, false);
+        let windows = std::mem::take(&mut self.windows);
         let bound = self.bind_query(query);
+        self.windows = windows;
         self.subqueries = allowed;
         self.outer.pop();
         let mut bound = bound?;
@@ -2833,7 +3013,7 @@ impl<'a> Binder<'a> {
             if let Some((_, column, ty)) = self.windows.iter().find(|(f, _, _)| f == function) {
                 return Ok((Expr::Column(*column), *ty));
             }
-            return Err(self.unsupported(span, "window functions outside SELECT items (and in aggregated queries)"));
+            return Err(self.unsupported(span, "window functions outside SELECT items"));
         }
         if !function.within_group.is_empty() || function.null_treatment.is_some() {
             return Err(self.unsupported(span, "WITHIN GROUP and NULL treatment clauses"));
@@ -3500,6 +3680,16 @@ impl Binder<'_> {
         let value = if name.starts_with("stddev") { Expr::Call(Function::Sqrt, vec![variance]) } else { variance };
         let complete = Expr::binary(BinaryOp::Eq, n_squares, n);
         Ok((Expr::Case(vec![(complete, value)], Box::new(Expr::Literal(Value::Null))), Type::Double))
+    }
+}
+
+/// A RANGE frame's bound with its offset, where it has one (`Preceding(0)`
+/// from `bind_frame` and the offset's value).
+fn range_bound(bound: FrameBound, offset: &Value) -> FrameBound {
+    match (bound, crate::plan::RangeOffset::of(offset)) {
+        (FrameBound::Preceding(_), Some(offset)) => FrameBound::RangePreceding(offset),
+        (FrameBound::Following(_), Some(offset)) => FrameBound::RangeFollowing(offset),
+        (other, _) => other,
     }
 }
 

@@ -2,7 +2,8 @@
 //! CUME_DIST, NTILE, LAG/LEAD, FIRST_VALUE/LAST_VALUE/NTH_VALUE and the
 //! aggregates COUNT/SUM/AVG/MIN/MAX over a frame (`ROWS` or `RANGE`
 //! between `UNBOUNDED PRECEDING`, `n PRECEDING`, `CURRENT ROW`,
-//! `n FOLLOWING` and `UNBOUNDED FOLLOWING`), as SQL defines them.
+//! `n FOLLOWING` and `UNBOUNDED FOLLOWING`; a RANGE offset moves the single
+//! ORDER BY key's value, an INTERVAL a TIMESTAMP's), as SQL defines them.
 //! (ROW_NUMBER is a top-k with its rank: `Rel::TopK`.)
 //!
 //! The dataflow keeps each partition's rows in order in a top-k's state with
@@ -18,6 +19,10 @@
 //!   PERCENT_RANK and CUME_DIST, and a `RANGE` frame's `CURRENT ROW` bound
 //!   reaches the last (or first) of them; without ORDER BY every row is a
 //!   peer of every other.
+//! - A RANGE offset bound reaches the rows whose key is within the offset
+//!   of the current row's (found by binary search: the keys are in order);
+//!   a NULL key's frame is its NULL peers, and NULL keys are in no non-NULL
+//!   key's range.
 //! - SUM and AVG of integers are exact (an overflow is NULL), as elsewhere.
 
 use std::cmp::Ordering;
@@ -25,7 +30,7 @@ use std::cmp::Ordering;
 use millpond_dataflow::Diff;
 
 use crate::eval::{compare, eval};
-use crate::plan::{AggregateFunction, Frame, FrameBound, SortKey, WindowCall, WindowFunction};
+use crate::plan::{AggregateFunction, BinaryOp, Expr, Frame, FrameBound, SortKey, WindowCall, WindowFunction};
 use crate::sort_key;
 use crate::value::{DECIMAL_ONE, Row, Value};
 
@@ -52,7 +57,12 @@ pub(crate) fn over(rows: &[(Row, Diff)], order: &[SortKey], calls: &[WindowCall]
             peer_keys.push(peer_key);
         }
     }
-    let peers = Peers::of(&peer_keys);
+    let mut peers = Peers::of(&peer_keys);
+    // A RANGE frame with an offset has one ORDER BY key: its values, in order.
+    if let [key] = order {
+        let keys = sorted.iter().map(|row| eval(&key.expr, row)).collect();
+        peers.ranged = Ranged { keys, descending: key.descending };
+    }
     let columns: Vec<Vec<Value>> = calls.iter().map(|call| values(call, &sorted, &peers)).collect();
     for (i, row) in sorted.iter().enumerate() {
         let mut output = (*row).clone();
@@ -62,10 +72,12 @@ pub(crate) fn over(rows: &[(Row, Diff)], order: &[SortKey], calls: &[WindowCall]
 }
 
 /// Each row's peer group, as the range `[start, end)` of rows in it, and
-/// the group's number (from 0).
+/// the group's number (from 0); the single ORDER BY key's values, for
+/// RANGE offsets.
 struct Peers {
     bounds: Vec<(usize, usize)>,
     group: Vec<usize>,
+    ranged: Ranged,
 }
 
 impl Peers {
@@ -82,7 +94,44 @@ impl Peers {
                 number += 1;
             }
         }
-        Peers { bounds, group }
+        Peers { bounds, group, ranged: Ranged::default() }
+    }
+}
+
+/// The ORDER BY key's values of a partition's rows in order, for RANGE
+/// frames with offsets (empty without a single key).
+#[derive(Default)]
+struct Ranged {
+    keys: Vec<Value>,
+    descending: bool,
+}
+
+impl Ranged {
+    /// The frame bound of row `i` at `offset` from its key (`preceding`:
+    /// toward the partition's start), as a row index: a start is the first
+    /// row in range, an end the first past it. A NULL key is a peer of
+    /// NULLs only: its bound is its peer group's; a sum past the type's
+    /// range reaches the end of the non-NULL rows.
+    fn bound(&self, i: usize, offset: &Value, preceding: bool, is_start: bool, peers: (usize, usize)) -> usize {
+        let keys = &self.keys;
+        if keys[i].is_null() {
+            return if is_start { peers.0 } else { peers.1 };
+        }
+        let lo = keys.iter().position(|k| !k.is_null()).unwrap_or(0);
+        let hi = keys.iter().rposition(|k| !k.is_null()).map_or(lo, |j| j + 1);
+        let op = if preceding != self.descending { BinaryOp::Subtract } else { BinaryOp::Add };
+        let target = eval(&Expr::binary(op, Expr::Literal(keys[i].clone()), Expr::Literal(offset.clone())), &[]);
+        if target.is_null() {
+            return if preceding { lo } else { hi };
+        }
+        // Rows before the range (for a start) or not past it (for an end).
+        let (below, above) =
+            if self.descending { (Ordering::Greater, Ordering::Less) } else { (Ordering::Less, Ordering::Greater) };
+        let before = |k: &Value| {
+            let order = compare(k, &target);
+            if is_start { order == Some(below) } else { order != Some(above) }
+        };
+        lo + keys[lo..hi].partition_point(before)
     }
 }
 
@@ -115,7 +164,18 @@ fn values(call: &WindowCall, rows: &[&Row], peers: &Peers) -> Vec<Value> {
                 }
             }
             function => {
-                let (start, end) = frame(call.frame, i, n, peers.bounds[i]);
+                let (mut start, mut end) = frame(call.frame, i, n, peers.bounds[i]);
+                let ranged = |bound: FrameBound, is_start: bool| match bound {
+                    FrameBound::RangePreceding(offset) => {
+                        Some(peers.ranged.bound(i, &offset.value(), true, is_start, peers.bounds[i]))
+                    }
+                    FrameBound::RangeFollowing(offset) => {
+                        Some(peers.ranged.bound(i, &offset.value(), false, is_start, peers.bounds[i]))
+                    }
+                    _ => None,
+                };
+                start = ranged(call.frame.start, true).unwrap_or(start);
+                end = ranged(call.frame.end, false).unwrap_or(end);
                 let mut framed = rows[start.min(end)..end].iter().map(|row| arg(0, row));
                 match function {
                     WindowFunction::FirstValue => framed.next().unwrap_or(Value::Null),
@@ -207,7 +267,8 @@ fn frame(frame: Frame, i: usize, n: usize, peers: (usize, usize)) -> (usize, usi
                     i + 1
                 }
             }
-            FrameBound::CurrentRow => {
+            // Found from the keys' values (`Ranged::bound`) by the caller.
+            FrameBound::CurrentRow | FrameBound::RangePreceding(_) | FrameBound::RangeFollowing(_) => {
                 if is_start {
                     peers.0
                 } else {
@@ -285,6 +346,17 @@ mod tests {
         let before = rows(FrameBound::UnboundedPreceding, FrameBound::Preceding(2));
         assert_eq!(frame(before, 1, 5, (0, 2)), (0, 0), "no row two before the second");
         assert_eq!(frame(before, 3, 5, (3, 5)), (0, 2));
+        let ascending = [Value::Null, Value::Int(1), Value::Int(3), Value::Int(5), Value::Int(9)];
+        let ranged = Ranged { keys: ascending.to_vec(), descending: false };
+        let two = Value::Int(2);
+        assert_eq!(ranged.bound(2, &two, true, true, (2, 3)), 1, "3 - 2 reaches 1");
+        assert_eq!(ranged.bound(2, &two, false, false, (2, 3)), 4, "3 + 2 reaches 5, not 9");
+        assert_eq!(ranged.bound(1, &two, true, true, (1, 2)), 1, "NULL is in no range");
+        assert_eq!((ranged.bound(0, &two, true, true, (0, 1)), ranged.bound(0, &two, false, false, (0, 1))), (0, 1));
+        let descending = [Value::Int(9), Value::Int(5), Value::Int(3), Value::Int(1), Value::Null];
+        let ranged = Ranged { keys: descending.to_vec(), descending: true };
+        assert_eq!(ranged.bound(2, &two, true, true, (2, 3)), 1, "preceding a descending 3: up to 5");
+        assert_eq!(ranged.bound(2, &two, false, false, (2, 3)), 4, "following it: down to 1, not NULL");
         let ntiles: Vec<Value> = (0..7).map(|i| ntile(Value::Int(3), i, 7)).collect();
         assert_eq!(ntiles, [1, 1, 1, 2, 2, 3, 3].map(Value::Int));
     }

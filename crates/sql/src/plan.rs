@@ -486,7 +486,8 @@ pub(crate) enum WindowFunction {
 }
 
 /// A window frame: the rows from `start` to `end` around the current one,
-/// counted in rows (`ROWS`) or in peers (`RANGE`: rows equal in ORDER BY).
+/// counted in rows (`ROWS`) or in peers (`RANGE`: rows equal in ORDER BY;
+/// its bounds with an offset are `RangePreceding` and `RangeFollowing`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Frame {
     pub(crate) rows: bool,
@@ -501,6 +502,43 @@ pub(crate) enum FrameBound {
     CurrentRow,
     Following(u64),
     UnboundedFollowing,
+    /// A RANGE bound `offset PRECEDING`: the rows whose ORDER BY key is
+    /// within `offset` of the current row's, toward the partition's start.
+    RangePreceding(RangeOffset),
+    RangeFollowing(RangeOffset),
+}
+
+/// A RANGE bound's offset: a non-negative value of the single ORDER BY
+/// key's type (an INTERVAL for a TIMESTAMP), kept `Copy` as frames are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RangeOffset {
+    Int(i64),
+    /// Decimal units.
+    Decimal(i128),
+    Double(crate::value::OrderedF64),
+    /// Microseconds.
+    Interval(i64),
+}
+
+impl RangeOffset {
+    pub(crate) fn of(value: &Value) -> Option<RangeOffset> {
+        Some(match value {
+            Value::Int(k) => RangeOffset::Int(*k),
+            Value::Decimal(d) => RangeOffset::Decimal(d.get()),
+            Value::Double(d) => RangeOffset::Double(*d),
+            Value::Interval(i) => RangeOffset::Interval(*i),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn value(self) -> Value {
+        match self {
+            RangeOffset::Int(k) => Value::Int(k),
+            RangeOffset::Decimal(units) => Value::Decimal(units.into()),
+            RangeOffset::Double(d) => Value::Double(d),
+            RangeOffset::Interval(i) => Value::Interval(i),
+        }
+    }
 }
 
 impl Frame {

@@ -964,3 +964,30 @@ subq_on_full: SELECT t3.k AS a, u.k AS b FROM t3 FULL JOIN u ON t3.k = u.k AND u
 subq_on_right_not_in: SELECT t1.id, t3.k FROM t1 RIGHT JOIN t3 ON t1.a = t3.k AND t1.b NOT IN (SELECT x FROM t2 WHERE x IS NOT NULL)
 subq_on_no_key: SELECT t4.a, t3.k FROM t4 JOIN t3 ON t3.w > (SELECT COUNT(*) FROM t2 WHERE t2.k = t4.a)
 subq_on_key_side: SELECT t1.id, t3.k FROM t1 JOIN t3 ON t3.k = (SELECT MIN(k) FROM t2 WHERE t2.x = t1.a)
+
+# --- Window functions over aggregated queries (after GROUP BY and HAVING) --------------------
+win_grouped_rank: SELECT k, SUM(x) AS s, RANK() OVER (ORDER BY SUM(x) DESC) AS r FROM t2 GROUP BY k
+win_grouped_partition: SELECT s, a % 3 AS m, COUNT(*) AS n, DENSE_RANK() OVER (PARTITION BY s ORDER BY COUNT(*)) AS dr FROM t1 GROUP BY s, a % 3
+win_grouped_running: SELECT k, COUNT(*) AS n, SUM(COUNT(*)) OVER (ORDER BY k) AS running FROM t2 GROUP BY k
+win_grouped_share: SELECT cat, SUM(amount) AS s, CAST(SUM(amount) AS DOUBLE) / SUM(SUM(amount)) OVER () AS share FROM e GROUP BY cat
+win_grouped_lag: SELECT k, MAX(x) AS m, LAG(MAX(x)) OVER (ORDER BY k) AS prev, MAX(x) - LEAD(MIN(x), 1, 0) OVER (ORDER BY k) AS d FROM t2 GROUP BY k
+win_grouped_row_number: SELECT w, COUNT(*) AS n, ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC, w) AS rn FROM u GROUP BY w
+win_grouped_having: SELECT k, SUM(x) AS s, RANK() OVER (ORDER BY SUM(x)) AS r FROM t2 GROUP BY k HAVING COUNT(*) > 1
+win_grouped_global: SELECT COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*)) AS r FROM t1
+win_grouped_filtered_outer: SELECT k, s FROM (SELECT k, SUM(x) AS s, RANK() OVER (ORDER BY SUM(x) DESC) AS r FROM t2 GROUP BY k) q WHERE r <= 3
+win_grouped_append_only: SELECT cat, COUNT(*) AS n, NTILE(2) OVER (ORDER BY cat) AS half, FIRST_VALUE(cat) OVER (ORDER BY COUNT(*) DESC, cat) AS top FROM e GROUP BY cat
+win_grouped_frame: SELECT s, SUM(a) AS t, AVG(SUM(a)) OVER (ORDER BY s ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS smooth FROM t1 GROUP BY s
+win_grouped_rows_and_groups: SELECT y, COUNT(*) AS n, COUNT(*) OVER () AS groups, MAX(COUNT(*)) OVER () AS most FROM t2 GROUP BY y
+win_grouped_subquery_item: SELECT k, SUM(x) AS s, RANK() OVER (ORDER BY SUM(x)) AS r, (SELECT COUNT(*) FROM t3 WHERE t3.k = t2.k) AS m FROM t2 GROUP BY k
+
+# --- RANGE frames with offsets (over one ORDER BY key; NULL keys are peers of NULLs only) ---
+win_range_offset: SELECT id, a, SUM(b) OVER (ORDER BY a RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) AS s FROM t1
+win_range_offset_following: SELECT id, a, COUNT(*) OVER (ORDER BY a RANGE BETWEEN 5 PRECEDING AND 5 FOLLOWING) AS n, MAX(b) OVER (ORDER BY a RANGE BETWEEN CURRENT ROW AND 20 FOLLOWING) AS mx FROM t1
+win_range_offset_desc: SELECT id, b, SUM(a) OVER (ORDER BY b DESC RANGE BETWEEN 15 PRECEDING AND 3 FOLLOWING) AS s FROM t1
+win_range_offset_nulls_last: SELECT id, a, COUNT(*) OVER (ORDER BY a NULLS LAST RANGE BETWEEN 7 PRECEDING AND 7 FOLLOWING) AS n FROM t1
+win_range_offset_partition: SELECT k, x, COUNT(*) OVER (PARTITION BY k ORDER BY x RANGE BETWEEN 10 PRECEDING AND 10 FOLLOWING) AS n FROM t2
+win_range_offset_double: SELECT id, c, COUNT(*) OVER (ORDER BY c RANGE BETWEEN 0.5 PRECEDING AND 0.5 FOLLOWING) AS n FROM t1
+win_range_offset_decimal: SELECT id, d, SUM(a) OVER (ORDER BY d RANGE BETWEEN 2.5 PRECEDING AND CURRENT ROW) AS s FROM t1
+win_range_offset_preceding_only: SELECT id, a, COUNT(*) OVER (ORDER BY a RANGE BETWEEN 20 PRECEDING AND 5 PRECEDING) AS n, SUM(b) OVER (ORDER BY a RANGE BETWEEN 5 FOLLOWING AND UNBOUNDED FOLLOWING) AS rest FROM t1
+win_range_offset_append_only: SELECT id, amount, COUNT(*) OVER (PARTITION BY cat ORDER BY amount RANGE BETWEEN 3 PRECEDING AND 3 FOLLOWING) AS n FROM e
+win_range_offset_u: SELECT k, v, COUNT(*) OVER (ORDER BY v RANGE 10 PRECEDING) AS n, FIRST_VALUE(k) OVER (ORDER BY v RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) AS f FROM u
