@@ -96,7 +96,9 @@ pub struct EventTime<'s, D: 'static> {
 /// What the late-record operator emits, split afterwards.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 enum Judged<D> {
-    OnTime(D),
+    /// With its position, so that every output is distinct (consolidated
+    /// without a sort).
+    OnTime(Position, D),
     Late(Late<D>),
     Mark(i64),
 }
@@ -130,15 +132,20 @@ impl<'s, D: Data> Collection<'s, (Position, D)> {
         let keyed = self.map(|((partition, offset), record)| ((), (partition, offset, record)));
         let keyspace = format!("op.{name}");
         let open = |state, _| Ok(state);
-        let judged = keyed_unary(keyed, name, &keyspace, None, open, Batching::Consolidated, {
+        // Only grouped by key (one key): the records are put in offset order
+        // here, by their positions, without comparing rows.
+        let mut records = Vec::new();
+        let judged = keyed_unary(keyed, name, &keyspace, None, open, Batching::ByKey, {
             move |epoch, updates: Grouped<'_, (), (u32, u64, D)>, state, out| {
-                updates.for_each_key_stored(state, |state, _key, key_bytes, values, stored| {
+                updates.drain_each_key_stored(state, |state, _key, key_bytes, values, stored| {
                     let mut judge: Judge = stored.map(|bytes| decode(bytes, &what)).transpose()?.unwrap_or_default();
                     let before = judge.watermark;
-                    for ((_, (partition, offset, record)), diff) in values {
-                        assert!(*diff > 0, "{what}: a source's records are never retracted");
-                        let judged = judged(&mut judge.maxima, (*partition, *offset), record, &time, delay);
-                        out.push((judged, *diff));
+                    records.clear();
+                    records.extend(values);
+                    records.sort_unstable_by_key(|((partition, offset, _), _)| (*partition, *offset));
+                    for ((partition, offset, record), diff) in records.drain(..) {
+                        assert!(diff == 1, "{what}: a source's record is read once, never retracted");
+                        out.push((judged(&mut judge.maxima, (partition, offset), record, &time, delay), 1));
                     }
                     let after = watermark_of(&judge.maxima, delay, before);
                     assert!(after >= before, "{what}: the watermark never goes back");
@@ -149,15 +156,12 @@ impl<'s, D: Data> Collection<'s, (Position, D)> {
                     judge.watermark = after;
                     state.put(epoch, key_bytes, encode(&judge));
                     Ok(())
-                })?;
-                // Equal records at different offsets are one update.
-                consolidate(out);
-                Ok(())
+                })
             }
         });
         let on_time = judged
             .clone()
-            .flat_map(|j| if let Judged::OnTime(record) = j { Some(record) } else { None })
+            .flat_map(|j| if let Judged::OnTime(_, record) = j { Some(record) } else { None })
             .into_monotonic();
         let late = judged.clone().flat_map(|j| if let Judged::Late(late) = j { Some(late) } else { None });
         let changes = judged.flat_map(|j| if let Judged::Mark(w) = j { Some(w) } else { None });
@@ -167,23 +171,23 @@ impl<'s, D: Data> Collection<'s, (Position, D)> {
 
 /// Judges one record against its partition's maximum, raising it when the
 /// record is on time.
-fn judged<D: Clone>(
+fn judged<D>(
     maxima: &mut Maxima,
     (partition, offset): Position,
-    record: &D,
+    record: D,
     time: &impl Fn(&D) -> Option<i64>,
     delay: i64,
 ) -> Judged<D> {
-    let Some(t) = time(record) else { return Judged::OnTime(record.clone()) };
+    let Some(t) = time(&record) else { return Judged::OnTime((partition, offset), record) };
     match maxima.get(&partition) {
         Some(max) if t < max.saturating_sub(delay) => {
             let bound = max.saturating_sub(delay);
-            Judged::Late(Late { partition, offset, time: t, bound, record: record.clone() })
+            Judged::Late(Late { partition, offset, time: t, bound, record })
         }
         _ => {
             let max = maxima.entry(partition).or_insert(t);
             *max = (*max).max(t);
-            Judged::OnTime(record.clone())
+            Judged::OnTime((partition, offset), record)
         }
     }
 }
@@ -276,13 +280,16 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     }
 }
 
-/// A closing aggregate's worker: the watermark it has seen and its open
-/// keys by closing time (rebuilt from the state when resumed).
+/// A closing aggregate's worker: the watermark it has seen, its open keys
+/// by closing time, and each open key's accumulator as the state holds it
+/// (`postcard((count, state))`): an epoch reads no state, since the open
+/// keys are few (the windows the delay keeps open) and all here. Rebuilt
+/// from the state when resumed; every write goes to the state too.
 struct Closing {
     name: String,
     watermark: Option<i64>,
     open: BTreeMap<i64, BTreeSet<Vec<u8>>>,
-    open_keys: usize,
+    accumulators: std::collections::HashMap<Vec<u8>, Vec<u8>>,
 }
 
 fn corrupt(what: &str, reason: String) -> Error {
@@ -292,17 +299,18 @@ fn corrupt(what: &str, reason: String) -> Error {
 impl Closing {
     /// Every key the state holds is open (a closed key was deleted).
     fn open<K: Key>(state: &OperatorState, name: &str, closes_at: &impl Fn(&K) -> i64) -> Result<Closing> {
-        let mut closing = Closing { name: name.to_owned(), watermark: None, open: BTreeMap::new(), open_keys: 0 };
+        let mut closing =
+            Closing { name: name.to_owned(), watermark: None, open: BTreeMap::new(), accumulators: Default::default() };
         let what = format!("aggregate '{name}'");
-        let mut keys = Vec::new();
-        state.scan_committed(|key, _value| {
-            keys.push(key.to_vec());
+        let mut entries = Vec::new();
+        state.scan_committed(|key, value| {
+            entries.push((key.to_vec(), value.to_vec()));
             Ok(())
         })?;
-        for key_bytes in keys {
+        for (key_bytes, value) in entries {
             let key: K = decode(&key_bytes, &what)?;
-            closing.open.entry(closes_at(&key)).or_default().insert(key_bytes);
-            closing.open_keys += 1;
+            closing.open.entry(closes_at(&key)).or_default().insert(key_bytes.clone());
+            closing.accumulators.insert(key_bytes, value);
         }
         Ok(closing)
     }
@@ -330,8 +338,9 @@ impl Closing {
         self.watermark.is_some_and(|w| at <= w)
     }
 
-    /// Folds an epoch's updates into the open keys' accumulators; updates
-    /// of a key already closed are dropped (module doc).
+    /// Folds an epoch's updates into the open keys' accumulators (held
+    /// here, written to the state); updates of a key already closed are
+    /// dropped (module doc).
     fn fold<K: Key, V: Data, A: Aggregate<V>>(
         &mut self,
         state: &mut OperatorState,
@@ -341,34 +350,33 @@ impl Closing {
         closes_at: &impl Fn(&K) -> i64,
     ) -> Result<()> {
         let what = format!("aggregate '{}'", self.name);
-        let mut value_bytes = Vec::new();
-        updates.drain_each_key_stored(state, |state, key, key_bytes, values, stored| {
-            let at = closes_at(&key);
+        updates.for_each_key(|key, key_bytes, values| {
+            let at = closes_at(key);
             if self.closed(at) {
                 return Ok(());
             }
-            let (mut count, mut acc): (i64, A::State) = match stored {
+            let (mut count, mut acc): (i64, A::State) = match self.accumulators.get(key_bytes) {
                 Some(bytes) => decode(bytes, &what)?,
                 None => {
                     self.open.entry(at).or_default().insert(key_bytes.to_vec());
-                    self.open_keys += 1;
                     (0, A::State::default())
                 }
             };
-            for (value, diff) in values {
-                assert!(diff > 0, "{what}: a closing aggregate's input never retracts");
-                aggregate.update(&mut acc, &value, diff, &mut SetUpdates::none());
-                count += diff as i64;
+            for ((_, value), diff) in values {
+                assert!(*diff > 0, "{what}: a closing aggregate's input never retracts");
+                aggregate.update(&mut acc, value, *diff, &mut SetUpdates::none());
+                count += *diff as i64;
             }
-            value_bytes.clear();
+            let mut value_bytes = Vec::new();
             encode_into(&(count, &acc), &mut value_bytes);
             state.put(epoch, key_bytes, &value_bytes);
+            self.accumulators.insert(key_bytes.to_vec(), value_bytes);
             Ok(())
         })?;
-        if self.open_keys > OPEN_KEYS_MAX {
+        if self.accumulators.len() > OPEN_KEYS_MAX {
             let reason = format!(
                 "{} windows open on one worker (at most {OPEN_KEYS_MAX}): does the watermark advance?",
-                self.open_keys
+                self.accumulators.len()
             );
             return Err(corrupt(&what, reason));
         }
@@ -392,13 +400,17 @@ impl Closing {
             for key_bytes in keys {
                 let key: K = decode(&key_bytes, &what)?;
                 assert_eq!(closes_at(&key), at, "{what}: a key closes when its index says");
-                let stored =
-                    state.get(&key_bytes)?.ok_or_else(|| corrupt(&what, "an open key has no state".to_owned()))?;
+                let stored = self.accumulators.remove(&key_bytes);
+                let stored = stored.ok_or_else(|| corrupt(&what, "an open key has no accumulator".to_owned()))?;
+                // One key in 64, by its hash: debug builds check without reading every key.
+                if cfg!(debug_assertions) && key_hash(&key_bytes) % 64 == 0 {
+                    let held = state.get(&key_bytes)?;
+                    assert_eq!(held.as_deref(), Some(&stored[..]), "{what}: an accumulator is what the state holds");
+                }
                 let (count, acc): (i64, A::State) = decode(&stored, &what)?;
                 assert!(count > 0, "{what}: an open key holds values");
                 out.push(((key, aggregate.output(count, &acc, &Sets::none())), 1));
                 state.delete(epoch, &key_bytes);
-                self.open_keys -= 1;
             }
         }
         Ok(())
