@@ -1823,7 +1823,8 @@ impl<'a> Binder<'a> {
                 })
                 .collect(),
         };
-        let rel = Rel::Get { object: name.to_owned(), input: Input::Function { function, args: bound }, columns };
+        let input = Input::Function { function, args: bound, location: self.location(span) };
+        let rel = Rel::Get { object: name.to_owned(), input, columns };
         let scope = self.alias_scope(scope, &table, alias)?;
         Ok(Bound { rel, scope })
     }

@@ -600,7 +600,8 @@ pub(crate) enum Input {
     System { table: crate::system::SystemTable },
     /// A table function of an expression (which may read the enclosing
     /// query's row: `Outer` references). One-off queries only.
-    Function { function: TableFunction, args: Vec<Expr> },
+    /// `location`: where the call is written (its errors name it).
+    Function { function: TableFunction, args: Vec<Expr>, location: crate::error::Location },
 }
 
 #[derive(Clone, Debug, PartialEq)]

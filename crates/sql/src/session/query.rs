@@ -171,7 +171,7 @@ const TABLE_FUNCTION_ROWS_MAX: i64 = 10_000_000;
 
 /// The rows of a table function over its arguments (outer references are
 /// values by now: the arguments read no row).
-fn table_function(function: TableFunction, args: &[crate::plan::Expr]) -> Result<Rows> {
+fn table_function(function: TableFunction, args: &[crate::plan::Expr], location: &Location) -> Result<Rows> {
     let values: Vec<Value> = args.iter().map(|a| eval(a, &[])).collect();
     let text = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Text(s.into()));
     let elements = || match &values[0] {
@@ -199,12 +199,12 @@ fn table_function(function: TableFunction, args: &[crate::plan::Expr]) -> Result
             let (Some(start), Some(stop)) = (int(values.first()), int(values.get(1))) else { return Ok(Rows::new()) };
             let step = if values.len() > 2 { int(values.get(2)) } else { Some(1) };
             let Some(step) = step.filter(|s| *s != 0) else {
-                return Err(Error::sql(Location { file: None, line: 0, column: 0 }, "step size cannot equal zero"));
+                return Err(Error::sql(location.clone(), "step size cannot equal zero"));
             };
             let count = (i128::from(stop) - i128::from(start)) / i128::from(step) + 1;
             if count > i128::from(TABLE_FUNCTION_ROWS_MAX) {
                 let message = format!("generate_series() of {count} rows; the limit is {TABLE_FUNCTION_ROWS_MAX}");
-                return Err(Error::sql(Location { file: None, line: 0, column: 0 }, message));
+                return Err(Error::sql(location.clone(), message));
             }
             (0..count.max(0) as i64).map(|i| (vec![Value::Int(start + i * step)], 1)).collect()
         }
@@ -238,7 +238,7 @@ impl Inputs for Contents<'_> {
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
         match input {
             Input::View { view } => view_rows(self.snapshots, view, columns),
-            Input::Function { function, args } => table_function(*function, args),
+            Input::Function { function, args, location } => table_function(*function, args, location),
             Input::System { table } => {
                 let rows = table.rows(&self.query.catalog, &self.query.system);
                 Ok(rows.into_iter().map(|row| (row, 1)).collect())
@@ -348,7 +348,7 @@ impl Inputs for BatchContents<'_> {
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
         match input {
             Input::View { view } => view_rows(&self.snapshots, view, columns),
-            Input::Function { function, args } => table_function(*function, args),
+            Input::Function { function, args, location } => table_function(*function, args, location),
             Input::System { table } => Ok(table.rows(self.catalog, &self.system).into_iter().map(|r| (r, 1)).collect()),
             Input::Source { topic, record_timestamp, .. } => {
                 source_rows(self.topics, topic, columns, *record_timestamp)
@@ -461,5 +461,22 @@ mod tests {
         let later = || checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 10;
         let error = session.query(cross).unwrap().run_until(&none, &later).unwrap_err().to_string();
         assert!(error.contains("canceling statement"), "{error}");
+    }
+
+    #[test]
+    fn a_table_function_past_its_limit_names_where_it_is_called() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = Session::open(dir.path()).unwrap();
+        let none = BTreeMap::new();
+        let query = session.query("SELECT x\nFROM   generate_series(1, 100000000000) AS x").unwrap();
+        match query.run(&none).unwrap_err() {
+            Error::Sql { location, message, .. } => {
+                assert_eq!((location.line, location.column), (2, 8), "{message}");
+                assert!(message.contains("the limit is 10000000"), "{message}");
+            }
+            other => panic!("not an SQL error: {other}"),
+        }
+        let zero = session.query("SELECT * FROM generate_series(1, 5, 0)").unwrap().run(&none).unwrap_err();
+        assert!(matches!(zero, Error::Sql { location, .. } if location.line == 1 && location.column == 15));
     }
 }
