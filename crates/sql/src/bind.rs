@@ -1965,6 +1965,39 @@ impl<'a> Binder<'a> {
         })
     }
 
+    /// A window's source (its first argument, a source, table or view
+    /// name) and its time column (the second, a TIMESTAMP column of it):
+    /// the source bound, its name, its scope, and the column.
+    fn bind_window_input(&mut self, relation: &ast::Expr, time: &ast::Expr) -> Result<(Rel, String, Scope, usize)> {
+        let ast::Expr::Identifier(relation) = relation else {
+            return Err(self.error(relation.span(), "the first argument of a window is a source, table or view name"));
+        };
+        let bound = self.bind_relation(relation)?;
+        let relation_name = normalize(relation);
+        let inner_scope = self.alias_scope(bound.scope, &relation_name, None)?;
+        let (column, ty) = self.bind_expr(time, &mut Context::Rows(&inner_scope))?;
+        let Expr::Column(time_column) = column else {
+            return Err(self.error(time.span(), "the second argument of a window is a column"));
+        };
+        if ty != Type::Timestamp {
+            return Err(self.error(time.span(), format!("a window's time column must be a TIMESTAMP, not {ty}")));
+        }
+        Ok((bound.rel, relation_name, inner_scope, time_column))
+    }
+
+    /// A window's scope: its source's columns, then window_start and window_end.
+    fn window_scope(&self, mut scope: Scope, relation_name: &str, alias: Option<&ast::TableAlias>) -> Result<Scope> {
+        for column in ["window_start", "window_end"] {
+            scope.columns.push(ScopeColumn {
+                table: None,
+                name: column.to_owned(),
+                ty: Type::Timestamp,
+                qualified_only: false,
+            });
+        }
+        self.alias_scope(scope, relation_name, alias)
+    }
+
     /// TUMBLE(rel, time_col, size), HOP(rel, time_col, slide, size) and
     /// CUMULATE(rel, time_col, step, size).
     fn bind_window_function(
@@ -1985,13 +2018,7 @@ impl<'a> Binder<'a> {
                 ));
             }
         };
-        let exprs: Vec<&ast::Expr> = args
-            .iter()
-            .filter_map(|a| match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
-                _ => None,
-            })
-            .collect();
+        let exprs = unnamed_args(args);
         if exprs.len() != arity || args.len() != arity {
             let shape = match name.as_str() {
                 "tumble" => "TUMBLE(source, time_column, size)",
@@ -2000,19 +2027,7 @@ impl<'a> Binder<'a> {
             };
             return Err(self.error(function.span, format!("{} takes {arity} arguments: {shape}", name.to_uppercase())));
         }
-        let ast::Expr::Identifier(relation) = exprs[0] else {
-            return Err(self.error(exprs[0].span(), "the first argument of a window is a source, table or view name"));
-        };
-        let bound = self.bind_relation(relation)?;
-        let relation_name = normalize(relation);
-        let inner_scope = self.alias_scope(bound.scope, &relation_name, None)?;
-        let (time_column, ty) = self.bind_expr(exprs[1], &mut Context::Rows(&inner_scope))?;
-        let Expr::Column(time_column) = time_column else {
-            return Err(self.error(exprs[1].span(), "the second argument of a window is a column"));
-        };
-        if ty != Type::Timestamp {
-            return Err(self.error(exprs[1].span(), format!("a window's time column must be a TIMESTAMP, not {ty}")));
-        }
+        let (input, relation_name, inner_scope, time_column) = self.bind_window_input(exprs[0], exprs[1])?;
         let mut intervals = Vec::new();
         for e in &exprs[2..] {
             match self.interval_constant(e)? {
@@ -2032,18 +2047,9 @@ impl<'a> Binder<'a> {
                 format!("a {kind} puts each row in more than {WINDOWS_PER_ROW_MAX} windows; widen the {step}");
             return Err(self.error(exprs[2].span(), message));
         }
-        let mut scope = inner_scope;
-        for column in ["window_start", "window_end"] {
-            scope.columns.push(ScopeColumn {
-                table: None,
-                name: column.to_owned(),
-                ty: Type::Timestamp,
-                qualified_only: false,
-            });
-        }
-        let scope = self.alias_scope(scope, &relation_name, alias)?;
+        let scope = self.window_scope(inner_scope, &relation_name, alias)?;
         let cumulative = name == "cumulate";
-        let rel = Rel::Window { input: Box::new(bound.rel), time_column, slide_micros, size_micros, cumulative };
+        let rel = Rel::Window { input: Box::new(input), time_column, slide_micros, size_micros, cumulative };
         Ok(Bound { rel, scope })
     }
 
@@ -2056,30 +2062,12 @@ impl<'a> Binder<'a> {
         args: &[ast::FunctionArg],
         alias: Option<&ast::TableAlias>,
     ) -> Result<Bound> {
-        let exprs: Vec<&ast::Expr> = args
-            .iter()
-            .filter_map(|a| match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
-                _ => None,
-            })
-            .collect();
+        let exprs = unnamed_args(args);
         if exprs.len() < 3 || exprs.len() != args.len() {
             let shape = "SESSION(source, time_column, gap [, key_column, ...])";
             return Err(self.error(function.span, format!("SESSION takes 3 or more arguments: {shape}")));
         }
-        let ast::Expr::Identifier(relation) = exprs[0] else {
-            return Err(self.error(exprs[0].span(), "the first argument of a window is a source, table or view name"));
-        };
-        let bound = self.bind_relation(relation)?;
-        let relation_name = normalize(relation);
-        let inner_scope = self.alias_scope(bound.scope, &relation_name, None)?;
-        let (time, ty) = self.bind_expr(exprs[1], &mut Context::Rows(&inner_scope))?;
-        let Expr::Column(time_column) = time else {
-            return Err(self.error(exprs[1].span(), "the second argument of a window is a column"));
-        };
-        if ty != Type::Timestamp {
-            return Err(self.error(exprs[1].span(), format!("a window's time column must be a TIMESTAMP, not {ty}")));
-        }
+        let (input, relation_name, inner_scope, time_column) = self.bind_window_input(exprs[0], exprs[1])?;
         let gap_micros = match self.interval_constant(exprs[2])? {
             Some(micros) if micros > 0 => micros,
             _ => return Err(self.error(exprs[2].span(), "a session gap is a positive INTERVAL constant")),
@@ -2098,7 +2086,7 @@ impl<'a> Binder<'a> {
         };
         let order = vec![SortKey { expr: Expr::Column(time_column), descending: false, nulls_first: false }];
         let over = Rel::Over {
-            input: Box::new(bound.rel),
+            input: Box::new(input),
             partition: keys,
             order,
             calls: vec![call(false), call(true)],
@@ -2106,16 +2094,7 @@ impl<'a> Binder<'a> {
         };
         let timed = Expr::Not(Box::new(Expr::IsNull(Box::new(Expr::Column(time_column)))));
         let rel = Rel::Filter { input: Box::new(over), predicate: timed };
-        let mut scope = inner_scope;
-        for column in ["window_start", "window_end"] {
-            scope.columns.push(ScopeColumn {
-                table: None,
-                name: column.to_owned(),
-                ty: Type::Timestamp,
-                qualified_only: false,
-            });
-        }
-        let scope = self.alias_scope(scope, &relation_name, alias)?;
+        let scope = self.window_scope(inner_scope, &relation_name, alias)?;
         Ok(Bound { rel, scope })
     }
 
@@ -3776,4 +3755,15 @@ fn conform(expr: Expr, ty: Type) -> Expr {
 /// Evaluates an expression without columns once, at bind time.
 fn fold(expr: Expr) -> Expr {
     if expr.columns().is_empty() && !expr.is_correlated() { Expr::Literal(eval(&expr, &[])) } else { expr }
+}
+
+/// A function's unnamed arguments (named ones are left out: callers compare
+/// the count with the arguments given).
+fn unnamed_args(args: &[ast::FunctionArg]) -> Vec<&ast::Expr> {
+    args.iter()
+        .filter_map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect()
 }
