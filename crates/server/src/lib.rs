@@ -46,7 +46,7 @@ mod view_cache;
 
 pub use connection::MESSAGE_BYTES_MAX_DEFAULT;
 pub use consume::{RecordFormat, record_line};
-pub use engine::{Engine, EngineConfig, RunState, ViewStat, Writes};
+pub use engine::{Engine, EngineConfig, Reads, RunState, ViewStat, Writes};
 pub use error::{Error, Result};
 pub use fanout::SUBSCRIBER_BUFFER_BYTES_DEFAULT;
 pub use kafka::{

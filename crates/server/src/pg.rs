@@ -1070,10 +1070,11 @@ pub(crate) fn await_writes(engine: &Engine, settings: &Settings, views: &[&str])
     // later), so it does not wait.
     let views: Vec<&str> = views.iter().copied().filter(|view| engine.definition(view).is_some()).collect();
     let written = settings.written.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let reads = engine.topics_read(&views);
     let wait_ms = settings.wait_ms();
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms);
     loop {
-        match engine.covers(&views, &written) {
+        match engine.covers(&reads, &written) {
             Ok(true) => return Ok(()),
             Ok(false) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(VIEW_READY_POLL_MS));

@@ -420,6 +420,14 @@ fn reader_name(prefix: &str, demanded: &BTreeMap<String, Vec<bool>>, object: &st
     format!("{prefix}.r{index}")
 }
 
+/// The sources and tables a view of plan `rel` (with `width` columns) has a
+/// reader of, once rendered: those its plan reads.
+pub(crate) fn objects_read(rel: &Rel, width: usize) -> impl Iterator<Item = String> {
+    let mut demanded = BTreeMap::new();
+    demand(rel, &vec![true; width], &mut demanded);
+    demanded.into_keys()
+}
+
 /// Marks the columns of each source and table that `rel` reads, given which
 /// of its own output columns are needed.
 fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {

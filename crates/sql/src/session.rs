@@ -405,6 +405,29 @@ impl Session {
         self.catalog.objects.values().map(|o| (o.name.clone(), o.kind_name())).collect()
     }
 
+    /// The topics materialized view `name` has readers of once rendered (the
+    /// tables and local sources its plan reads, through the views it
+    /// inlines); None when `name` is
+    /// not a materialized view or no longer binds. Read-your-writes waits
+    /// for a view's readers of exactly these (`millpond_server`'s
+    /// `Engine::covers`).
+    pub fn topics_read(&self, name: &str) -> Option<std::collections::BTreeSet<String>> {
+        let object = self.catalog.get(name)?;
+        if !matches!(object.kind, ObjectKind::View { materialized: true, .. }) {
+            return None;
+        }
+        let (rel, columns, _, _) = bind_view(&self.catalog, object, None).ok()?;
+        let objects = crate::render::objects_read(&rel, columns.len());
+        let topics = objects.filter_map(|read| match &self.catalog.get(&read)?.kind {
+            // An external Kafka source's records are not written here.
+            ObjectKind::Source { topic, kafka_brokers: None, .. } | ObjectKind::Table { topic, .. } => {
+                Some(topic.clone())
+            }
+            _ => None,
+        });
+        Some(topics.collect())
+    }
+
     /// The kind of object `name` and the statement that defines it, as the
     /// catalog keeps it (canonical text).
     pub fn definition(&self, name: &str) -> Option<(&'static str, String)> {
