@@ -62,6 +62,8 @@ const VIEWS: &[&str] = &[
     "session_rows",
     "session_e",
     "cumulate_hour",
+    "lateral_series_left",
+    "lateral_series_aggregate",
 ];
 
 fn millpond(dir: &Path) -> Command {

@@ -535,6 +535,7 @@ impl<'a> Binder<'a> {
             | Rel::TopK { input, .. }
             | Rel::Window { input, .. }
             | Rel::Replicate { input }
+            | Rel::Expand { input, .. }
             | Rel::Over { input, .. } => self.check_top_k(input),
             Rel::Join { left, right, .. } => {
                 self.check_top_k(left)?;
@@ -827,13 +828,27 @@ impl<'a> Binder<'a> {
             Some(other) => return Err(self.unsupported(span, format!("{other}"))),
         };
 
-        // FROM: a cross product of its items, joined left to right.
+        // FROM: a cross product of its items, joined left to right; a table
+        // function whose arguments read the items before it expands them.
         let mut from: Option<Bound> = None;
         for item in &select.from {
-            let right = self.bind_table_with_joins(item)?;
-            from = Some(match from {
-                None => right,
-                Some(left) => self.cross_join(left, right),
+            let Some(left) = from.take() else {
+                from = Some(self.bind_table_with_joins(item)?);
+                continue;
+            };
+            let lateral = match self.table_call(&item.relation) {
+                Some(call) => {
+                    let call = call?;
+                    self.reads_left(&call, &left.scope, &item.joins)?.then_some(call)
+                }
+                None => None,
+            };
+            from = Some(match lateral {
+                Some(call) => self.bind_expand(left, &call, false)?,
+                None => {
+                    let right = self.bind_table_with_joins(item)?;
+                    self.cross_join(left, right)
+                }
             });
         }
         let mut from = from.unwrap_or(Bound { rel: Rel::Unit, scope: Scope::default() });
@@ -1432,9 +1447,13 @@ impl<'a> Binder<'a> {
     }
 
     fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins) -> Result<Bound> {
-        let mut left = self.bind_table_factor(&item.relation)?;
-        for join in &item.joins {
-            let right = self.bind_table_factor(&join.relation)?;
+        let left = self.bind_table_factor(&item.relation)?;
+        self.bind_joins(left, &item.joins)
+    }
+
+    /// `left` joined with each of `joins` in turn.
+    fn bind_joins(&mut self, mut left: Bound, joins: &[ast::Join]) -> Result<Bound> {
+        for join in joins {
             use ast::JoinOperator as J;
             let (kind, constraint) = match &join.join_operator {
                 J::Join(c) | J::Inner(c) => ("inner", Some(c)),
@@ -1444,9 +1463,67 @@ impl<'a> Binder<'a> {
                 J::CrossJoin(ast::JoinConstraint::None) => ("inner", None),
                 other => return Err(self.unsupported(join.relation.span(), format!("this join ({other:?})"))),
             };
+            if let Some(call) = self.table_call(&join.relation) {
+                let call = call?;
+                if self.reads_left(&call, &left.scope, &[])? {
+                    left = self.bind_lateral_join(left, &call, kind, constraint, join.relation.span())?;
+                    continue;
+                }
+            }
+            let right = self.bind_table_factor(&join.relation)?;
             left = self.bind_join(left, right, kind, constraint, join.relation.span())?;
         }
         Ok(left)
+    }
+
+    /// `left` joined with a table function whose arguments read it
+    /// (LATERAL): CROSS JOIN or JOIN ... ON expand each row of `left`; LEFT
+    /// JOIN ... ON TRUE keeps a row whose call gives none, with NULLs.
+    fn bind_lateral_join(
+        &mut self,
+        left: Bound,
+        call: &TableCall<'_>,
+        kind: &str,
+        constraint: Option<&ast::JoinConstraint>,
+        span: sqlparser::tokenizer::Span,
+    ) -> Result<Bound> {
+        let on = match constraint {
+            None | Some(ast::JoinConstraint::None) => None,
+            Some(ast::JoinConstraint::On(on)) => Some(on),
+            Some(_) => {
+                return Err(self.unsupported(span, "USING or NATURAL with a table function that reads the left side"));
+            }
+        };
+        let always = |on: Option<&ast::Expr>| {
+            on.is_none_or(|on| matches!(on, ast::Expr::Value(v) if v.value == ast::Value::Boolean(true)))
+        };
+        match kind {
+            "inner" => {
+                let expanded = self.bind_expand(left, call, false)?;
+                let Some(on) = on else { return Ok(expanded) };
+                if contains_aggregate(on) {
+                    return Err(self.error(on.span(), "aggregate functions are not allowed in ON"));
+                }
+                let allowed = std::mem::replace(&mut self.subqueries, true);
+                let bound = self.bind_expr(on, &mut Context::Rows(&expanded.scope));
+                self.subqueries = allowed;
+                let (predicate, ty) = bound?;
+                self.expect_bool(ty, on.span(), "ON")?;
+                Ok(Bound { rel: apply_filter(expanded.rel, predicate), scope: expanded.scope })
+            }
+            "left" if always(on) => self.bind_expand(left, call, true),
+            "left" => {
+                Err(self.unsupported(span, "LEFT JOIN of a LATERAL table function ON a condition other than TRUE"))
+            }
+            _ => Err(self.error(
+                span,
+                format!(
+                    "a {} JOIN cannot read its left side from a table function's arguments (LATERAL): only CROSS \
+                     JOIN, JOIN ... ON and LEFT JOIN may",
+                    kind.to_uppercase()
+                ),
+            )),
+        }
     }
 
     fn bind_join(
@@ -1680,9 +1757,9 @@ impl<'a> Binder<'a> {
                     _ => return Err(self.unsupported(name.span(), "names with more than two parts")),
                 };
                 if let Some(args) = args {
-                    if let Some(bound) = self.bind_table_function(schema.as_deref(), ident, &args.args, alias.as_ref())
-                    {
-                        return bound;
+                    if let Some(call) = self.table_call(factor) {
+                        let unit = Bound { rel: Rel::Unit, scope: Scope::default() };
+                        return self.bind_expand(unit, &call?, false);
                     }
                     if schema.is_some() {
                         return Err(self.unsupported(name.span(), "a qualified table function"));
@@ -1724,6 +1801,11 @@ impl<'a> Binder<'a> {
                 };
                 Ok(Bound { rel: bound.rel, scope })
             }
+            ast::TableFactor::Function { .. } | ast::TableFactor::UNNEST { .. } => {
+                let call = self.table_call(factor).expect("a call or its error")?;
+                let unit = Bound { rel: Rel::Unit, scope: Scope::default() };
+                self.bind_expand(unit, &call, false)
+            }
             other => Err(self.unsupported(other.span(), "this kind of FROM item")),
         }
     }
@@ -1757,61 +1839,83 @@ impl<'a> Binder<'a> {
         Some(Ok(Bound { rel, scope }))
     }
 
-    /// `unnest(array)`, `pg_options_to_table(options)` and
-    /// `generate_series(start, stop [, step])` in FROM (one-off queries):
-    /// the arguments may read the enclosing query's columns.
-    fn bind_table_function(
-        &mut self,
-        schema: Option<&str>,
-        ident: &ast::Ident,
-        args: &[ast::FunctionArg],
-        alias: Option<&ast::TableAlias>,
-    ) -> Option<Result<Bound>> {
-        let name = normalize(ident);
-        let (function, arity, arg_type) = match (schema, name.as_str()) {
-            (None | Some("pg_catalog"), "unnest") => (TableFunction::Unnest, 1..=1, Type::Text),
-            (None | Some("pg_catalog"), "pg_options_to_table") => (TableFunction::OptionsToTable, 1..=1, Type::Text),
-            (None | Some("pg_catalog"), "generate_series") => (TableFunction::GenerateSeries, 2..=3, Type::Int),
+    /// The table function `factor` calls, if it calls one (`unnest(array)`,
+    /// `pg_options_to_table(options)`, `generate_series(start, stop [,
+    /// step])`; `LATERAL name(...)` must be one), with its arguments.
+    fn table_call<'f>(&self, factor: &'f ast::TableFactor) -> Option<Result<TableCall<'f>>> {
+        let unnamed = |args: &'f [ast::FunctionArg], span| -> Result<Vec<&'f ast::Expr>> {
+            args.iter()
+                .map(|arg| match arg {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+                    _ => Err(self.unsupported(span, "this argument of a table function")),
+                })
+                .collect()
+        };
+        let (function, span, args, alias) = match factor {
+            ast::TableFactor::Table { name, args: Some(args), alias, .. } => {
+                let function = table_function(name)?;
+                let span = name.span();
+                (function, span, unnamed(&args.args, span), alias)
+            }
+            ast::TableFactor::Function { name, args, alias, with_ordinality, .. } => {
+                let span = name.span();
+                let Some(function) = table_function(name) else {
+                    return Some(Err(self.unsupported(span, format!("the table function {name}"))));
+                };
+                if *with_ordinality {
+                    return Some(Err(self.unsupported(span, "WITH ORDINALITY")));
+                }
+                (function, span, unnamed(args, span), alias)
+            }
+            ast::TableFactor::UNNEST { alias, array_exprs, with_offset, with_ordinality, .. } => {
+                let span = factor.span();
+                if *with_offset || *with_ordinality {
+                    return Some(Err(self.unsupported(span, "unnest() WITH ORDINALITY or WITH OFFSET")));
+                }
+                (TableFunction::Unnest, span, Ok(array_exprs.iter().collect()), alias)
+            }
             _ => return None,
         };
-        if !self.one_off {
-            return Some(Err(self.unsupported(ident.span, format!("{name}() in a view"))));
-        }
-        Some(self.bind_table_function_args(function, &name, ident.span, (arity, arg_type), args, alias))
+        Some(args.map(|args| TableCall { function, span, args, alias: alias.as_ref() }))
     }
 
-    fn bind_table_function_args(
-        &mut self,
-        function: TableFunction,
-        name: &str,
-        span: sqlparser::tokenizer::Span,
-        (arity, arg_type): (std::ops::RangeInclusive<usize>, Type),
-        args: &[ast::FunctionArg],
-        alias: Option<&ast::TableAlias>,
-    ) -> Result<Bound> {
-        if !arity.contains(&args.len()) {
-            return Err(self.error(span, format!("{name}() takes {} to {} arguments", arity.start(), arity.end())));
+    /// Whether `call`'s arguments read the columns of `left` (a LATERAL
+    /// call), or a join after it does (`joins`: those of its FROM item).
+    fn reads_left(&mut self, call: &TableCall<'_>, left: &Scope, joins: &[ast::Join]) -> Result<bool> {
+        let mut reads = false;
+        for arg in &call.args {
+            let (expr, _) = self.bind_expr(arg, &mut Context::Rows(left))?;
+            reads |= !expr.columns().is_empty();
         }
-        let mut bound = Vec::new();
-        for arg in args {
-            let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) = arg else {
-                return Err(self.unsupported(span, format!("this argument of {name}()")));
-            };
-            let (expr, ty) = self.bind_expr(e, &mut Context::Rows(&Scope::default()))?;
-            if ty != arg_type && ty != Type::Null {
-                return Err(self.error(e.span(), format!("{name}() takes {arg_type}, not {ty}")));
-            }
-            bound.push(expr);
+        if reads && !joins.is_empty() {
+            return Err(self.unsupported(call.span, "joins after a LATERAL table function in the same FROM item"));
         }
-        let table = alias.map(|a| normalize(&a.name)).unwrap_or_else(|| name.to_owned());
-        let columns: Vec<(String, Type)> = match function {
-            // A function of one column names it after the alias, as Postgres.
-            TableFunction::Unnest => vec![(table.clone(), Type::Text)],
-            TableFunction::GenerateSeries => vec![(table.clone(), Type::Int)],
-            TableFunction::OptionsToTable => {
-                vec![("option_name".into(), Type::Text), ("option_value".into(), Type::Text)]
-            }
+        Ok(reads)
+    }
+
+    /// `call` over each row of `input`: its rows, each followed by the
+    /// call's rows over it (`Rel::Expand`); with `outer`, a row whose call
+    /// gives none is kept once, with NULLs.
+    fn bind_expand(&mut self, input: Bound, call: &TableCall<'_>, outer: bool) -> Result<Bound> {
+        let name = call.function.name();
+        let (arity, arg_type) = match call.function {
+            TableFunction::Unnest | TableFunction::OptionsToTable => (1..=1, Type::Text),
+            TableFunction::GenerateSeries => (2..=3, Type::Int),
         };
+        if !arity.contains(&call.args.len()) {
+            let message = format!("{name}() takes {} to {} arguments", arity.start(), arity.end());
+            return Err(self.error(call.span, message));
+        }
+        let mut args = Vec::new();
+        for arg in &call.args {
+            let (expr, ty) = self.bind_expr(arg, &mut Context::Rows(&input.scope))?;
+            if ty != arg_type && ty != Type::Null {
+                return Err(self.error(arg.span(), format!("{name}() takes {arg_type}, not {ty}")));
+            }
+            args.push(expr);
+        }
+        let table = call.alias.map(|a| normalize(&a.name)).unwrap_or_else(|| name.to_owned());
+        let columns = call.function.columns(&table);
         let scope = Scope {
             columns: columns
                 .iter()
@@ -1823,9 +1927,11 @@ impl<'a> Binder<'a> {
                 })
                 .collect(),
         };
-        let input = Input::Function { function, args: bound, location: self.location(span) };
-        let rel = Rel::Get { object: name.to_owned(), input, columns };
-        let scope = self.alias_scope(scope, &table, alias)?;
+        let called = self.alias_scope(scope, &table, call.alias)?;
+        let mut scope = input.scope;
+        scope.columns.extend(called.columns);
+        let location = self.location(call.span);
+        let rel = Rel::Expand { input: Box::new(input.rel), function: call.function, args, outer, location };
         Ok(Bound { rel, scope })
     }
 
@@ -3766,4 +3872,29 @@ fn unnamed_args(args: &[ast::FunctionArg]) -> Vec<&ast::Expr> {
             _ => None,
         })
         .collect()
+}
+
+/// A table function called in FROM, with its unbound arguments.
+struct TableCall<'f> {
+    function: TableFunction,
+    span: sqlparser::tokenizer::Span,
+    args: Vec<&'f ast::Expr>,
+    alias: Option<&'f ast::TableAlias>,
+}
+
+/// The table function `name` names (unqualified or in `pg_catalog`).
+fn table_function(name: &ast::ObjectName) -> Option<TableFunction> {
+    let (schema, ident) = match name.0.as_slice() {
+        [ast::ObjectNamePart::Identifier(ident)] => (None, ident),
+        [ast::ObjectNamePart::Identifier(schema), ast::ObjectNamePart::Identifier(ident)] => {
+            (Some(normalize(schema)), ident)
+        }
+        _ => return None,
+    };
+    match (schema.as_deref(), normalize(ident).as_str()) {
+        (None | Some("pg_catalog"), "unnest") => Some(TableFunction::Unnest),
+        (None | Some("pg_catalog"), "pg_options_to_table") => Some(TableFunction::OptionsToTable),
+        (None | Some("pg_catalog"), "generate_series") => Some(TableFunction::GenerateSeries),
+        _ => None,
+    }
 }

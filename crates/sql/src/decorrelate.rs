@@ -87,7 +87,12 @@ pub(crate) fn at_most_one_row(rel: &Rel) -> bool {
         Rel::Project { input, .. } | Rel::Filter { input, .. } | Rel::Distinct { input } => at_most_one_row(input),
         Rel::Join { left, right, .. } => at_most_one_row(left) && at_most_one_row(right),
         Rel::UnionAll { inputs } => inputs.len() == 1 && at_most_one_row(&inputs[0]),
-        Rel::Get { .. } | Rel::TopK { .. } | Rel::Window { .. } | Rel::Replicate { .. } | Rel::Over { .. } => false,
+        Rel::Get { .. }
+        | Rel::TopK { .. }
+        | Rel::Window { .. }
+        | Rel::Replicate { .. }
+        | Rel::Over { .. }
+        | Rel::Expand { .. } => false,
     }
 }
 
@@ -279,6 +284,14 @@ fn apply(domain: &Rel, columns: &[usize], rel: Rel) -> Result<Rel, Unsupported> 
         }
         Rel::Distinct { input } => Rel::Distinct { input: Box::new(apply(domain, columns, *input)?) },
         Rel::Replicate { input } => Rel::Replicate { input: Box::new(apply(domain, columns, *input)?) },
+        // The call's arguments may read the outer row: the domain's columns.
+        Rel::Expand { input, function, args, outer, location } => Rel::Expand {
+            input: Box::new(apply(domain, columns, *input)?),
+            function,
+            args: args.into_iter().map(remap).collect(),
+            outer,
+            location,
+        },
         Rel::Over { input, partition, order, calls, input_width } => Rel::Over {
             input: Box::new(apply(domain, columns, *input)?),
             partition: domain_columns().chain(partition.into_iter().map(remap)).collect(),

@@ -113,6 +113,16 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
             }
             out.into_iter().map(|(row, count)| (row, count as i64)).collect()
         }
+        Rel::Expand { input, function, args, outer, location } => {
+            let mut rows = Rows::new();
+            for (row, count) in evaluate(input, inputs)? {
+                let expanded = crate::table_function::expand(*function, args, *outer, &row)
+                    .map_err(|message| Error::sql(location.clone(), message))?;
+                rows.extend(expanded.into_iter().map(|row| (row, count)));
+                inputs.check(rows.len())?;
+            }
+            rows
+        }
         Rel::Replicate { input } => evaluate(input, inputs)?
             .into_iter()
             .map(|(mut row, count)| {

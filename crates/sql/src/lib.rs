@@ -60,6 +60,8 @@ mod sort_key;
 mod sum;
 #[cfg(feature = "runtime")]
 mod system;
+#[cfg(feature = "runtime")]
+mod table_function;
 mod time;
 mod value;
 

@@ -163,8 +163,7 @@ pub(crate) enum SubqueryKind {
     Array,
 }
 
-/// A function in FROM over an array (the text form the system catalog
-/// holds): one-off queries only.
+/// A function in FROM (`table_function`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TableFunction {
     /// `unnest(array)`: a row per element.
@@ -341,7 +340,7 @@ impl Rel {
     /// This operator's expressions, mutably (not its inputs').
     pub(crate) fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
-            Rel::Get { input: Input::Function { args, .. }, .. } => args.iter_mut().collect(),
+            Rel::Expand { args, .. } => args.iter_mut().collect(),
             Rel::Get { .. }
             | Rel::Unit
             | Rel::Distinct { .. }
@@ -375,6 +374,7 @@ impl Rel {
             | Rel::TopK { input, .. }
             | Rel::Window { input, .. }
             | Rel::Replicate { input }
+            | Rel::Expand { input, .. }
             | Rel::Over { input, .. } => vec![input.as_mut()],
             Rel::Join { left, right, .. } => vec![left.as_mut(), right.as_mut()],
             Rel::UnionAll { inputs } => inputs.iter_mut().collect(),
@@ -598,10 +598,6 @@ pub(crate) enum Input {
     /// A relation of the system catalog (`pg_catalog`, `information_schema`),
     /// generated from the catalog. One-off queries only, as `View`.
     System { table: crate::system::SystemTable },
-    /// A table function of an expression (which may read the enclosing
-    /// query's row: `Outer` references). One-off queries only.
-    /// `location`: where the call is written (its errors name it).
-    Function { function: TableFunction, args: Vec<Expr>, location: crate::error::Location },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -679,6 +675,19 @@ pub(crate) enum Rel {
         order: Vec<SortKey>,
         calls: Vec<WindowCall>,
         input_width: usize,
+    },
+    /// A table function in FROM (`table_function`): each input row followed
+    /// by each row of `function` over `args` (which read the input row:
+    /// LATERAL, and may read the enclosing query's, `Outer`). With `outer`
+    /// (LEFT JOIN LATERAL ... ON TRUE), a row whose call gives no rows is
+    /// kept once, with NULLs for the call's columns. `location`: where the
+    /// call is written (its errors name it).
+    Expand {
+        input: Box<Rel>,
+        function: TableFunction,
+        args: Vec<Expr>,
+        outer: bool,
+        location: Location,
     },
     /// Each input row as many times as its last column says, without that
     /// column: INTERSECT ALL and EXCEPT ALL (`set_operation`). The count is

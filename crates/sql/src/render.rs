@@ -196,6 +196,7 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
         | Rel::TopK { input, .. }
         | Rel::Window { input, .. }
         | Rel::Replicate { input }
+        | Rel::Expand { input, .. }
         | Rel::Over { input, .. } => count_uses(input, uses),
         Rel::Join { left, right, .. } => {
             count_uses(left, uses);
@@ -290,6 +291,7 @@ fn unique_key(rel: &Rel) -> Option<Vec<usize>> {
         | Rel::UnionAll { .. }
         | Rel::Window { .. }
         | Rel::Replicate { .. }
+        | Rel::Expand { .. }
         | Rel::Over { .. } => None,
         Rel::Unit => None,
     }
@@ -354,6 +356,7 @@ fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
         | Rel::TopK { input, .. }
         | Rel::Window { input, .. }
         | Rel::Replicate { input }
+        | Rel::Expand { input, .. }
         | Rel::Over { input, .. } => append_only_sources(input, out),
         Rel::Join { left, right, .. } => {
             append_only_sources(left, out);
@@ -481,6 +484,11 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
             inner[*time_column] = true;
             demand(input, &inner, out);
         }
+        Rel::Expand { input, args, .. } => {
+            let mut inner = needed[..width(input)].to_vec();
+            args.iter().for_each(|a| a.visit_columns(&mut |c| inner[c] = true));
+            demand(input, &inner, out);
+        }
         Rel::Unit => {}
     }
 }
@@ -490,7 +498,6 @@ fn input_topic(input: &Input) -> &str {
         Input::Source { topic, .. } | Input::Upsert { topic } => topic,
         Input::View { view } => unreachable!("a view definition inlines view \"{view}\" (plan::Input::View)"),
         Input::System { table } => unreachable!("a view definition reads no system table ({table:?})"),
-        Input::Function { function, .. } => unreachable!("a view definition calls no table function ({function:?})"),
     }
 }
 
@@ -506,6 +513,7 @@ pub(crate) fn width(rel: &Rel) -> usize {
         Rel::TopK { input_width, row_number, .. } => input_width + usize::from(*row_number),
         Rel::Window { input, .. } => width(input) + 2,
         Rel::Replicate { input } => width(input) - 1,
+        Rel::Expand { input, function, .. } => width(input) + function.width(),
         Rel::Over { input_width, calls, .. } => input_width + calls.len(),
         Rel::Unit => 0,
     }
@@ -634,9 +642,7 @@ impl<'s> Renderer<'s, '_> {
                 self.job.source_of(object, &reader, topic, decode)
             }
             Input::View { .. } => unreachable!("a view definition reads no view's snapshot (plan::Input::View)"),
-            Input::System { .. } | Input::Function { .. } => {
-                unreachable!("a view definition reads no system table or table function (plan::Input)")
-            }
+            Input::System { .. } => unreachable!("a view definition reads no system table (plan::Input)"),
             Input::Upsert { .. } => {
                 let decode_value = move |value: &[u8]| decode_row(value, &columns, &wanted);
                 self.job
@@ -906,6 +912,17 @@ impl<'s> Renderer<'s, '_> {
                 let copies = replicas(&mut row);
                 std::iter::once((row, copies as Diff))
             }),
+            Rel::Expand { input, function, args, outer, .. } => {
+                // A call's error expands the row to no rows: one bad row
+                // never stops a view (`table_function`).
+                let (function, args, outer) = (*function, args.clone(), *outer);
+                self.render(input).explode(move |row: Row| {
+                    let rows = crate::table_function::expand(function, &args, outer, &row);
+                    rows.unwrap_or_else(|_| crate::table_function::expand_none(function, outer, &row))
+                        .into_iter()
+                        .map(|row| (row, 1 as Diff))
+                })
+            }
             Rel::Unit => self.unit(),
         }
     }
@@ -1419,6 +1436,8 @@ pub(crate) fn append_only(rel: &Rel) -> bool {
         }
         Rel::Aggregate { .. } | Rel::Distinct { .. } | Rel::TopK { .. } => false,
         Rel::Replicate { input } => append_only(input),
+        // A LEFT JOIN's NULL row is retracted when the call gives rows.
+        Rel::Expand { input, outer, .. } => !outer && append_only(input),
         Rel::Over { .. } => false,
     }
 }

@@ -24,13 +24,10 @@ use crate::bind::Binder;
 use crate::catalog::Catalog;
 use crate::decode::{decode_record, decode_row};
 use crate::error::{Error, Location, Result};
-use crate::eval::{array_elements, eval};
 use crate::interpreter::{Inputs, Rows, evaluate};
 use crate::parse::{Stmt, parse};
-use crate::plan::TableFunction;
 use crate::plan::{Expr, Input, Rel};
 use crate::system::SystemContext;
-use crate::value::Value;
 use crate::value::{Row, Type};
 
 /// A bound one-off query, ready to run over snapshots of the views it reads.
@@ -166,51 +163,6 @@ impl Query {
     }
 }
 
-/// The largest answer of a table function in FROM, in rows.
-const TABLE_FUNCTION_ROWS_MAX: i64 = 10_000_000;
-
-/// The rows of a table function over its arguments (outer references are
-/// values by now: the arguments read no row).
-fn table_function(function: TableFunction, args: &[crate::plan::Expr], location: &Location) -> Result<Rows> {
-    let values: Vec<Value> = args.iter().map(|a| eval(a, &[])).collect();
-    let text = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Text(s.into()));
-    let elements = || match &values[0] {
-        Value::Null => Vec::new(),
-        value => array_elements(&value.to_string()).unwrap_or_default(),
-    };
-    Ok(match function {
-        TableFunction::Unnest => elements().into_iter().map(|e| (vec![text(e.as_deref())], 1)).collect(),
-        TableFunction::OptionsToTable => elements()
-            .into_iter()
-            .map(|e| {
-                let (name, value) = match e.as_deref().map(|e| e.split_once('=')) {
-                    Some(Some((n, v))) => (Some(n), Some(v)),
-                    Some(None) => (e.as_deref(), None),
-                    None => (None, None),
-                };
-                (vec![text(name), text(value)], 1)
-            })
-            .collect(),
-        TableFunction::GenerateSeries => {
-            let int = |v: Option<&Value>| match v {
-                Some(Value::Int(i)) => Some(*i),
-                _ => None,
-            };
-            let (Some(start), Some(stop)) = (int(values.first()), int(values.get(1))) else { return Ok(Rows::new()) };
-            let step = if values.len() > 2 { int(values.get(2)) } else { Some(1) };
-            let Some(step) = step.filter(|s| *s != 0) else {
-                return Err(Error::sql(location.clone(), "step size cannot equal zero"));
-            };
-            let count = (i128::from(stop) - i128::from(start)) / i128::from(step) + 1;
-            if count > i128::from(TABLE_FUNCTION_ROWS_MAX) {
-                let message = format!("generate_series() of {count} rows; the limit is {TABLE_FUNCTION_ROWS_MAX}");
-                return Err(Error::sql(location.clone(), message));
-            }
-            (0..count.max(0) as i64).map(|i| (vec![Value::Int(start + i * step)], 1)).collect()
-        }
-    })
-}
-
 /// The committed contents of a query's inputs.
 struct Contents<'q> {
     query: &'q Query,
@@ -238,7 +190,6 @@ impl Inputs for Contents<'_> {
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
         match input {
             Input::View { view } => view_rows(self.snapshots, view, columns),
-            Input::Function { function, args, location } => table_function(*function, args, location),
             Input::System { table } => {
                 let rows = table.rows(&self.query.catalog, &self.query.system);
                 Ok(rows.into_iter().map(|row| (row, 1)).collect())
@@ -348,7 +299,6 @@ impl Inputs for BatchContents<'_> {
     fn rows(&self, input: &Input, columns: &[(String, Type)]) -> Result<Rows> {
         match input {
             Input::View { view } => view_rows(&self.snapshots, view, columns),
-            Input::Function { function, args, location } => table_function(*function, args, location),
             Input::System { table } => Ok(table.rows(self.catalog, &self.system).into_iter().map(|r| (r, 1)).collect()),
             Input::Source { topic, record_timestamp, .. } => {
                 source_rows(self.topics, topic, columns, *record_timestamp)
@@ -432,6 +382,7 @@ fn reads_topic(rel: &Rel, topic: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Value;
 
     fn session_with_rows(dir: &std::path::Path, rows: usize) -> Session {
         let mut session = Session::open(dir).unwrap();

@@ -991,3 +991,37 @@ win_range_offset_decimal: SELECT id, d, SUM(a) OVER (ORDER BY d RANGE BETWEEN 2.
 win_range_offset_preceding_only: SELECT id, a, COUNT(*) OVER (ORDER BY a RANGE BETWEEN 20 PRECEDING AND 5 PRECEDING) AS n, SUM(b) OVER (ORDER BY a RANGE BETWEEN 5 FOLLOWING AND UNBOUNDED FOLLOWING) AS rest FROM t1
 win_range_offset_append_only: SELECT id, amount, COUNT(*) OVER (PARTITION BY cat ORDER BY amount RANGE BETWEEN 3 PRECEDING AND 3 FOLLOWING) AS n FROM e
 win_range_offset_u: SELECT k, v, COUNT(*) OVER (ORDER BY v RANGE 10 PRECEDING) AS n, FIRST_VALUE(k) OVER (ORDER BY v RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) AS f FROM u
+
+# --- Table functions in FROM, LATERAL (SQLite has none: joins with nums, 0..99) ---
+series_alone: SELECT g, g * g AS sq FROM generate_series(1, 5) AS g
+sqlite: SELECT i, i * i FROM nums WHERE i BETWEEN 1 AND 5
+series_step_down: SELECT x FROM generate_series(20, 3, -4) AS s(x)
+sqlite: SELECT 20 - 4 * i FROM nums WHERE 20 - 4 * i >= 3
+series_cross: SELECT k, g FROM t3, generate_series(1, 2) AS g
+sqlite: SELECT k, i FROM t3 JOIN nums ON i BETWEEN 1 AND 2
+lateral_series: SELECT id, g FROM t1, generate_series(1, a % 5) AS g
+sqlite: SELECT id, i FROM t1 JOIN nums ON i BETWEEN 1 AND a % 5
+lateral_series_step: SELECT id, g FROM t1 CROSS JOIN LATERAL generate_series(b % 7, 10, 3) AS g
+sqlite: SELECT id, b % 7 + 3 * i FROM t1 JOIN nums ON b % 7 + 3 * i <= 10
+lateral_series_left: SELECT id, b, g FROM t1 LEFT JOIN LATERAL generate_series(1, b % 3) AS g ON TRUE
+sqlite: SELECT id, b, i FROM t1 LEFT JOIN nums ON i BETWEEN 1 AND b % 3
+lateral_series_on: SELECT id, g FROM t1 JOIN generate_series(1, 4) AS g ON g <= b % 5 AND g > a % 3
+sqlite: SELECT id, i FROM t1 JOIN nums ON i BETWEEN 1 AND 4 AND i <= b % 5 AND i > a % 3
+lateral_series_aggregate: SELECT a % 4 AS m, SUM(s.x) AS total, COUNT(*) AS n FROM t1, generate_series(1, b % 4) AS s(x) GROUP BY a % 4
+sqlite: SELECT a % 4, SUM(i), COUNT(*) FROM t1 JOIN nums ON i BETWEEN 1 AND b % 4 GROUP BY a % 4
+lateral_series_two: SELECT t2.k, g, h FROM t2, generate_series(1, t2.x % 3) AS g, generate_series(g, 3) AS h
+sqlite: SELECT t2.k, g.i, h.i FROM t2 JOIN nums g ON g.i BETWEEN 1 AND t2.x % 3 JOIN nums h ON h.i BETWEEN g.i AND 3
+lateral_series_join_after: SELECT t1.id, g, t3.name FROM t1 JOIN t3 ON t3.k = t1.a CROSS JOIN LATERAL generate_series(t3.w % 3, 2) AS g
+sqlite: SELECT t1.id, i, t3.name FROM t1 JOIN t3 ON t3.k = t1.a JOIN nums ON i BETWEEN t3.w % 3 AND 2
+lateral_series_source: SELECT id, g FROM e, generate_series(1, k % 3) AS g WHERE amount > 5
+sqlite: SELECT id, i FROM e JOIN nums ON i BETWEEN 1 AND k % 3 WHERE amount > 5
+lateral_series_upsert: SELECT u.k, g FROM u LEFT JOIN LATERAL generate_series(v % 4, 1) AS g ON TRUE
+sqlite: SELECT u.k, v % 4 + i FROM u LEFT JOIN nums ON v % 4 + i <= 1
+lateral_series_subquery: SELECT id, (SELECT SUM(g) FROM generate_series(1, t1.a % 6) AS g) AS tri FROM t1
+sqlite: SELECT id, (SELECT SUM(i) FROM nums WHERE i BETWEEN 1 AND t1.a % 6) FROM t1
+lateral_series_exists: SELECT k FROM t3 WHERE EXISTS (SELECT 1 FROM generate_series(1, t3.w % 4) AS g WHERE g = 2)
+sqlite: SELECT k FROM t3 WHERE t3.w % 4 >= 2
+lateral_unnest: SELECT id, v FROM t1, unnest('{' || a || ',' || b || '}') AS v
+sqlite: SELECT id, CAST(a AS TEXT) FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL UNION ALL SELECT id, CAST(b AS TEXT) FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL
+lateral_unnest_left: SELECT k, v FROM t3 LEFT JOIN LATERAL unnest(CASE WHEN w % 2 = 0 THEN '{p,NULL,q}' END) AS v ON TRUE
+sqlite: SELECT k, v FROM t3 JOIN (SELECT 'p' AS v UNION ALL SELECT NULL UNION ALL SELECT 'q') ON w % 2 = 0 UNION ALL SELECT k, NULL FROM t3 WHERE w % 2 <> 0 OR w IS NULL
