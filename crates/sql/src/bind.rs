@@ -251,6 +251,7 @@ fn is_aggregate_name(name: &str) -> bool {
             | "max"
             | "avg"
             | "string_agg"
+            | "array_agg"
             | "bool_and"
             | "bool_or"
             | "every"
@@ -3114,13 +3115,6 @@ impl<'a> Binder<'a> {
             ast::FunctionArguments::None => (false, &[][..]),
             ast::FunctionArguments::Subquery(_) => return Err(self.unsupported(span, "a subquery as an argument")),
         };
-        if name == "array_agg" {
-            return Err(self.unsupported(
-                span,
-                "array_agg(): Millpond's SQL has no ARRAY type for its result; string_agg(x, ',' ORDER BY ...) \
-                 joins the values as TEXT",
-            ));
-        }
         let order = match clauses {
             [] => &[][..],
             [ast::FunctionArgumentClause::OrderBy(order)] if is_aggregate_name(&name) => order.as_slice(),
@@ -3602,6 +3596,24 @@ impl<'a> Binder<'a> {
                     }
                 }
             }
+            ("array_agg", [FunctionArgument::Expr(e)]) => {
+                if contains_aggregate(e) {
+                    return Err(self.error(e.span(), "aggregate functions cannot be nested"));
+                }
+                let input: &Scope = input;
+                let (arg, _) = self.bind_expr(e, &mut Context::Rows(input))?;
+                if distinct && keys.iter().any(|key| key.expr != arg) {
+                    return Err(self.error(
+                        span,
+                        "in an aggregate with DISTINCT, ORDER BY expressions must appear in its argument list",
+                    ));
+                }
+                // Without an ORDER BY, in the values' order (SQL leaves it to the system).
+                let by_value = [SortKey { expr: arg.clone(), descending: false, nulls_first: false }];
+                let keys = if keys.is_empty() { &by_value[..] } else { &keys[..] };
+                let element = Expr::Call(Function::ArrayAggElement, vec![arg]);
+                (AggregateFunction::ArrayAgg, ordered_argument(element, keys), Type::Text)
+            }
             (_, [FunctionArgument::Expr(e)]) => {
                 if contains_aggregate(e) {
                     return Err(self.error(e.span(), "aggregate functions cannot be nested"));
@@ -3668,7 +3680,9 @@ impl<'a> Binder<'a> {
                 _ => Type::Double,
             },
             AggregateFunction::Min | AggregateFunction::Max => arg_type,
-            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered => Type::Text,
+            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered | AggregateFunction::ArrayAgg => {
+                Type::Text
+            }
         };
         let call = AggregateCall { func, distinct, arg, arg_type, output_type, separator };
         let index = match aggregates.iter().position(|a| *a == call) {

@@ -288,6 +288,14 @@ fn call(function: Function, args: &[Expr], row: &[Value]) -> Value {
         }
         return Value::Text(array_text(elements.iter().map(Option::as_deref)).into());
     }
+    if function == ArrayAggElement {
+        let element = match &values[0] {
+            Value::Null => None,
+            Value::Bool(b) => Some(if *b { "t".to_owned() } else { "f".to_owned() }),
+            other => Some(other.to_string()),
+        };
+        return Value::Text(array_element(element.as_deref()).into());
+    }
     if function == OrderedValue {
         return crate::sort_key::ordered_value(&values);
     }
@@ -516,7 +524,8 @@ fn call_strict(function: Function, values: &[Value]) -> Option<Value> {
             };
             Value::Text(function::to_char(micros, &text_arg(1)?).into())
         }
-        Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat | OrderedValue | TupleKey => {
+        Coalesce | NullIf | Concat | Greatest | Least | FormatType | ArrayCat | OrderedValue | TupleKey
+        | ArrayAggElement => {
             unreachable!("handled by call")
         }
     })
@@ -597,14 +606,17 @@ const ARRAY_SPECIAL: &[char] = &[',', '{', '}', '"', '\\', ' ', '\t', '\n'];
 
 /// The text form of an array of `elements` (quoted where needed, as Postgres).
 pub(crate) fn array_text<'e>(elements: impl Iterator<Item = Option<&'e str>>) -> String {
-    let quoted: Vec<String> = elements
-        .map(|e| match e {
-            None => "NULL".to_owned(),
-            Some(e) if !e.is_empty() && !e.eq_ignore_ascii_case("NULL") && !e.contains(ARRAY_SPECIAL) => e.to_owned(),
-            Some(e) => format!("\"{}\"", e.replace('\\', "\\\\").replace('"', "\\\"")),
-        })
-        .collect();
+    let quoted: Vec<String> = elements.map(array_element).collect();
     format!("{{{}}}", quoted.join(","))
+}
+
+/// One element in an array's text form: quoted where needed, `NULL` for None.
+pub(crate) fn array_element(element: Option<&str>) -> String {
+    match element {
+        None => "NULL".to_owned(),
+        Some(e) if !e.is_empty() && !e.eq_ignore_ascii_case("NULL") && !e.contains(ARRAY_SPECIAL) => e.to_owned(),
+        Some(e) => format!("\"{}\"", e.replace('\\', "\\\\").replace('"', "\\\"")),
+    }
 }
 
 /// SQL LIKE: `%` any run, `_` one character, `\` escapes the next one.

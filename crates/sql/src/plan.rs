@@ -108,6 +108,10 @@ pub(crate) enum Function {
     /// a multiset of them in text order is in the ORDER BY's order; NULL
     /// when the value is NULL. Bound for `string_agg(x, sep ORDER BY ...)`.
     OrderedValue,
+    /// An element of `array_agg`'s result: the value's text in an array's
+    /// text form (quoted where needed, `t`/`f` for booleans, `NULL` for
+    /// NULL), never NULL, so that the aggregate keeps NULL elements.
+    ArrayAggElement,
     /// `COUNT(DISTINCT a, b)`'s argument: the tuple as one TEXT, equal for
     /// tuples SQL calls equal (`sort_key::tuple_text`); NULL when any member is.
     TupleKey,
@@ -436,6 +440,11 @@ pub(crate) enum AggregateFunction {
     /// its text order (the ORDER BY's, ties by `x`), each part after its
     /// first ':'.
     StringAggOrdered,
+    /// `array_agg(x [ORDER BY ...])`: as `StringAggOrdered` over
+    /// `Function::ArrayAggElement(x)` (ordered by `x` without an ORDER BY),
+    /// NULL elements included, as the array's text form `{a,b,NULL}`
+    /// (TEXT: there is no ARRAY type); NULL over no rows.
+    ArrayAgg,
 }
 
 /// One aggregate of a GROUP BY: `func([DISTINCT] arg)`.

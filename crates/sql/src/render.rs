@@ -1215,7 +1215,7 @@ impl SqlAggregates {
                     }
                 }
             },
-            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered => {
+            AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered | AggregateFunction::ArrayAgg => {
                 if !matches!(acc, Accumulator::Values(_)) {
                     *acc = Accumulator::Values(BTreeMap::new());
                 }
@@ -1499,6 +1499,16 @@ fn output(call: &AggregateCall, acc: &Accumulator) -> Value {
         }
         (AggregateFunction::Max, Accumulator::Values(values)) => {
             values.iter().rev().find(|(_, c)| **c > 0).map_or(Value::Null, |(v, _)| v.clone())
+        }
+        (AggregateFunction::ArrayAgg, Accumulator::Values(values)) if !values.is_empty() => {
+            let parts: Vec<&str> = values
+                .iter()
+                .flat_map(|(value, count)| {
+                    let Value::Text(text) = value else { unreachable!("array_agg's values are texts: {value:?}") };
+                    std::iter::repeat_n(crate::sort_key::ordered_part(text), (*count).max(0) as usize)
+                })
+                .collect();
+            Value::Text(format!("{{{}}}", parts.join(",")).into())
         }
         (AggregateFunction::StringAgg | AggregateFunction::StringAggOrdered, Accumulator::Values(values))
             if !values.is_empty() =>

@@ -1025,3 +1025,19 @@ lateral_unnest: SELECT id, v FROM t1, unnest('{' || a || ',' || b || '}') AS v
 sqlite: SELECT id, CAST(a AS TEXT) FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL UNION ALL SELECT id, CAST(b AS TEXT) FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL
 lateral_unnest_left: SELECT k, v FROM t3 LEFT JOIN LATERAL unnest(CASE WHEN w % 2 = 0 THEN '{p,NULL,q}' END) AS v ON TRUE
 sqlite: SELECT k, v FROM t3 JOIN (SELECT 'p' AS v UNION ALL SELECT NULL UNION ALL SELECT 'q') ON w % 2 = 0 UNION ALL SELECT k, NULL FROM t3 WHERE w % 2 <> 0 OR w IS NULL
+
+# --- array_agg: the array's text form as TEXT (SQLite: string_agg of each element's text form) ---
+aagg_ints: SELECT k, array_agg(x ORDER BY x DESC NULLS LAST, y) AS xs FROM t2 GROUP BY k
+sqlite: SELECT k, '{' || string_agg(COALESCE(CAST(x AS TEXT), 'NULL'), ',' ORDER BY x DESC NULLS LAST, y) || '}' FROM t2 GROUP BY k
+aagg_by_value: SELECT a % 3 AS m, array_agg(b) AS bs, COUNT(*) AS n FROM t1 GROUP BY a % 3
+sqlite: SELECT a % 3, '{' || string_agg(COALESCE(CAST(b AS TEXT), 'NULL'), ',' ORDER BY b NULLS LAST) || '}', COUNT(*) FROM t1 GROUP BY a % 3
+aagg_text_quoted: SELECT k, array_agg(y ORDER BY y DESC NULLS LAST) AS ys FROM t2 GROUP BY k
+sqlite: SELECT k, '{' || string_agg(CASE WHEN y IS NULL THEN 'NULL' WHEN y = '' OR instr(y, ' ') > 0 OR upper(y) = 'NULL' THEN '"' || y || '"' ELSE y END, ',' ORDER BY y DESC NULLS LAST) || '}' FROM t2 GROUP BY k
+aagg_distinct: SELECT k, array_agg(DISTINCT x) AS xs FROM t2 GROUP BY k
+sqlite: SELECT k, '{' || string_agg(COALESCE(CAST(x AS TEXT), 'NULL'), ',' ORDER BY x NULLS LAST) || '}' FROM (SELECT DISTINCT k, x FROM t2) GROUP BY k
+aagg_filter: SELECT array_agg(a ORDER BY a) FILTER (WHERE b > 1000000) AS none, array_agg(id ORDER BY id) FILTER (WHERE a > 50) AS some FROM t1
+sqlite: SELECT '{' || string_agg(a, ',' ORDER BY a) FILTER (WHERE b > 1000000) || '}', '{' || string_agg(id, ',' ORDER BY id) FILTER (WHERE a > 50) || '}' FROM t1
+aagg_upsert_bool: SELECT w, array_agg(v > 50 ORDER BY k) AS big FROM u GROUP BY w
+sqlite: SELECT w, '{' || string_agg(CASE WHEN v IS NULL THEN 'NULL' WHEN v > 50 THEN 't' ELSE 'f' END, ',' ORDER BY k) || '}' FROM u GROUP BY w
+aagg_append_only: SELECT cat, array_agg(id ORDER BY amount DESC, id) AS ids FROM e WHERE cat IS NOT NULL GROUP BY cat
+sqlite: SELECT cat, '{' || string_agg(COALESCE(CAST(id AS TEXT), 'NULL'), ',' ORDER BY amount DESC, id) || '}' FROM e WHERE cat IS NOT NULL GROUP BY cat
