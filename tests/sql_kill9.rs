@@ -64,6 +64,8 @@ const VIEWS: &[&str] = &[
     "cumulate_hour",
     "lateral_series_left",
     "lateral_series_aggregate",
+    "lat_top2",
+    "lat_left_on",
 ];
 
 fn millpond(dir: &Path) -> Command {

@@ -538,7 +538,7 @@ impl<'a> Binder<'a> {
             | Rel::Replicate { input }
             | Rel::Expand { input, .. }
             | Rel::Over { input, .. } => self.check_top_k(input),
-            Rel::Join { left, right, .. } => {
+            Rel::Join { left, right, .. } | Rel::Lateral { left, right, .. } => {
                 self.check_top_k(left)?;
                 self.check_top_k(right)
             }
@@ -837,15 +837,9 @@ impl<'a> Binder<'a> {
                 from = Some(self.bind_table_with_joins(item)?);
                 continue;
             };
-            let lateral = match self.table_call(&item.relation) {
-                Some(call) => {
-                    let call = call?;
-                    self.reads_left(&call, &left.scope, &item.joins)?.then_some(call)
-                }
-                None => None,
-            };
+            let lateral = self.lateral_item(&item.relation, &left.scope, &item.joins)?;
             from = Some(match lateral {
-                Some(call) => self.bind_expand(left, &call, false)?,
+                Some(lateral) => self.bind_lateral_join(left, lateral, "inner", None, item.relation.span())?,
                 None => {
                     let right = self.bind_table_with_joins(item)?;
                     self.cross_join(left, right)
@@ -1464,12 +1458,9 @@ impl<'a> Binder<'a> {
                 J::CrossJoin(ast::JoinConstraint::None) => ("inner", None),
                 other => return Err(self.unsupported(join.relation.span(), format!("this join ({other:?})"))),
             };
-            if let Some(call) = self.table_call(&join.relation) {
-                let call = call?;
-                if self.reads_left(&call, &left.scope, &[])? {
-                    left = self.bind_lateral_join(left, &call, kind, constraint, join.relation.span())?;
-                    continue;
-                }
+            if let Some(item) = self.lateral_item(&join.relation, &left.scope, &[])? {
+                left = self.bind_lateral_join(left, item, kind, constraint, join.relation.span())?;
+                continue;
             }
             let right = self.bind_table_factor(&join.relation)?;
             left = self.bind_join(left, right, kind, constraint, join.relation.span())?;
@@ -1477,13 +1468,14 @@ impl<'a> Binder<'a> {
         Ok(left)
     }
 
-    /// `left` joined with a table function whose arguments read it
-    /// (LATERAL): CROSS JOIN or JOIN ... ON expand each row of `left`; LEFT
-    /// JOIN ... ON TRUE keeps a row whose call gives none, with NULLs.
+    /// `left` joined with a FROM item that reads it (LATERAL): a table
+    /// function whose arguments read it, or a LATERAL subquery. CROSS JOIN
+    /// and JOIN ... ON pair each left row with the item's rows for it; LEFT
+    /// JOIN ... ON also keeps a left row without any, with NULLs.
     fn bind_lateral_join(
         &mut self,
         left: Bound,
-        call: &TableCall<'_>,
+        item: LateralItem<'_>,
         kind: &str,
         constraint: Option<&ast::JoinConstraint>,
         span: sqlparser::tokenizer::Span,
@@ -1491,40 +1483,118 @@ impl<'a> Binder<'a> {
         let on = match constraint {
             None | Some(ast::JoinConstraint::None) => None,
             Some(ast::JoinConstraint::On(on)) => Some(on),
-            Some(_) => {
-                return Err(self.unsupported(span, "USING or NATURAL with a table function that reads the left side"));
-            }
+            Some(_) => return Err(self.unsupported(span, "USING or NATURAL with a LATERAL item")),
         };
-        let always = |on: Option<&ast::Expr>| {
-            on.is_none_or(|on| matches!(on, ast::Expr::Value(v) if v.value == ast::Value::Boolean(true)))
-        };
-        match kind {
-            "inner" => {
-                let expanded = self.bind_expand(left, call, false)?;
-                let Some(on) = on else { return Ok(expanded) };
-                if contains_aggregate(on) {
-                    return Err(self.error(on.span(), "aggregate functions are not allowed in ON"));
-                }
-                let allowed = std::mem::replace(&mut self.subqueries, true);
-                let bound = self.bind_expr(on, &mut Context::Rows(&expanded.scope));
-                self.subqueries = allowed;
-                let (predicate, ty) = bound?;
-                self.expect_bool(ty, on.span(), "ON")?;
-                Ok(Bound { rel: apply_filter(expanded.rel, predicate), scope: expanded.scope })
-            }
-            "left" if always(on) => self.bind_expand(left, call, true),
-            "left" => {
-                Err(self.unsupported(span, "LEFT JOIN of a LATERAL table function ON a condition other than TRUE"))
-            }
-            _ => Err(self.error(
-                span,
-                format!(
-                    "a {} JOIN cannot read its left side from a table function's arguments (LATERAL): only CROSS \
-                     JOIN, JOIN ... ON and LEFT JOIN may",
-                    kind.to_uppercase()
-                ),
-            )),
+        if !matches!(kind, "inner" | "left") {
+            let message = format!(
+                "a {} JOIN cannot read its left side (LATERAL, or a table function's arguments): only CROSS JOIN, \
+                 JOIN ... ON and LEFT JOIN may",
+                kind.to_uppercase()
+            );
+            return Err(self.error(span, message));
         }
+        let outer = kind == "left";
+        // ON TRUE is no condition.
+        let on = on.filter(|on| !matches!(on, ast::Expr::Value(v) if v.value == ast::Value::Boolean(true)));
+        let joined = match item {
+            LateralItem::Call(_) if outer && on.is_some() => {
+                return Err(
+                    self.unsupported(span, "LEFT JOIN of a LATERAL table function ON a condition other than TRUE")
+                );
+            }
+            LateralItem::Call(call) => self.bind_expand(left, &call, outer)?,
+            LateralItem::Subquery(query, alias) => {
+                self.bind_lateral_subquery(left, (query, alias), outer, on.filter(|_| outer))?
+            }
+        };
+        match on {
+            Some(on) if !outer => {
+                let predicate = self.bind_on(on, &joined.scope)?;
+                Ok(Bound { rel: apply_filter(joined.rel, predicate), scope: joined.scope })
+            }
+            _ => Ok(joined),
+        }
+    }
+
+    /// A join's ON condition over `scope` (subqueries allowed).
+    fn bind_on(&mut self, on: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        if contains_aggregate(on) {
+            return Err(self.error(on.span(), "aggregate functions are not allowed in ON"));
+        }
+        let allowed = std::mem::replace(&mut self.subqueries, true);
+        let bound = self.bind_expr(on, &mut Context::Rows(scope));
+        self.subqueries = allowed;
+        let (predicate, ty) = bound?;
+        self.expect_bool(ty, on.span(), "ON")?;
+        Ok(predicate)
+    }
+
+    /// `left` joined with a LATERAL subquery, which reads `left`'s columns as
+    /// an enclosing query's (`Rel::Lateral`). With `outer`, a left row
+    /// without rows is kept, with NULLs; `on` (LEFT JOIN only) then picks
+    /// the subquery's rows per left row: a filter inside it.
+    fn bind_lateral_subquery(
+        &mut self,
+        left: Bound,
+        (query, alias): (&ast::Query, Option<&ast::TableAlias>),
+        outer: bool,
+        on: Option<&ast::Expr>,
+    ) -> Result<Bound> {
+        let bound = self.bind_inner_query(left.scope.clone(), query)?;
+        let right_scope = match alias {
+            Some(_) => self.alias_scope(bound.scope, "", alias)?,
+            None => bound.scope,
+        };
+        let (left_width, right_width) = (left.scope.columns.len(), right_scope.columns.len());
+        let mut scope = left.scope;
+        scope.columns.extend(right_scope.columns);
+        let mut right = bound.rel;
+        if let Some(on) = on {
+            let mut predicate = self.bind_on(on, &scope)?;
+            if predicate.has_subquery() {
+                return Err(self.unsupported(on.span(), "a subquery in the ON of a LEFT JOIN LATERAL"));
+            }
+            predicate.map_outer_depths(&mut |depth| depth + 1);
+            into_lateral_side(&mut predicate, left_width);
+            right = apply_filter(right, predicate);
+        }
+        let kind = if outer { JoinKind::Left } else { JoinKind::Inner };
+        let rel = Rel::Lateral { left: Box::new(left.rel), right: Box::new(right), kind, left_width, right_width };
+        Ok(Bound { rel, scope })
+    }
+
+    /// `query` bound as a query inside one over rows of `scope` (which it
+    /// reads as `Outer` references at depth 1), without that query's window
+    /// columns.
+    fn bind_inner_query(&mut self, scope: Scope, query: &ast::Query) -> Result<Bound> {
+        self.outer.push(scope);
+        let allowed = std::mem::replace(&mut self.subqueries, false);
+        let windows = std::mem::take(&mut self.windows);
+        let bound = self.bind_query(query);
+        self.windows = windows;
+        self.subqueries = allowed;
+        self.outer.pop();
+        bound
+    }
+
+    /// The FROM item `factor` when it reads the items before it (`left`):
+    /// a LATERAL subquery, or a table function whose arguments read them.
+    /// `joins`: those after it in its FROM item.
+    fn lateral_item<'f>(
+        &mut self,
+        factor: &'f ast::TableFactor,
+        left: &Scope,
+        joins: &[ast::Join],
+    ) -> Result<Option<LateralItem<'f>>> {
+        if let ast::TableFactor::Derived { lateral: true, subquery, alias, .. } = factor {
+            if !joins.is_empty() {
+                return Err(self.unsupported(factor.span(), "joins after a LATERAL subquery in the same FROM item"));
+            }
+            return Ok(Some(LateralItem::Subquery(subquery, alias.as_ref())));
+        }
+        let Some(call) = self.table_call(factor) else { return Ok(None) };
+        let call = call?;
+        Ok(self.reads_left(&call, left, joins)?.then_some(LateralItem::Call(call)))
     }
 
     fn bind_join(
@@ -1783,10 +1853,8 @@ impl<'a> Binder<'a> {
                 let scope = self.alias_scope(bound.scope, &normalize(ident), alias.as_ref())?;
                 Ok(Bound { rel: bound.rel, scope })
             }
-            ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
-                if *lateral {
-                    return Err(self.unsupported(factor.span(), "LATERAL"));
-                }
+            // LATERAL first in FROM has nothing before it to read.
+            ast::TableFactor::Derived { subquery, alias, .. } => {
                 let bound = self.bind_query(subquery)?;
                 let scope = match alias {
                     Some(_) => self.alias_scope(bound.scope, "", alias.as_ref())?,
@@ -2784,14 +2852,7 @@ impl<'a> Binder<'a> {
         if operand_expr.has_subquery() {
             return Err(self.unsupported(operand.span(), "a subquery as the operand of ANY or ALL"));
         }
-        self.outer.push(context_rows(context).clone());
-        let allowed = std::mem::replace(&mut self.subqueries, false);
-        let windows = std::mem::take(&mut self.windows);
-        let bound = self.bind_query(query);
-        self.windows = windows;
-        self.subqueries = allowed;
-        self.outer.pop();
-        let mut bound = bound?;
+        let mut bound = self.bind_inner_query(context_rows(context).clone(), query)?;
         let [column] = bound.scope.columns.as_slice() else {
             let message = format!("the subquery of ANY or ALL returns one column, not {}", bound.scope.columns.len());
             return Err(self.error(query.span(), message));
@@ -3910,5 +3971,22 @@ fn table_function(name: &ast::ObjectName) -> Option<TableFunction> {
         (None | Some("pg_catalog"), "pg_options_to_table") => Some(TableFunction::OptionsToTable),
         (None | Some("pg_catalog"), "generate_series") => Some(TableFunction::GenerateSeries),
         _ => None,
+    }
+}
+
+/// A FROM item that reads the items before it.
+enum LateralItem<'f> {
+    Call(TableCall<'f>),
+    Subquery(&'f ast::Query, Option<&'f ast::TableAlias>),
+}
+
+/// A condition over (left, right) columns as one inside the right side of a
+/// LATERAL join: left columns become references one query out, right ones
+/// its own (the caller has moved its outer references one level out).
+fn into_lateral_side(expr: &mut Expr, left_width: usize) {
+    match expr {
+        Expr::Column(column) if *column < left_width => *expr = Expr::Outer { depth: 1, column: *column },
+        Expr::Column(column) => *column -= left_width,
+        other => other.children_mut().into_iter().for_each(|child| into_lateral_side(child, left_width)),
     }
 }

@@ -60,6 +60,7 @@ pub(crate) fn decorrelate(mut rel: Rel) -> Result<Rel, Unsupported> {
             let filtered = Rel::Filter { input: Box::new(lifted), predicate };
             Ok(project(filtered, (0..input_width).map(Expr::Column).collect()))
         }
+        Rel::Lateral { left, right, kind, .. } => lateral(*left, *right, kind),
         Rel::Project { input, mut exprs } if exprs.iter().any(Expr::has_subquery) => {
             let mut lifted = *input;
             for expr in &mut exprs {
@@ -92,6 +93,7 @@ pub(crate) fn at_most_one_row(rel: &Rel) -> bool {
         | Rel::Window { .. }
         | Rel::Replicate { .. }
         | Rel::Over { .. }
+        | Rel::Lateral { .. }
         | Rel::Expand { .. } => false,
     }
 }
@@ -148,6 +150,23 @@ fn correlate(outer: &Rel, subquery: Rel) -> Result<Correlated, Unsupported> {
         Rel::Distinct { input: Box::new(project(outer.clone(), columns.iter().copied().map(Expr::Column).collect())) };
     let plan = apply(&domain, &columns, subquery)?;
     Ok(Correlated { columns, plan })
+}
+
+/// `left` joined with a LATERAL subquery `right` (whose own subqueries are
+/// lifted): computed once per distinct value of the left columns it reads,
+/// and joined back on them (NULL-safely); a LEFT join keeps left rows
+/// without rows, with NULLs.
+fn lateral(left: Rel, mut right: Rel, kind: JoinKind) -> Result<Rel, Unsupported> {
+    let (left_width, right_width) = (width(&left), width(&right));
+    // Its references to the left row at depth 0, those further out nearer.
+    right.map_outer_all(&mut |depth| depth - 1);
+    let Correlated { columns, plan } = correlate(&left, right)?;
+    let k = columns.len();
+    let keys = (null_safe(columns.iter().copied()), null_safe(0..k));
+    let joined = join(kind, left, plan, keys);
+    // Drop the right side's copy of the domain's columns.
+    let kept = (0..left_width).chain(left_width + k..left_width + k + right_width);
+    Ok(project(joined, kept.map(Expr::Column).collect()))
 }
 
 /// `(SELECT v ...)`: its value, NULL without rows.
@@ -338,6 +357,7 @@ fn apply(domain: &Rel, columns: &[usize], rel: Rel) -> Result<Rel, Unsupported> 
             let kept = (0..k + left_width).chain(2 * k + left_width..2 * k + left_width + right_width);
             project(joined, kept.map(Expr::Column).collect())
         }
+        Rel::Lateral { .. } => unreachable!("LATERAL subqueries are decorrelated first (bottom up)"),
         Rel::Get { .. } | Rel::Unit => unreachable!("a leaf reads no outer column"),
     })
 }

@@ -113,6 +113,27 @@ fn evaluate_unchecked(rel: &Rel, inputs: &dyn Inputs) -> Result<Rows> {
             }
             out.into_iter().map(|(row, count)| (row, count as i64)).collect()
         }
+        Rel::Lateral { left, right, kind, right_width, .. } => {
+            let mut rows = Rows::new();
+            for (row, count) in evaluate(left, inputs)? {
+                let mut per_row = right.as_ref().clone();
+                per_row.map_outer(1, &mut |outer| {
+                    if let Expr::Outer { column, .. } = outer {
+                        *outer = Expr::Literal(row[*column].clone());
+                    }
+                });
+                let matched = evaluate(&per_row, inputs)?;
+                if matched.is_empty() && *kind == JoinKind::Left {
+                    let padded = row.iter().cloned().chain(std::iter::repeat_n(Value::Null, *right_width)).collect();
+                    rows.push((padded, count));
+                }
+                for (tail, times) in matched {
+                    rows.push((row.iter().cloned().chain(tail).collect(), count * times));
+                }
+                inputs.check(rows.len())?;
+            }
+            rows
+        }
         Rel::Expand { input, function, args, outer, location } => {
             let mut rows = Rows::new();
             for (row, count) in evaluate(input, inputs)? {

@@ -347,6 +347,7 @@ impl Rel {
             Rel::Expand { args, .. } => args.iter_mut().collect(),
             Rel::Get { .. }
             | Rel::Unit
+            | Rel::Lateral { .. }
             | Rel::Distinct { .. }
             | Rel::UnionAll { .. }
             | Rel::Window { .. }
@@ -380,13 +381,19 @@ impl Rel {
             | Rel::Replicate { input }
             | Rel::Expand { input, .. }
             | Rel::Over { input, .. } => vec![input.as_mut()],
-            Rel::Join { left, right, .. } => vec![left.as_mut(), right.as_mut()],
+            Rel::Join { left, right, .. } | Rel::Lateral { left, right, .. } => vec![left.as_mut(), right.as_mut()],
             Rel::UnionAll { inputs } => inputs.iter_mut().collect(),
         }
     }
     /// Calls `f` on every `Outer` reference of this plan at `level` (1: to
     /// the query whose expression this plan is).
     pub(crate) fn map_outer(&mut self, level: usize, f: &mut dyn FnMut(&mut Expr)) {
+        if let Rel::Lateral { left, right, .. } = self {
+            // The right side is a query inside this one.
+            left.map_outer(level, f);
+            right.map_outer(level + 1, f);
+            return;
+        }
         for expr in self.exprs_mut() {
             expr.map_outer(level, f);
         }
@@ -403,6 +410,12 @@ impl Rel {
                 *depth = f(*depth);
             }
             expr.children_mut().into_iter().for_each(|c| walk(c, f));
+        }
+        if let Rel::Lateral { left, right, .. } = self {
+            // The right side's depth d is d - 1 here; its depth 1 is the left row.
+            left.map_outer_all(f);
+            right.map_outer_all(&mut |depth| if depth <= 1 { depth } else { f(depth - 1) + 1 });
+            return;
         }
         for expr in self.exprs_mut() {
             walk(expr, f);
@@ -697,6 +710,19 @@ pub(crate) enum Rel {
         args: Vec<Expr>,
         outer: bool,
         location: Location,
+    },
+    /// A LATERAL subquery in FROM: each `left` row, followed by each row of
+    /// `right` for it (`right` reads the left row as `Outer` references at
+    /// depth 1, and queries further out one level deeper than `left` does).
+    /// `kind` is `Inner` or `Left` (a left row without rows is kept once,
+    /// with NULLs). One-off queries answer it per left row; a view's is
+    /// decorrelated into joins (`decorrelate`), so rendering never meets it.
+    Lateral {
+        left: Box<Rel>,
+        right: Box<Rel>,
+        kind: JoinKind,
+        left_width: usize,
+        right_width: usize,
     },
     /// Each input row as many times as its last column says, without that
     /// column: INTERSECT ALL and EXCEPT ALL (`set_operation`). The count is

@@ -198,7 +198,7 @@ fn count_uses(rel: &Rel, uses: &mut BTreeMap<String, usize>) {
         | Rel::Replicate { input }
         | Rel::Expand { input, .. }
         | Rel::Over { input, .. } => count_uses(input, uses),
-        Rel::Join { left, right, .. } => {
+        Rel::Join { left, right, .. } | Rel::Lateral { left, right, .. } => {
             count_uses(left, uses);
             count_uses(right, uses);
         }
@@ -292,6 +292,7 @@ fn unique_key(rel: &Rel) -> Option<Vec<usize>> {
         | Rel::Window { .. }
         | Rel::Replicate { .. }
         | Rel::Expand { .. }
+        | Rel::Lateral { .. }
         | Rel::Over { .. } => None,
         Rel::Unit => None,
     }
@@ -358,7 +359,7 @@ fn append_only_sources(rel: &Rel, out: &mut BTreeMap<String, SourceRead>) {
         | Rel::Replicate { input }
         | Rel::Expand { input, .. }
         | Rel::Over { input, .. } => append_only_sources(input, out),
-        Rel::Join { left, right, .. } => {
+        Rel::Join { left, right, .. } | Rel::Lateral { left, right, .. } => {
             append_only_sources(left, out);
             append_only_sources(right, out);
         }
@@ -484,6 +485,7 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
             inner[*time_column] = true;
             demand(input, &inner, out);
         }
+        Rel::Lateral { .. } => unreachable!("a view's LATERAL subqueries are decorrelated"),
         Rel::Expand { input, args, .. } => {
             let mut inner = needed[..width(input)].to_vec();
             args.iter().for_each(|a| a.visit_columns(&mut |c| inner[c] = true));
@@ -507,7 +509,9 @@ pub(crate) fn width(rel: &Rel) -> usize {
         Rel::Get { columns, .. } => columns.len(),
         Rel::Project { exprs, .. } => exprs.len(),
         Rel::Filter { input, .. } | Rel::Distinct { input } => width(input),
-        Rel::Join { left_width, right_width, .. } => left_width + right_width,
+        Rel::Join { left_width, right_width, .. } | Rel::Lateral { left_width, right_width, .. } => {
+            left_width + right_width
+        }
         Rel::Aggregate { group, aggregates, .. } => group.len() + aggregates.len(),
         Rel::UnionAll { inputs } => inputs.first().map_or(0, width),
         Rel::TopK { input_width, row_number, .. } => input_width + usize::from(*row_number),
@@ -923,6 +927,7 @@ impl<'s> Renderer<'s, '_> {
                         .map(|row| (row, 1 as Diff))
                 })
             }
+            Rel::Lateral { .. } => unreachable!("a view's LATERAL subqueries are decorrelated"),
             Rel::Unit => self.unit(),
         }
     }
@@ -1431,7 +1436,7 @@ pub(crate) fn append_only(rel: &Rel) -> bool {
         Rel::Unit => true,
         Rel::Project { input, .. } | Rel::Filter { input, .. } | Rel::Window { input, .. } => append_only(input),
         Rel::UnionAll { inputs } => inputs.iter().all(append_only),
-        Rel::Join { kind, left, right, .. } => {
+        Rel::Join { kind, left, right, .. } | Rel::Lateral { kind, left, right, .. } => {
             matches!(kind, JoinKind::Inner) && append_only(left) && append_only(right)
         }
         Rel::Aggregate { .. } | Rel::Distinct { .. } | Rel::TopK { .. } => false,

@@ -1041,3 +1041,29 @@ aagg_upsert_bool: SELECT w, array_agg(v > 50 ORDER BY k) AS big FROM u GROUP BY 
 sqlite: SELECT w, '{' || string_agg(CASE WHEN v IS NULL THEN 'NULL' WHEN v > 50 THEN 't' ELSE 'f' END, ',' ORDER BY k) || '}' FROM u GROUP BY w
 aagg_append_only: SELECT cat, array_agg(id ORDER BY amount DESC, id) AS ids FROM e WHERE cat IS NOT NULL GROUP BY cat
 sqlite: SELECT cat, '{' || string_agg(COALESCE(CAST(id AS TEXT), 'NULL'), ',' ORDER BY amount DESC, id) || '}' FROM e WHERE cat IS NOT NULL GROUP BY cat
+
+# --- LATERAL subqueries (SQLite has none: the joins, window functions and subqueries they mean) ---
+lat_top2: SELECT t3.k, q.x FROM t3 CROSS JOIN LATERAL (SELECT x FROM t2 WHERE t2.k = t3.k ORDER BY x DESC LIMIT 2) q
+sqlite: SELECT t3.k, q.x FROM t3 JOIN (SELECT k, x, ROW_NUMBER() OVER (PARTITION BY k ORDER BY x DESC) AS rn FROM t2) q ON q.k = t3.k AND q.rn <= 2
+lat_agg: SELECT t1.id, q.n, q.s FROM t1, LATERAL (SELECT COUNT(*) AS n, SUM(x) AS s FROM t2 WHERE t2.k = t1.a) q
+sqlite: SELECT id, (SELECT COUNT(*) FROM t2 WHERE t2.k = t1.a), (SELECT SUM(x) FROM t2 WHERE t2.k = t1.a) FROM t1
+lat_left: SELECT t3.k, q.y FROM t3 LEFT JOIN LATERAL (SELECT y FROM t2 WHERE t2.k = t3.k AND t2.x > t3.w) q ON TRUE
+sqlite: SELECT t3.k, t2.y FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND t2.x > t3.w
+lat_left_on: SELECT t3.k, q.x FROM t3 LEFT JOIN LATERAL (SELECT x FROM t2 WHERE t2.k = t3.k) q ON q.x > 10
+sqlite: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND t2.x > 10
+lat_left_on_left_only: SELECT t3.k, q.x FROM t3 LEFT JOIN LATERAL (SELECT x FROM t2 WHERE t2.k = t3.k) q ON t3.w > 20
+sqlite: SELECT t3.k, t2.x FROM t3 LEFT JOIN t2 ON t2.k = t3.k AND t3.w > 20
+lat_inner_on: SELECT t1.id, q.name FROM t1 JOIN LATERAL (SELECT name, w FROM t3 WHERE t3.k = t1.b) q ON q.w > t1.a
+sqlite: SELECT t1.id, t3.name FROM t1 JOIN t3 ON t3.k = t1.b AND t3.w > t1.a
+lat_null_key: SELECT t4.a, q.n FROM t4, LATERAL (SELECT COUNT(*) AS n FROM t2 WHERE t2.k IS NOT DISTINCT FROM t4.a) q
+sqlite: SELECT a, (SELECT COUNT(*) FROM t2 WHERE t2.k IS t4.a) FROM t4
+lat_source: SELECT e.id, q.name FROM e CROSS JOIN LATERAL (SELECT name FROM t3 WHERE t3.k = e.k) q
+sqlite: SELECT e.id, t3.name FROM e JOIN t3 ON t3.k = e.k
+lat_series: SELECT t3.k, q.g FROM t3, LATERAL (SELECT g FROM generate_series(1, t3.w % 4) AS g WHERE g <> 2) q
+sqlite: SELECT k, i FROM t3 JOIN nums ON i BETWEEN 1 AND w % 4 AND i <> 2
+lat_first_item: SELECT q.x FROM LATERAL (SELECT x FROM t2 WHERE x > 50) q
+sqlite: SELECT x FROM t2 WHERE x > 50
+lat_in_subquery: SELECT t3.k, (SELECT COUNT(*) FROM t1, LATERAL (SELECT x FROM t2 WHERE t2.k = t1.a AND t2.x > t3.w) q) AS n FROM t3
+sqlite: SELECT k, (SELECT COUNT(*) FROM t1 JOIN t2 ON t2.k = t1.a AND t2.x > t3.w) FROM t3
+lat_grouped: SELECT t2.k, q.m, COUNT(*) AS n FROM t2 CROSS JOIN LATERAL (SELECT MAX(w) AS m FROM t3 WHERE t3.k <= t2.x) q GROUP BY t2.k, q.m
+sqlite: SELECT k, m, COUNT(*) FROM (SELECT t2.k, (SELECT MAX(w) FROM t3 WHERE t3.k <= t2.x) AS m FROM t2) GROUP BY k, m
