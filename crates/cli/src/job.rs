@@ -250,6 +250,13 @@ pub(crate) fn report(stats: &RunStats) {
         "read {} records ({} dead letters, {} offsets skipped); {epochs}",
         stats.records, stats.dead_letters, stats.skipped_offsets
     );
+    if stats.closed_window_drops > 0 {
+        eprintln!(
+            "warning: {} updates fell in windows a watermark had closed already and were dropped (records of a \
+             partition first read after the watermark passed their times; docs/sql.md, \"Event time and watermarks\")",
+            stats.closed_window_drops
+        );
+    }
     let reads = stats.state_reads;
     eprintln!(
         "state reads: {} point reads, {} range entries, {} bytes of values, {} keys scanned into filters",

@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) records: AtomicU64,
     pub(crate) dead_letters: AtomicU64,
     pub(crate) skipped: AtomicU64,
+    /// Updates closing aggregates dropped at windows already closed (`event_time`).
+    pub(crate) closed_window_drops: AtomicU64,
 }
 
 impl Shared {
@@ -50,6 +52,7 @@ impl Shared {
             records: AtomicU64::new(0),
             dead_letters: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
+            closed_window_drops: AtomicU64::new(0),
         }
     }
     /// The first failure, if any (taken once, by the run).

@@ -28,16 +28,20 @@
 //!   first time with times below the watermark does not lower it: its
 //!   records are on time by their own partition's order, but those that
 //!   fall in a window already closed are dropped by the closing aggregate
-//!   (a topic whose partitions all have records before windows close never
-//!   sees that).
+//!   and counted (`RunStats::closed_window_drops`, printed by `millpond
+//!   run`; a topic whose partitions all have records before windows close
+//!   never sees that).
 //! - A closing aggregate emits a key's result once, with diff +1, at the
 //!   epoch whose watermark first reaches its closing time, and never
-//!   retracts it; the key's state is deleted then. An update for a key
+//!   retracts it; the key's state is deleted then. Across restarts too: it
+//!   resumes at the watermark committed with the source's state, so a key
+//!   closed before a restart is still closed after it. An update for a key
 //!   already closed (a partition seen for the first time after the window
 //!   closed) is dropped and counted, never folded.
 //! - Both operators' state keys are independent of the worker count.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 
 use differential_dataflow::consolidation::consolidate;
 use serde::{Deserialize, Serialize};
@@ -75,6 +79,10 @@ pub struct Late<D> {
 #[derive(Clone, Debug)]
 pub struct Watermark<'s> {
     changes: Collection<'s, i64>,
+    /// The watermark as the resumed checkpoint committed it (None in a
+    /// new run): a closing aggregate starts from it, so that a window
+    /// closed before a restart stays closed until the watermark moves.
+    resumed: Option<i64>,
 }
 
 impl<'s> Watermark<'s> {
@@ -131,7 +139,17 @@ impl<'s, D: Data> Collection<'s, (Position, D)> {
         let what = format!("event time '{name}'");
         let keyed = self.map(|((partition, offset), record)| ((), (partition, offset, record)));
         let keyspace = format!("op.{name}");
-        let open = |state, _| Ok(state);
+        // The watermark committed with the state (opened here, at build).
+        let resumed = std::rc::Rc::new(std::cell::Cell::new(None));
+        let open = {
+            let (resumed, what) = (resumed.clone(), what.clone());
+            move |state: OperatorState, _| {
+                if let Some(bytes) = state.get_uncounted(&encode(&()))? {
+                    resumed.set(decode::<Judge>(&bytes, &what)?.watermark);
+                }
+                Ok(state)
+            }
+        };
         // Only grouped by key (one key): the records are put in offset order
         // here, by their positions, without comparing rows.
         let mut records = Vec::new();
@@ -165,7 +183,7 @@ impl<'s, D: Data> Collection<'s, (Position, D)> {
             .into_monotonic();
         let late = judged.clone().flat_map(|j| if let Judged::Late(late) = j { Some(late) } else { None });
         let changes = judged.flat_map(|j| if let Judged::Mark(w) = j { Some(w) } else { None });
-        EventTime { on_time, late, watermark: Watermark { changes } }
+        EventTime { on_time, late, watermark: Watermark { changes, resumed: resumed.get() } }
     }
 }
 
@@ -222,7 +240,8 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         }
         let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
         let opened = ctx.operator_state(&format!("closing.{name}"), &lineage);
-        let opened = opened.and_then(|state| Ok((Closing::open(&state, name, &closes_at)?, state)));
+        let resumed = watermark.resumed;
+        let opened = opened.and_then(|state| Ok((Closing::open(&state, name, &closes_at, resumed)?, state)));
         let (mut closing, mut state) = match opened {
             Ok(opened) => opened,
             Err(e) => {
@@ -263,7 +282,8 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                             // Folded against the watermark before the epoch's records moved it.
                             let step = closing
                                 .fold(&mut state, epoch, grouped, &aggregate, &closes_at)
-                                .and_then(|()| closing.advance(marks.unwrap_or_default()))
+                                .map(|dropped| shared.closed_window_drops.fetch_add(dropped, Ordering::Relaxed))
+                                .and_then(|_| closing.advance(marks.unwrap_or_default()))
                                 .and_then(|()| closing.close(&mut state, epoch, &aggregate, &closes_at, &mut out))
                                 .and_then(|()| state.finish_epoch(epoch));
                             if let Err(e) = step {
@@ -298,9 +318,15 @@ fn corrupt(what: &str, reason: String) -> Error {
 
 impl Closing {
     /// Every key the state holds is open (a closed key was deleted).
-    fn open<K: Key>(state: &OperatorState, name: &str, closes_at: &impl Fn(&K) -> i64) -> Result<Closing> {
+    /// `watermark`: as committed with the state (the source's, resumed).
+    fn open<K: Key>(
+        state: &OperatorState,
+        name: &str,
+        closes_at: &impl Fn(&K) -> i64,
+        watermark: Option<i64>,
+    ) -> Result<Closing> {
         let mut closing =
-            Closing { name: name.to_owned(), watermark: None, open: BTreeMap::new(), accumulators: Default::default() };
+            Closing { name: name.to_owned(), watermark, open: BTreeMap::new(), accumulators: Default::default() };
         let what = format!("aggregate '{name}'");
         let mut entries = Vec::new();
         state.scan_committed(|key, value| {
@@ -316,8 +342,8 @@ impl Closing {
     }
 
     /// Applies an epoch's watermark changes: the value inserted, if any (a
-    /// resumed operator learns the watermark at its first move; the value
-    /// retracted may be one from before the restart).
+    /// resumed operator starts from the committed watermark; the value
+    /// retracted at its first move is that one).
     fn advance(&mut self, mut marks: Vec<(i64, Diff)>) -> Result<()> {
         let what = format!("aggregate '{}'", self.name);
         consolidate(&mut marks);
@@ -340,7 +366,7 @@ impl Closing {
 
     /// Folds an epoch's updates into the open keys' accumulators (held
     /// here, written to the state); updates of a key already closed are
-    /// dropped (module doc).
+    /// dropped and counted (module doc). Returns how many were dropped.
     fn fold<K: Key, V: Data, A: Aggregate<V>>(
         &mut self,
         state: &mut OperatorState,
@@ -348,11 +374,13 @@ impl Closing {
         updates: Grouped<'_, K, V>,
         aggregate: &A,
         closes_at: &impl Fn(&K) -> i64,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let what = format!("aggregate '{}'", self.name);
+        let mut dropped = 0u64;
         updates.for_each_key(|key, key_bytes, values| {
             let at = closes_at(key);
             if self.closed(at) {
+                dropped += values.iter().map(|(_, diff)| (*diff).max(0) as u64).sum::<u64>();
                 return Ok(());
             }
             let (mut count, mut acc): (i64, A::State) = match self.accumulators.get(key_bytes) {
@@ -380,7 +408,7 @@ impl Closing {
             );
             return Err(corrupt(&what, reason));
         }
-        Ok(())
+        Ok(dropped)
     }
 
     /// Emits and deletes every open key whose closing time the watermark reached.

@@ -51,6 +51,12 @@ pub struct RunStats {
     /// Offsets that retention deleted before a resuming reader read them (a
     /// fresh reader starts at the log start offset and skips nothing).
     pub skipped_offsets: u64,
+    /// Updates (records, once per window they fall in) that closing
+    /// aggregates dropped because their window had closed already: the
+    /// on-time records of a partition first read after the watermark
+    /// passed their times (`event_time`'s module doc). Counted, never
+    /// folded; 0 when every partition has records before windows close.
+    pub closed_window_drops: u64,
     /// Each such gap, per reader and partition (with
     /// [`RetentionGapPolicy::Skip`]; otherwise the first one fails the run).
     pub retention_gaps: Vec<RetentionGap>,
@@ -237,6 +243,7 @@ impl Runtime {
             records: shared.records.load(Ordering::Relaxed),
             dead_letters: shared.dead_letters.load(Ordering::Relaxed),
             skipped_offsets: shared.skipped.load(Ordering::Relaxed),
+            closed_window_drops: shared.closed_window_drops.load(Ordering::Relaxed),
             first_epoch,
             committed_epoch: checkpoints.committed_epoch(),
             retention_gaps: shared.take_retention_gaps(),

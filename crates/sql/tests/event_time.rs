@@ -270,3 +270,55 @@ fn include_timestamp_is_the_records_timestamp() {
     let last = stored.iter().filter(|t| **t == *stored.iter().max().unwrap()).count() as i64;
     assert_eq!(counted, 20 - last, "closed windows hold every record but the last millisecond's");
 }
+
+/// A partition first read after the watermark passed its records' times:
+/// its records are on time by its own order, but their windows closed
+/// already, so the closing aggregate drops them and counts them
+/// (`RunStats::closed_window_drops`), never silently; a view that does not
+/// close windows keeps them.
+#[test]
+fn records_of_a_partition_read_after_their_windows_closed_are_counted() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let spec = TopicSpec { partitions: 1, compacted: false, compaction_bounded: false };
+    Topics::open(dir).unwrap().ensure(TOPIC, spec).unwrap();
+    let mut session = Session::open(dir).unwrap();
+    session.execute(DEFINITIONS, Some("event_time.sql"), true).unwrap();
+    let catalog = session.compile().unwrap();
+    drop(session);
+    let config = || RuntimeConfig::new(dir).epoch_interval_ms(5).stop_when_caught_up(true);
+    let first: Vec<Event> = (0..100).map(|i| (i % KEYS, 1, Some(36_000 + i))).collect();
+    Topics::open(dir).unwrap().append(TOPIC, first.into_iter().map(record).collect()).unwrap();
+    let stats = millpond_sql::run(config(), catalog.clone()).unwrap();
+    assert_eq!(stats.closed_window_drops, 0, "one partition, in order: nothing falls in a closed window");
+    // A second partition, and records at 36 010 s (window [36 010, 36 015)
+    // closed: the watermark is 36 099 - 3); v = 3 keeps them out of `hopping`.
+    let topics = Topics::open(dir).unwrap();
+    topics.add_partitions(TOPIC, 2).unwrap();
+    let old: Vec<Event> = (0..40).map(|k| (k, 3, Some(36_010))).collect();
+    topics.append(TOPIC, old.into_iter().map(record).collect()).unwrap();
+    let in_new_partition = topics.read_all(TOPIC).unwrap().iter().filter(|r| r.partition == 1).count() as u64;
+    drop(topics);
+    assert!(in_new_partition > 0, "some keys route to the new partition");
+    let stats = millpond_sql::run(config(), catalog.clone()).unwrap();
+    assert_eq!(
+        stats.closed_window_drops, in_new_partition,
+        "each record of the new partition, in its one tumbling window"
+    );
+    let kept = read_view(dir, "on_time").unwrap().rows.iter().filter(|(row, _)| row["v"].as_i64() == Some(3)).count();
+    assert_eq!(kept as u64, in_new_partition, "a view without windows keeps the new partition's records");
+    // Both partitions move on: windows close again, and the window closed
+    // before the restarts is not emitted a second time.
+    let later: Vec<Event> = (0..200).map(|i| (i % KEYS, 1, Some(36_100 + i))).collect();
+    Topics::open(dir).unwrap().append(TOPIC, later.into_iter().map(record).collect()).unwrap();
+    let stats = millpond_sql::run(config(), catalog).unwrap();
+    assert_eq!(stats.closed_window_drops, 0, "the new partition is on time now");
+    let mut windows = BTreeMap::new();
+    for (row, n) in read_view(dir, "tumbling").unwrap().rows {
+        assert_eq!(n, 1, "a window once: {row}");
+        let key = (row["k"].as_i64(), seconds(&row["window_start"]), seconds(&row["window_end"]));
+        assert!(windows.insert(key, row["s"].as_i64()).is_none(), "one row per window: {row}");
+    }
+    assert!(windows.len() > 40, "windows closed in every phase ({})", windows.len());
+    assert!(windows.values().all(|s| *s < Some(300)), "no window holds the dropped records (v = 3)");
+}
