@@ -1497,10 +1497,13 @@ impl<'a> Binder<'a> {
         // ON TRUE is no condition.
         let on = on.filter(|on| !matches!(on, ast::Expr::Value(v) if v.value == ast::Value::Boolean(true)));
         let joined = match item {
-            LateralItem::Call(_) if outer && on.is_some() => {
-                return Err(
-                    self.unsupported(span, "LEFT JOIN of a LATERAL table function ON a condition other than TRUE")
-                );
+            LateralItem::Call(call) if outer && on.is_some() => {
+                // The condition picks the call's rows per left row: the call
+                // as a LATERAL subquery of its own, filtered.
+                self.outer.push(left.scope.clone());
+                let called = self.bind_expand(Bound { rel: Rel::Unit, scope: Scope::default() }, &call, false);
+                self.outer.pop();
+                self.lateral_join(left, called?, outer, on)?
             }
             LateralItem::Call(call) => self.bind_expand(left, &call, outer)?,
             LateralItem::Subquery(query, alias) => {
@@ -1541,14 +1544,21 @@ impl<'a> Binder<'a> {
         on: Option<&ast::Expr>,
     ) -> Result<Bound> {
         let bound = self.bind_inner_query(left.scope.clone(), query)?;
-        let right_scope = match alias {
+        let scope = match alias {
             Some(_) => self.alias_scope(bound.scope, "", alias)?,
             None => bound.scope,
         };
-        let (left_width, right_width) = (left.scope.columns.len(), right_scope.columns.len());
+        self.lateral_join(left, Bound { rel: bound.rel, scope }, outer, on)
+    }
+
+    /// `left` joined with `right`, bound as a query inside one over
+    /// `left`'s rows (`Rel::Lateral`; `on`: as in
+    /// [`Binder::bind_lateral_subquery`]).
+    fn lateral_join(&mut self, left: Bound, right: Bound, outer: bool, on: Option<&ast::Expr>) -> Result<Bound> {
+        let (left_width, right_width) = (left.scope.columns.len(), right.scope.columns.len());
         let mut scope = left.scope;
-        scope.columns.extend(right_scope.columns);
-        let mut right = bound.rel;
+        scope.columns.extend(right.scope.columns);
+        let mut right = right.rel;
         if let Some(on) = on {
             let mut predicate = self.bind_on(on, &scope)?;
             if predicate.has_subquery() {

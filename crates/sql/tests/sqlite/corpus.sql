@@ -1005,6 +1005,10 @@ lateral_series_step: SELECT id, g FROM t1 CROSS JOIN LATERAL generate_series(b %
 sqlite: SELECT id, b % 7 + 3 * i FROM t1 JOIN nums ON b % 7 + 3 * i <= 10
 lateral_series_left: SELECT id, b, g FROM t1 LEFT JOIN LATERAL generate_series(1, b % 3) AS g ON TRUE
 sqlite: SELECT id, b, i FROM t1 LEFT JOIN nums ON i BETWEEN 1 AND b % 3
+lateral_series_left_on: SELECT id, b, g FROM t1 LEFT JOIN LATERAL generate_series(1, b % 4) AS g ON g > a % 3
+sqlite: SELECT id, b, i FROM t1 LEFT JOIN nums ON i BETWEEN 1 AND b % 4 AND i > a % 3
+lateral_unnest_left_on: SELECT id, v FROM t1 LEFT JOIN LATERAL unnest('{' || a || ',' || b || '}') AS v ON v > '5'
+sqlite: SELECT id, v FROM t1 LEFT JOIN (SELECT id AS i, CAST(a AS TEXT) AS v FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL UNION ALL SELECT id, CAST(b AS TEXT) FROM t1 WHERE a IS NOT NULL AND b IS NOT NULL) u ON u.i = t1.id AND u.v > '5'
 lateral_series_on: SELECT id, g FROM t1 JOIN generate_series(1, 4) AS g ON g <= b % 5 AND g > a % 3
 sqlite: SELECT id, i FROM t1 JOIN nums ON i BETWEEN 1 AND 4 AND i <= b % 5 AND i > a % 3
 lateral_series_aggregate: SELECT a % 4 AS m, SUM(s.x) AS total, COUNT(*) AS n FROM t1, generate_series(1, b % 4) AS s(x) GROUP BY a % 4
