@@ -829,39 +829,59 @@ impl<'a> Binder<'a> {
             Some(other) => return Err(self.unsupported(span, format!("{other}"))),
         };
 
-        // FROM: a cross product of its items, joined left to right; a table
-        // function whose arguments read the items before it expands them.
+        // FROM: a cross product of its items; a LATERAL item (or a table
+        // function whose arguments read the items before it) joins them.
         let mut from: Option<Bound> = None;
+        // Items after the last LATERAL one, not joined yet.
+        let mut pending: Vec<Bound> = Vec::new();
         for item in &select.from {
-            let Some(left) = from.take() else {
-                from = Some(self.bind_table_with_joins(item)?);
-                continue;
-            };
-            let lateral = self.lateral_item(&item.relation, &left.scope, &item.joins)?;
-            from = Some(match lateral {
-                Some(lateral) => self.bind_lateral_join(left, lateral, "inner", None, item.relation.span())?,
-                None => {
-                    let right = self.bind_table_with_joins(item)?;
-                    self.cross_join(left, right)
+            if from.is_some() || !pending.is_empty() {
+                let left_scope = Scope {
+                    columns: from.iter().chain(&pending).flat_map(|b| b.scope.columns.iter().cloned()).collect(),
+                };
+                if let Some(lateral) = self.lateral_item(&item.relation, &left_scope, &item.joins)? {
+                    let left = self.cross_all(from.take().into_iter().chain(pending.drain(..)).collect());
+                    from = Some(self.bind_lateral_join(left, lateral, "inner", None, item.relation.span())?);
+                    continue;
                 }
-            });
-        }
-        let mut from = from.unwrap_or(Bound { rel: Rel::Unit, scope: Scope::default() });
-
-        if let Some(selection) = &select.selection {
-            if contains_aggregate(selection) {
-                return Err(self.error(
-                    selection.span(),
-                    "aggregate functions are not allowed in WHERE (filter groups with HAVING)",
-                ));
             }
-            let allowed = std::mem::replace(&mut self.subqueries, true);
-            let bound = self.bind_expr(selection, &mut Context::Rows(&from.scope));
-            self.subqueries = allowed;
-            let (predicate, ty) = bound?;
-            self.expect_bool(ty, selection.span(), "WHERE")?;
-            from.rel = apply_filter(from.rel, predicate);
+            pending.push(self.bind_table_with_joins(item)?);
         }
+        let scope =
+            Scope { columns: from.iter().chain(&pending).flat_map(|b| b.scope.columns.iter().cloned()).collect() };
+        let predicate = match &select.selection {
+            Some(selection) => {
+                if contains_aggregate(selection) {
+                    return Err(self.error(
+                        selection.span(),
+                        "aggregate functions are not allowed in WHERE (filter groups with HAVING)",
+                    ));
+                }
+                let allowed = std::mem::replace(&mut self.subqueries, true);
+                let bound = self.bind_expr(selection, &mut Context::Rows(&scope));
+                self.subqueries = allowed;
+                let (predicate, ty) = bound?;
+                self.expect_bool(ty, selection.span(), "WHERE")?;
+                Some(predicate)
+            }
+            None => None,
+        };
+        let from = match predicate {
+            // Comma items joined where the WHERE clause links them (`join_order`).
+            Some(predicate) if from.is_none() && pending.len() >= 3 && !predicate.has_subquery() => {
+                let widths: Vec<usize> = pending.iter().map(|b| b.scope.columns.len()).collect();
+                let order = crate::join_order::order(&widths, &crate::join_order::parts(&predicate));
+                let items = pending.into_iter().map(|b| b.rel).collect();
+                Bound { rel: crate::join_order::joined(items, &widths, &order, predicate), scope }
+            }
+            predicate => {
+                let mut from = self.cross_all(from.into_iter().chain(pending).collect());
+                if let Some(predicate) = predicate {
+                    from.rel = apply_filter(from.rel, predicate);
+                }
+                from
+            }
+        };
 
         let group_exprs: &[ast::Expr] = match &select.group_by {
             ast::GroupByExpr::Expressions(exprs, modifiers) => {
@@ -1421,6 +1441,12 @@ impl<'a> Binder<'a> {
         } else {
             Err(self.error(span, format!("{clause} needs a BOOLEAN condition, not {ty}")))
         }
+    }
+
+    /// `items` cross-joined left to right (no items: the one empty row).
+    fn cross_all(&self, items: Vec<Bound>) -> Bound {
+        let unit = || Bound { rel: Rel::Unit, scope: Scope::default() };
+        items.into_iter().reduce(|left, right| self.cross_join(left, right)).unwrap_or_else(unit)
     }
 
     fn cross_join(&self, left: Bound, right: Bound) -> Bound {

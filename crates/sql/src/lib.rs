@@ -42,6 +42,8 @@ mod function;
 #[cfg(feature = "runtime")]
 mod interpreter;
 #[cfg(feature = "runtime")]
+mod join_order;
+#[cfg(feature = "runtime")]
 mod over;
 mod parse;
 #[cfg(feature = "runtime")]

@@ -1071,3 +1071,10 @@ lat_in_subquery: SELECT t3.k, (SELECT COUNT(*) FROM t1, LATERAL (SELECT x FROM t
 sqlite: SELECT k, (SELECT COUNT(*) FROM t1 JOIN t2 ON t2.k = t1.a AND t2.x > t3.w) FROM t3
 lat_grouped: SELECT t2.k, q.m, COUNT(*) AS n FROM t2 CROSS JOIN LATERAL (SELECT MAX(w) AS m FROM t3 WHERE t3.k <= t2.x) q GROUP BY t2.k, q.m
 sqlite: SELECT k, m, COUNT(*) FROM (SELECT t2.k, (SELECT MAX(w) FROM t3 WHERE t3.k <= t2.x) AS m FROM t2) GROUP BY k, m
+
+# --- Comma joins ordered by the WHERE clause's equalities (join_order): same rows as written ---
+order_three: SELECT t1.id, t3.name, t2.y FROM t1, t3, t2 WHERE t1.a = t2.x AND t2.k = t3.k
+order_four_grouped: SELECT t3.name, COUNT(*) AS n, SUM(t4.a) AS s FROM t4, t3, t1, t2 WHERE t1.b = t2.x AND t4.a = t3.k AND t2.k = t3.w % 5 GROUP BY t3.name
+order_constant_and_cross: SELECT t1.id, t4.b, t3.k FROM t1, t4, t3 WHERE t1.a = t3.k AND t3.w > 10 AND t4.a IS NOT NULL
+order_nulls_star: SELECT * FROM t2 AS p, t4, t2 AS q WHERE p.x = q.k AND q.x = t4.a AND p.y IS NOT NULL
+order_source_upsert: SELECT e.id, u.w, t3.name FROM e, t3, u WHERE u.k = e.k AND t3.k = u.v % 7
