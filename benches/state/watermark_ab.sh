@@ -1,0 +1,32 @@
+#!/bin/bash
+# Windows that close under a watermark against windows kept open, side by
+# side in one run: the same Nexmark input (generated once), each view in its
+# own copy of it, `run --until-caught-up`, alternating ROUNDS times. Prints
+# one Markdown row per run (wall seconds, max RSS, state point reads, rows
+# of the view) and the ratio of the medians, for docs/performance.md.
+# usage: watermark_ab.sh BINARY [EVENTS] [ROUNDS]
+set -euo pipefail
+bin=$1; events=${2:-8000000}; rounds=${3:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/watermark-ab.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+"$bin" --data-dir "$work/input" gen nexmark --events "$events" >/dev/null 2>&1
+echo "| view | round | wall s | max RSS MB | state point reads | view rows |"
+echo "|---|---:|---:|---:|---:|---:|"
+declare -A walls
+for round in $(seq 1 "$rounds"); do
+  for query in tumble_open tumble_closing; do
+    rm -rf "$work/run"; cp -r "$work/input" "$work/run"; sync
+    /usr/bin/time -f "%e %M" -o "$work/time" \
+      "$bin" --data-dir "$work/run" run "$here/$query.sql" --until-caught-up >"$work/out" 2>&1
+    read -r wall rss_kb <"$work/time"
+    reads=$(sed -n 's/^state reads: \([0-9]*\) point reads.*/\1/p' "$work/out")
+    rows=$("$bin" --data-dir "$work/run" view read per_auction | wc -l)
+    echo "| $query | $round | $wall | $((rss_kb / 1024)) | $reads | $rows |"
+    walls[$query]="${walls[$query]:-} $wall"
+  done
+done
+median() { tr ' ' '\n' | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+open=$(echo "${walls[tumble_open]}" | median); closing=$(echo "${walls[tumble_closing]}" | median)
+echo
+echo "median wall: open $open s, closing $closing s, closing/open $(echo "scale=2; $closing / $open" | bc)"
