@@ -49,7 +49,7 @@ use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::Probe;
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::vec::Broadcast;
+use timely::dataflow::operators::vec::{Broadcast, Partition};
 
 use crate::aggregate::{Aggregate, SetUpdates, Sets};
 use crate::codec::{decode, encode, encode_into};
@@ -177,12 +177,21 @@ impl<'s, D: Data> Collection<'s, (Position, D)> {
                 })
             }
         });
-        let on_time = judged
-            .clone()
-            .flat_map(|j| if let Judged::OnTime(_, record) = j { Some(record) } else { None })
-            .into_monotonic();
-        let late = judged.clone().flat_map(|j| if let Judged::Late(late) = j { Some(late) } else { None });
-        let changes = judged.flat_map(|j| if let Judged::Mark(w) = j { Some(w) } else { None });
+        // Split by moving each output to one of three streams (three readers
+        // of one stream would each get a copy of every record).
+        let (ctx, lineage) = (judged.ctx.clone(), judged.lineage.clone());
+        let part = |judged: &Judged<D>| match judged {
+            Judged::OnTime(..) => 0,
+            Judged::Late(_) => 1,
+            Judged::Mark(_) => 2,
+        };
+        let mut parts = judged.inner.inner.partition(3, move |update| (part(&update.0), update));
+        let mut part = || Collection::from_stream(parts.pop().expect("three parts"), ctx.clone(), lineage.clone());
+        let (marks, late, on_time) = (part(), part(), part());
+        let on_time =
+            on_time.flat_map(|j| if let Judged::OnTime(_, record) = j { Some(record) } else { None }).into_monotonic();
+        let late = late.flat_map(|j| if let Judged::Late(late) = j { Some(late) } else { None });
+        let changes = marks.flat_map(|j| if let Judged::Mark(w) = j { Some(w) } else { None });
         EventTime { on_time, late, watermark: Watermark { changes, resumed: resumed.get() } }
     }
 }
