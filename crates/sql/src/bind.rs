@@ -284,6 +284,21 @@ fn contains_aggregate(expr: &ast::Expr) -> bool {
 }
 
 /// The window function calls of an expression (outside subqueries).
+/// The distinct window function calls of `items`' expressions, in order of
+/// first appearance (each is computed once, however often it is written).
+fn item_window_calls<'i>(items: &'i [(Item<'_>, String)]) -> Vec<&'i ast::Function> {
+    let mut calls: Vec<&ast::Function> = Vec::new();
+    for (item, _) in items {
+        let Item::Expr(e) = item else { continue };
+        for function in window_calls(e) {
+            if !calls.contains(&function) {
+                calls.push(function);
+            }
+        }
+    }
+    calls
+}
+
 fn window_calls(expr: &ast::Expr) -> Vec<&ast::Function> {
     let mut found = Vec::new();
     calls(expr, &mut found);
@@ -965,20 +980,14 @@ impl<'a> Binder<'a> {
         // Window functions first: each a column appended to the rows, which
         // the items then read (an item may compute with several).
         let mut windows: Vec<(ast::Function, usize, Type)> = Vec::new();
-        for (item, _) in items {
-            let Item::Expr(e) = item else { continue };
-            for function in window_calls(e) {
-                if windows.iter().any(|(seen, _, _)| seen == function) {
-                    continue;
-                }
-                let at = width + windows.len();
-                let allowed = std::mem::replace(&mut self.subqueries, false);
-                let bound = self.bind_window_call(rel, function, &from.scope, at);
-                self.subqueries = allowed;
-                let (windowed, ty) = bound?;
-                rel = windowed;
-                windows.push((function.clone(), at, ty));
-            }
+        for function in item_window_calls(items) {
+            let at = width + windows.len();
+            let allowed = std::mem::replace(&mut self.subqueries, false);
+            let bound = self.bind_window_call(rel, function, &from.scope, at);
+            self.subqueries = allowed;
+            let (windowed, ty) = bound?;
+            rel = windowed;
+            windows.push((function.clone(), at, ty));
         }
         let outer_windows = std::mem::replace(&mut self.windows, windows);
         let bound = self.bind_items(&from.scope, items);
@@ -1370,20 +1379,14 @@ impl<'a> Binder<'a> {
         // read each as a placeholder column until the aggregates are known.
         let mut windows = Vec::new();
         let mut seen: Vec<(ast::Function, usize, Type)> = Vec::new();
-        for (item, _) in items {
-            let Item::Expr(e) = item else { continue };
-            for function in window_calls(e) {
-                if seen.iter().any(|(f, _, _)| f == function) {
-                    continue;
-                }
-                let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
-                let allowed = std::mem::replace(&mut self.subqueries, false);
-                let bound = self.bind_window_parts(function, &mut context);
-                self.subqueries = allowed;
-                let parts = bound?;
-                seen.push((function.clone(), WINDOW_PLACEHOLDER + windows.len(), parts.ty()));
-                windows.push(parts);
-            }
+        for function in item_window_calls(items) {
+            let mut context = Context::Groups { input, group, aggregates: &mut aggregates };
+            let allowed = std::mem::replace(&mut self.subqueries, false);
+            let bound = self.bind_window_parts(function, &mut context);
+            self.subqueries = allowed;
+            let parts = bound?;
+            seen.push((function.clone(), WINDOW_PLACEHOLDER + windows.len(), parts.ty()));
+            windows.push(parts);
         }
         let outer_windows = std::mem::replace(&mut self.windows, seen);
         let bound = self.bind_group_select_items(input, group, items, &mut aggregates);
