@@ -17,7 +17,8 @@
 //! [`Collection::aggregate`] does, but emits a key's result only once the
 //! watermark reaches the key's closing time (its window's end), then
 //! deletes the key's state: its output only grows, and its state holds
-//! the open windows only.
+//! the open windows only. Module `session_window` does the same for
+//! sessions, on the frame both share ([`Collection::watermarked`]).
 //!
 //! Invariants:
 //! - Whether a record is late depends only on the records before it in its
@@ -82,7 +83,7 @@ pub struct Watermark<'s> {
     /// The watermark as the resumed checkpoint committed it (None in a
     /// new run): a closing aggregate starts from it, so that a window
     /// closed before a restart stays closed until the watermark moves.
-    resumed: Option<i64>,
+    pub(crate) resumed: Option<i64>,
 }
 
 impl<'s> Watermark<'s> {
@@ -238,32 +239,76 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         watermark: &Watermark<'s>,
         closes_at: impl Fn(&K) -> i64 + 'static,
     ) -> Collection<'s, (K, A::Output)> {
-        let ctx = self.ctx.clone();
-        let empty = |input: Collection<'s, (K, V)>| input.flat_map(|_| None::<(K, A::Output)>);
-        if !self.monotonic {
-            ctx.build_error(format!("aggregate '{name}' closes windows over an input that retracts"));
-            return empty(self);
-        }
-        if !ctx.claim("operator", name) {
-            return empty(self);
-        }
-        let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
-        let opened = ctx.operator_state(&format!("closing.{name}"), &lineage);
-        let resumed = watermark.resumed;
-        let opened = opened.and_then(|state| Ok((Closing::open(&state, name, &closes_at, resumed)?, state)));
-        let (mut closing, mut state) = match opened {
-            Ok(opened) => opened,
+        let what = format!("aggregate '{name}'");
+        let Some(state) = self.watermarked_state(name, &format!("closing.{name}"), watermark, &what) else {
+            return self.flat_map(|_| None);
+        };
+        let mut closing = match Closing::open(&state, name, &closes_at, watermark.resumed) {
+            Ok(closing) => closing,
             Err(e) => {
-                ctx.build_error(format!("aggregate '{name}': {e}"));
-                return empty(self);
+                self.ctx.build_error(format!("{what}: {e}"));
+                return self.flat_map(|_| None);
             }
         };
+        self.watermarked(name, what, watermark, state, move |state, epoch, updates, marks, out| {
+            // Folded against the watermark before the epoch's records moved it.
+            let dropped = closing.fold(state, epoch, updates, &aggregate, &closes_at)?;
+            closing.advance(marks)?;
+            closing.close(state, epoch, &aggregate, &closes_at, out)?;
+            Ok(dropped)
+        })
+    }
+
+    /// The operator state (keyspace `keyspace`) of a keyed operator over
+    /// this collection that closes what `watermark` passes: its input must
+    /// never retract, its name be unique. None: a build error says why.
+    pub(crate) fn watermarked_state(
+        &self,
+        name: &str,
+        keyspace: &str,
+        watermark: &Watermark<'s>,
+        what: &str,
+    ) -> Option<OperatorState> {
+        if !self.monotonic {
+            self.ctx.build_error(format!("{what} closes windows over an input that retracts"));
+            return None;
+        }
+        if !self.ctx.claim("operator", name) {
+            return None;
+        }
+        let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
+        let opened = self.ctx.operator_state(keyspace, &lineage);
+        opened.map_err(|e| self.ctx.build_error(format!("{what}: {e}"))).ok()
+    }
+
+    /// The frame of a keyed operator that folds this (never retracting)
+    /// collection against `watermark`: per epoch, in order, once both
+    /// inputs are complete through it, `step` gets the epoch's updates
+    /// grouped by key (each key on the worker its hash names) and the
+    /// watermark's changes, and returns how many updates fell in closed
+    /// windows (added to `RunStats::closed_window_drops`); then the
+    /// state's epoch is finished. An error fails the run, named by `what`.
+    pub(crate) fn watermarked<O: Data>(
+        self,
+        name: &str,
+        what: String,
+        watermark: &Watermark<'s>,
+        mut state: OperatorState,
+        mut step: impl FnMut(
+            &mut OperatorState,
+            Epoch,
+            Grouped<'_, K, V>,
+            Vec<(i64, Diff)>,
+            &mut Vec<(O, Diff)>,
+        ) -> Result<u64>
+        + 'static,
+    ) -> Collection<'s, O> {
+        let ctx = self.ctx.clone();
+        let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
         let shared = ctx.shared.clone();
         let marks = watermark.changes.inner.inner.clone().broadcast();
-        let stream = self
-            .inner
-            .inner
-            .binary_frontier::<_, CapacityContainerBuilder<Vec<((K, A::Output), Epoch, Diff)>>, _, _, _, _>(
+        let stream =
+            self.inner.inner.binary_frontier::<_, CapacityContainerBuilder<Vec<(O, Epoch, Diff)>>, _, _, _, _>(
                 marks,
                 Exchange::new(|u: &((K, V), Epoch, Diff)| key_hash(&(u.0).0)),
                 Pipeline,
@@ -288,15 +333,11 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                             group_by_key(&mut updates, &mut order, false, Some(&mut runs));
                             out.clear();
                             let grouped = Grouped::new(&mut updates, &runs);
-                            // Folded against the watermark before the epoch's records moved it.
-                            let step = closing
-                                .fold(&mut state, epoch, grouped, &aggregate, &closes_at)
+                            let stepped = step(&mut state, epoch, grouped, marks.unwrap_or_default(), &mut out)
                                 .map(|dropped| shared.closed_window_drops.fetch_add(dropped, Ordering::Relaxed))
-                                .and_then(|_| closing.advance(marks.unwrap_or_default()))
-                                .and_then(|()| closing.close(&mut state, epoch, &aggregate, &closes_at, &mut out))
-                                .and_then(|()| state.finish_epoch(epoch));
-                            if let Err(e) = step {
-                                shared.fail(Error::at(format!("aggregate '{}'", closing.name), e));
+                                .and_then(|_| state.finish_epoch(epoch));
+                            if let Err(e) = stepped {
+                                shared.fail(Error::at(what.clone(), e));
                                 return;
                             }
                             data.recycle(updates);
@@ -321,7 +362,24 @@ struct Closing {
     accumulators: std::collections::HashMap<Vec<u8>, Vec<u8>>,
 }
 
-fn corrupt(what: &str, reason: String) -> Error {
+/// The watermark after an epoch's changes `marks`: the value inserted, if
+/// any, else `current` (a resumed operator starts from the committed
+/// watermark; the value retracted at its first move is that one).
+pub(crate) fn advanced(what: &str, current: Option<i64>, mut marks: Vec<(i64, Diff)>) -> Result<Option<i64>> {
+    consolidate(&mut marks);
+    let inserted: Vec<i64> = marks.iter().filter(|(_, d)| *d > 0).map(|(w, _)| *w).collect();
+    let next = match inserted.as_slice() {
+        [] => return Ok(current),
+        [w] => Some(*w),
+        more => return Err(corrupt(what, format!("a watermark moves to one value at a time, not {more:?}"))),
+    };
+    if next < current {
+        return Err(corrupt(what, format!("the watermark went back from {current:?} to {next:?}")));
+    }
+    Ok(next)
+}
+
+pub(crate) fn corrupt(what: &str, reason: String) -> Error {
     Error::CorruptState { what: what.to_owned(), reason }
 }
 
@@ -350,22 +408,8 @@ impl Closing {
         Ok(closing)
     }
 
-    /// Applies an epoch's watermark changes: the value inserted, if any (a
-    /// resumed operator starts from the committed watermark; the value
-    /// retracted at its first move is that one).
-    fn advance(&mut self, mut marks: Vec<(i64, Diff)>) -> Result<()> {
-        let what = format!("aggregate '{}'", self.name);
-        consolidate(&mut marks);
-        let inserted: Vec<i64> = marks.iter().filter(|(_, d)| *d > 0).map(|(w, _)| *w).collect();
-        let next = match inserted.as_slice() {
-            [] => return Ok(()),
-            [w] => Some(*w),
-            more => return Err(corrupt(&what, format!("a watermark moves to one value at a time, not {more:?}"))),
-        };
-        if next < self.watermark {
-            return Err(corrupt(&what, format!("the watermark went back from {:?} to {next:?}", self.watermark)));
-        }
-        self.watermark = next;
+    fn advance(&mut self, marks: Vec<(i64, Diff)>) -> Result<()> {
+        self.watermark = advanced(&format!("aggregate '{}'", self.name), self.watermark, marks)?;
         Ok(())
     }
 

@@ -61,6 +61,7 @@ mod order_key;
 mod ordered_set;
 mod row_counts;
 pub mod runtime;
+pub mod session_window;
 mod set_aggregate;
 mod sink;
 mod source;

@@ -30,7 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::decode::{decode_record, decode_record_into, decode_row};
 use crate::eval::{eval, holds};
-use crate::plan::{AggregateCall, AggregateFunction, EventTime, Expr, Input, JoinKind, LateRows, Rel, SortKey};
+use crate::plan::{
+    AggregateCall, AggregateFunction, EventTime, Expr, Input, JoinKind, LateRows, Rel, SortKey, WindowFunction,
+};
 use crate::sort_key;
 use crate::sum::ExactSum;
 use crate::value::{OrderedF64, Row, Type, Value};
@@ -42,7 +44,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-pub(crate) const STATE_LAYOUT_VERSION: u64 = 8;
+pub(crate) const STATE_LAYOUT_VERSION: u64 = 9;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
@@ -896,6 +898,22 @@ impl<'s> Renderer<'s, '_> {
                 let (column, slide, size, cumulative) = (*time_column, *slide_micros, *size_micros, *cumulative);
                 self.render(input).flat_map(move |row: Row| windowed(row, column, slide, size, cumulative))
             }
+            Rel::Over { input, partition, .. } if closing_session(rel).is_some() => {
+                // Each session once, final, when the watermark passes its end.
+                let (object, gap, column) = closing_session(rel).expect("checked");
+                let name = self.operator_name();
+                let partition = partition.clone();
+                let keyed = self.render(input).map(move |row| (Tuple::eval(&partition, &row), row));
+                let time = move |row: &Row| match row.get(column) {
+                    Some(Value::Timestamp(t)) => Some(*t),
+                    _ => None,
+                };
+                let watermark = self.watermarks[&object].clone();
+                keyed.sessions_closing(&name, gap, &watermark, time).map(|(mut row, (start, end)): (Row, _)| {
+                    row.extend([Value::Timestamp(start), Value::Timestamp(end)]);
+                    row
+                })
+            }
             Rel::Over { input, partition, order, calls, .. } => {
                 let name = self.operator_name();
                 let partition = partition.clone();
@@ -1045,6 +1063,8 @@ fn window_bound(rel: &Rel, c: usize) -> Option<(String, i64)> {
             Expr::Column(i) => window_bound(input, *i),
             _ => None,
         },
+        // A closing session's end; its start is not its end minus a constant.
+        Rel::Over { input_width, .. } if c == input_width + 1 => closing_session(rel).map(|(object, ..)| (object, 0)),
         Rel::Window { input, time_column, size_micros, cumulative, .. } => {
             // A cumulating window's end is not its start plus a constant.
             let offset = match c.checked_sub(width(input))? {
@@ -1056,6 +1076,25 @@ fn window_bound(rel: &Rel, c: usize) -> Option<(String, i64)> {
         }
         _ => None,
     }
+}
+
+/// When `rel` is a `SESSION(...)` over a watermarked source's time column
+/// (its two calls, the session's start and end): the source, the gap and
+/// the time column. Such a SESSION closes: it emits each session once,
+/// when the watermark passes its end.
+fn closing_session(rel: &Rel) -> Option<(String, i64, usize)> {
+    let Rel::Over { input, calls, .. } = rel else { return None };
+    let [start, end] = calls.as_slice() else { return None };
+    let (WindowFunction::Session { end: false, gap_micros }, WindowFunction::Session { end: true, gap_micros: same }) =
+        (start.function, end.function)
+    else {
+        return None;
+    };
+    let [Expr::Column(column)] = start.args.as_slice() else { return None };
+    if gap_micros != same || end.args != start.args {
+        return None;
+    }
+    event_time_source(input, *column).map(|object| (object, gap_micros, *column))
 }
 
 /// The watermarked source whose time column column `c` of `rel` is.
@@ -1443,7 +1482,8 @@ pub(crate) fn append_only(rel: &Rel) -> bool {
         Rel::Replicate { input } => append_only(input),
         // A LEFT JOIN's NULL row is retracted when the call gives rows.
         Rel::Expand { input, outer, .. } => !outer && append_only(input),
-        Rel::Over { .. } => false,
+        // A closing SESSION emits each row once; other windows update.
+        Rel::Over { .. } => closing_session(rel).is_some(),
     }
 }
 

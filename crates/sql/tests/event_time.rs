@@ -7,7 +7,9 @@
 //! the greatest earlier on-time time minus the delay; the watermark is the
 //! least such greatest time over the partitions, minus the delay; a window
 //! is in a windowed view once its end is at or below the watermark, with
-//! the aggregates of its on-time records.
+//! the aggregates of its on-time records; a session (per key, the on-time
+//! records' times sorted, a new session at each gap) likewise, with its
+//! rows.
 //!
 //! Every partition's first record has the least time of all, so no
 //! partition lowers the minimum when it is first read (the one case where
@@ -38,6 +40,11 @@ CREATE MATERIALIZED VIEW hopping WITH (late_rows = 'dead_letter') AS
     SELECT window_end, COUNT(*) AS n
     FROM HOP(ev, at, INTERVAL '2' SECOND, INTERVAL '6' SECOND) WHERE v % 3 <> 0 GROUP BY window_end;
 CREATE MATERIALIZED VIEW on_time AS SELECT k, v, at FROM ev;
+CREATE MATERIALIZED VIEW sessions AS
+    SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS s
+    FROM SESSION(ev, at, INTERVAL '2' SECOND, k) GROUP BY k, window_start, window_end;
+CREATE MATERIALIZED VIEW session_rows AS
+    SELECT k, v, at, window_start, window_end FROM SESSION(ev, at, INTERVAL '3' SECOND, k % 4) WHERE v < 50;
 ";
 
 /// A small deterministic generator (xorshift*), so a seed names a run.
@@ -95,6 +102,39 @@ struct Expected {
     tumbling: BTreeMap<Window, Totals>,
     hopping: BTreeMap<i64, i64>,
     on_time: BTreeMap<(i64, i64, Option<i64>), i64>,
+    /// (k, start, end) -> (count, sum).
+    sessions: BTreeMap<Window, (i64, i64)>,
+    /// (k, v, at, start, end) -> count.
+    session_rows: BTreeMap<(i64, i64, i64, i64, i64), i64>,
+}
+
+/// The sessions of the timed events grouped by `key`, from scratch: each
+/// event with its session's start and end (seconds), where a session
+/// ends `gap` after its last time and a time at or past the end starts a
+/// new one.
+fn sessions_of(events: &[Event], gap: i64, key: impl Fn(i64) -> i64) -> Vec<(Event, i64, i64)> {
+    let mut by_key: BTreeMap<i64, Vec<(i64, Event)>> = BTreeMap::new();
+    for &(k, v, at) in events {
+        if let Some(t) = at {
+            by_key.entry(key(k)).or_default().push((t, (k, v, at)));
+        }
+    }
+    let mut out = Vec::new();
+    for (_, mut timed) in by_key {
+        timed.sort_by_key(|(t, _)| *t);
+        let mut runs: Vec<Vec<(i64, Event)>> = Vec::new();
+        for (t, event) in timed {
+            match runs.last_mut() {
+                Some(run) if t < run.last().unwrap().0 + gap => run.push((t, event)),
+                _ => runs.push(vec![(t, event)]),
+            }
+        }
+        for run in runs {
+            let (start, end) = (run[0].0, run.last().unwrap().0 + gap);
+            out.extend(run.into_iter().map(|(_, event)| (event, start, end)));
+        }
+    }
+    out
 }
 
 fn oracle(dir: &Path) -> (Expected, u64) {
@@ -133,6 +173,17 @@ fn oracle(dir: &Path) -> (Expected, u64) {
             }
         }
     }
+    for ((k, v, _), start, end) in sessions_of(&on_time, 2, |k| k) {
+        if end <= watermark {
+            let e = expected.sessions.entry((k, start, end)).or_default();
+            *e = (e.0 + 1, e.1 + v);
+        }
+    }
+    for ((k, v, at), start, end) in sessions_of(&on_time, 3, |k| k % 4) {
+        if end <= watermark && v < 50 {
+            *expected.session_rows.entry((k, v, at.unwrap(), start, end)).or_default() += 1;
+        }
+    }
     (expected, late)
 }
 
@@ -162,6 +213,23 @@ fn views(dir: &Path) -> Expected {
         assert_eq!(n, 1, "a window once: {row}");
         actual.hopping.insert(seconds(&row["window_end"]).unwrap(), row["n"].as_i64().unwrap());
     }
+    for (row, n) in read_view(dir, "sessions").unwrap().rows {
+        assert_eq!(n, 1, "a session once: {row}");
+        let key =
+            (row["k"].as_i64().unwrap(), seconds(&row["window_start"]).unwrap(), seconds(&row["window_end"]).unwrap());
+        let values = (row["n"].as_i64().unwrap(), row["s"].as_i64().unwrap());
+        assert!(actual.sessions.insert(key, values).is_none(), "one row per session: {row}");
+    }
+    for (row, n) in read_view(dir, "session_rows").unwrap().rows {
+        let key = (
+            row["k"].as_i64().unwrap(),
+            row["v"].as_i64().unwrap(),
+            seconds(&row["at"]).unwrap(),
+            seconds(&row["window_start"]).unwrap(),
+            seconds(&row["window_end"]).unwrap(),
+        );
+        *actual.session_rows.entry(key).or_default() += n;
+    }
     for (row, n) in read_view(dir, "on_time").unwrap().rows {
         let key = (row["k"].as_i64().unwrap(), row["v"].as_i64().unwrap(), seconds(&row["at"]));
         *actual.on_time.entry(key).or_default() += n;
@@ -181,7 +249,7 @@ fn run_seed(seed: u64) {
     session.execute(DEFINITIONS, Some("event_time.sql"), true).unwrap();
     let catalog = session.compile().unwrap();
     drop(session);
-    let (mut windows_seen, mut late) = (0, 0);
+    let (mut windows_seen, mut sessions_seen, mut late) = (0, (0, 0), 0);
     for (phase, events) in phases(&mut rng).into_iter().enumerate() {
         Topics::open(dir).unwrap().append(TOPIC, events.into_iter().map(record).collect()).unwrap();
         let epoch_records = 1 + rng.below(60);
@@ -192,8 +260,10 @@ fn run_seed(seed: u64) {
         late = late_now;
         assert_eq!(actual, expected, "seed {seed}, phase {phase} (epochs of {epoch_records} records)");
         windows_seen = expected.tumbling.len();
+        sessions_seen = (expected.sessions.len(), expected.session_rows.len());
     }
     assert!(windows_seen > 50, "seed {seed}: the run closes windows ({windows_seen})");
+    assert!(sessions_seen.0 > 50 && sessions_seen.1 > 100, "seed {seed}: the run closes sessions ({sessions_seen:?})");
     // The dead-letter view writes each late record once, across runs.
     let letters = Topics::open(dir).unwrap().read_all("ev.dead-letter").map_or(0, |l| l.len()) as u64;
     assert_eq!(letters, late, "seed {seed}: one letter per late record");
@@ -302,8 +372,9 @@ fn records_of_a_partition_read_after_their_windows_closed_are_counted() {
     assert!(in_new_partition > 0, "some keys route to the new partition");
     let stats = millpond_sql::run(config(), catalog.clone()).unwrap();
     assert_eq!(
-        stats.closed_window_drops, in_new_partition,
-        "each record of the new partition, in its one tumbling window"
+        stats.closed_window_drops,
+        3 * in_new_partition,
+        "each record of the new partition, in its one tumbling window and in each SESSION view's sessions"
     );
     let kept = read_view(dir, "on_time").unwrap().rows.iter().filter(|(row, _)| row["v"].as_i64() == Some(3)).count();
     assert_eq!(kept as u64, in_new_partition, "a view without windows keeps the new partition's records");
