@@ -12,18 +12,21 @@
 //! watermark, so it can neither join nor bridge a session that ended at or
 //! below it: the output is final, never retracted.
 //!
-//! State (keyspace `sessions.NAME`): per key, its open sessions (`0 ++
-//! key` -> `postcard(Vec<Open>)`), and the multiset of its open rows
-//! `(time, row)` (module `multiset`, tags 1 and 2: inline while small, a
-//! row an entry once large, so a long session costs its new rows an epoch,
-//! not its length). Only the sessions are also in memory, as an index of
-//! the keys by their first session's end.
+//! State (keyspace `sessions.NAME`): the rows of every key's open
+//! sessions, one entry each, `postcard(key) ++ time ++ epoch ++ index` ->
+//! `postcard((row, count))` (time as big-endian with its sign bit flipped,
+//! so a key's rows are in time order; the epoch that folded the row and its
+//! index among that epoch's rows of the key, so entries are written blind,
+//! never read first). The sessions are derived from the rows: held in
+//! memory (per key, and the keys by their first session's end), rebuilt by
+//! a scan of the keyspace when the job resumes. An epoch writes its new
+//! rows, and reads back a key's rows only when a session of it closes, up
+//! to that session's end.
 //!
 //! Invariants:
 //! - A key's open sessions are disjoint, in time order, their ends above
-//!   the watermark; each counts the rows whose time is in `[start, end)`,
-//!   and every stored row of the key is in one of them (checked when the
-//!   rows are read back, at close).
+//!   the watermark; each counts the rows whose time is in `[start, end)`
+//!   (checked when the rows are read back, at close, and when rebuilt).
 //! - A row is folded only when its time is at or above the watermark of
 //!   the epoch before (so it touches no closed session); a row below it
 //!   (a partition read for the first time after the watermark passed its
@@ -40,14 +43,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use differential_dataflow::consolidation::consolidate;
-use serde::{Deserialize, Serialize};
 
 use crate::codec::{decode, encode};
 use crate::collection::{Data, Key};
 use crate::error::Result;
 use crate::event_time::{OPEN_KEYS_MAX, Watermark, advanced, corrupt};
 use crate::keyed::Grouped;
-use crate::multiset::{self, Tags};
 use crate::opstate::OperatorState;
 use crate::{Collection, Diff, Epoch};
 
@@ -57,13 +58,11 @@ pub const OPEN_SESSION_ROWS_MAX: u64 = 100_000_000;
 /// A session's bounds: its first time, and its last time plus the gap.
 pub type SessionBounds = (i64, i64);
 
-/// The tag of a key's open sessions.
-const SESSIONS: u8 = 0;
-/// The tags of a key's open rows.
-const ROWS: Tags = Tags { head: 1, row: 2 };
+/// Bytes a row's entry key adds to its key's: time, epoch and index.
+const ROW_SUFFIX_LEN: usize = 8 + 8 + 4;
 
 /// One open session of a key: `[start, end)` and its number of rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Open {
     start: i64,
     end: i64,
@@ -85,11 +84,11 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         assert!(gap > 0, "a session gap is positive");
         let what = format!("sessions '{name}'");
         let state = self.watermarked_state(name, &format!("sessions.{name}"), watermark, &what);
-        // Its rows are read back by key: a grouped state.
+        // A key's rows are read back as a range: a grouped state.
         let Some(state) = state.map(OperatorState::grouped) else {
             return self.flat_map(|_| None);
         };
-        let mut sessions = match Sessions::open(&state, what.clone(), gap, watermark.resumed) {
+        let mut sessions = match Sessions::open::<V>(&state, what.clone(), gap, watermark.resumed) {
             Ok(sessions) => sessions,
             Err(e) => {
                 self.ctx.build_error(format!("{what}: {e}"));
@@ -121,16 +120,24 @@ struct Sessions {
 }
 
 impl Sessions {
-    fn open(state: &OperatorState, what: String, gap: i64, watermark: Option<i64>) -> Result<Sessions> {
+    /// The sessions of the rows the state holds (all in open sessions).
+    fn open<V: Data>(state: &OperatorState, what: String, gap: i64, watermark: Option<i64>) -> Result<Sessions> {
         let mut sessions = Sessions { what, gap, watermark, keys: HashMap::new(), by_end: BTreeMap::new(), rows: 0 };
-        let mut stored = Vec::new();
-        state.scan_group(&[SESSIONS], |key, value| {
-            stored.push((key[1..].to_vec(), decode::<Vec<Open>>(value, &sessions.what)?));
-            Ok(true)
+        let (mut key, mut open): (Vec<u8>, Vec<Open>) = (Vec::new(), Vec::new());
+        let mut keys = Vec::new();
+        state.scan_committed(|entry, value| {
+            let (key_bytes, t) = row_entry(entry, &sessions.what)?;
+            let (_, count): (V, Diff) = decode(value, &sessions.what)?;
+            if key_bytes != key {
+                keys.push((std::mem::replace(&mut key, key_bytes.to_vec()), std::mem::take(&mut open)));
+            }
+            join(&mut open, t, gap, count as u64);
+            Ok(())
         })?;
-        for (key_bytes, open) in stored {
-            if open.is_empty() || open.iter().any(|s| Some(s.end) <= watermark) {
-                let reason = format!("a key's stored sessions are open ones: {open:?} at {watermark:?}");
+        keys.push((key, open));
+        for (key_bytes, open) in keys.into_iter().filter(|(_, open)| !open.is_empty()) {
+            if open.iter().any(|s| Some(s.end) <= watermark) {
+                let reason = format!("a key's stored rows are in open sessions: {open:?} at {watermark:?}");
                 return Err(corrupt(&sessions.what, reason));
             }
             sessions.index(key_bytes, open);
@@ -159,13 +166,9 @@ impl Sessions {
         open
     }
 
-    /// Writes a key's open sessions to the state and memory (none: deleted).
-    fn store(&mut self, state: &mut OperatorState, epoch: Epoch, key_bytes: &[u8], open: Vec<Open>) {
-        let state_key = multiset::tagged(SESSIONS, &[key_bytes]);
-        if open.is_empty() {
-            state.delete_grouped(epoch, state_key, 1);
-        } else {
-            state.put_grouped(epoch, state_key, encode(&open), 1);
+    /// Puts a key's open sessions back in memory, if it has any.
+    fn keep(&mut self, key_bytes: &[u8], open: Vec<Open>) {
+        if !open.is_empty() {
             self.index(key_bytes.to_vec(), open);
         }
     }
@@ -195,16 +198,12 @@ impl Sessions {
             }
             consolidate(&mut added);
             let mut open = self.unindex(key_bytes);
-            // A key with no open session has no rows: nothing to read.
-            let head = match open.is_empty() {
-                true => multiset::Head::default(),
-                false => multiset::head::<(i64, V)>(state, ROWS, key_bytes, &self.what)?,
-            };
-            for ((t, _), diff) in &added {
-                join(&mut open, *t, self.gap, *diff as u64);
+            for (i, ((t, value), diff)) in added.drain(..).enumerate() {
+                join(&mut open, t, self.gap, diff as u64);
+                let entry = row_key(key_bytes, t, epoch, u32::try_from(i).expect("an epoch's rows of a key fit a u32"));
+                state.put_grouped(epoch, entry, encode(&(value, diff)), key_bytes.len());
             }
-            multiset::update(state, epoch, ROWS, key_bytes, head, &added, &self.what)?;
-            self.store(state, epoch, key_bytes, open);
+            self.keep(key_bytes, open);
             Ok(())
         })?;
         if self.rows > OPEN_SESSION_ROWS_MAX || self.keys.len() > OPEN_KEYS_MAX {
@@ -234,43 +233,71 @@ impl Sessions {
             let still_open = open.iter().position(|s| s.end > w).unwrap_or(open.len());
             assert!(still_open > 0, "{}: a due key has a closed session", self.what);
             let closed: Vec<Open> = open.drain(..still_open).collect();
-            let head = multiset::head::<(i64, V)>(state, ROWS, &key_bytes, &self.what)?;
-            let rows = multiset::rows(state, ROWS, &key_bytes, &head, &self.what)?;
-            let taken = self.emit(&closed, &open, rows, out);
-            multiset::update(state, epoch, ROWS, &key_bytes, head, &taken, &self.what)?;
-            self.store(state, epoch, &key_bytes, open);
+            self.take_closed(state, epoch, &key_bytes, &closed, out)?;
+            self.keep(&key_bytes, open);
         }
         consolidate(out);
         Ok(())
     }
 
-    /// Emits the rows of `closed` sessions (each with its session's bounds)
-    /// and returns their retractions from the key's rows; checks that every
-    /// row is in a session, closed or `open`, that counts it.
-    fn emit<V: Data>(
+    /// Emits the rows of a key's `closed` sessions (its first ones), each
+    /// with its session's bounds, and deletes them; checks that each
+    /// session holds the rows it counts.
+    fn take_closed<V: Data>(
         &self,
+        state: &mut OperatorState,
+        epoch: Epoch,
+        key_bytes: &[u8],
         closed: &[Open],
-        open: &[Open],
-        rows: Vec<((i64, V), Diff)>,
         out: &mut Vec<((V, SessionBounds), Diff)>,
-    ) -> Vec<((i64, V), Diff)> {
-        let all: Vec<Open> = closed.iter().chain(open).copied().collect();
-        let mut counted = vec![0u64; all.len()];
-        let mut taken = Vec::new();
-        for ((t, value), count) in rows {
-            let i = all.partition_point(|s| s.end <= t);
-            assert!(i < all.len() && all[i].start <= t, "{}: row at {t} is in no session of {all:?}", self.what);
+    ) -> Result<()> {
+        let last_end = closed.last().expect("a closed session").end;
+        let (mut counted, mut taken) = (vec![0u64; closed.len()], Vec::new());
+        state.scan_group(key_bytes, |entry, value| {
+            let (_, t) = row_entry(entry, &self.what)?;
+            if t >= last_end {
+                return Ok(false); // the open sessions' rows, not read
+            }
+            let i = closed.partition_point(|s| s.end <= t);
+            assert!(
+                i < closed.len() && closed[i].start <= t,
+                "{}: row at {t} is in no session of {closed:?}",
+                self.what
+            );
+            let (value, count): (V, Diff) = decode(value, &self.what)?;
             assert!(count > 0, "{}: a stored row has a positive count", self.what);
             counted[i] += count as u64;
-            if i < closed.len() {
-                out.push(((value.clone(), (all[i].start, all[i].end)), count));
-                taken.push(((t, value), -count));
-            }
-        }
-        let expected: Vec<u64> = all.iter().map(|s| s.rows).collect();
+            out.push(((value, (closed[i].start, closed[i].end)), count));
+            taken.push(entry.to_vec());
+            Ok(true)
+        })?;
+        let expected: Vec<u64> = closed.iter().map(|s| s.rows).collect();
         assert_eq!(counted, expected, "{}: each session counts the rows stored in it", self.what);
-        taken
+        for entry in taken {
+            state.delete_grouped(epoch, entry, key_bytes.len());
+        }
+        Ok(())
     }
+}
+
+/// A row's entry key: its key's, then its time (order-preserving), the
+/// epoch that folded it and its index among that epoch's rows of the key.
+fn row_key(key_bytes: &[u8], t: i64, epoch: Epoch, index: u32) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(key_bytes.len() + ROW_SUFFIX_LEN);
+    entry.extend_from_slice(key_bytes);
+    entry.extend_from_slice(&((t as u64) ^ (1 << 63)).to_be_bytes());
+    entry.extend_from_slice(&epoch.to_be_bytes());
+    entry.extend_from_slice(&index.to_be_bytes());
+    entry
+}
+
+/// A row entry's key bytes and time.
+fn row_entry<'e>(entry: &'e [u8], what: &str) -> Result<(&'e [u8], i64)> {
+    let Some(at) = entry.len().checked_sub(ROW_SUFFIX_LEN).filter(|at| *at > 0) else {
+        return Err(corrupt(what, format!("a row entry of {} bytes", entry.len())));
+    };
+    let time: [u8; 8] = entry[at..at + 8].try_into().expect("8 bytes");
+    Ok((&entry[..at], (u64::from_be_bytes(time) ^ (1 << 63)) as i64))
 }
 
 /// Adds `rows` rows at time `t` to a key's open sessions: the row's
@@ -323,6 +350,18 @@ mod tests {
                 assert_eq!(open, recomputed(&times, 5), "times {times:?}");
             }
         }
+    }
+
+    #[test]
+    fn row_entries_sort_by_time_and_give_back_their_key_and_time() {
+        let times = [i64::MIN, -5_000_000, -1, 0, 1, 7_000_000, i64::MAX];
+        let entries: Vec<Vec<u8>> = times.iter().map(|&t| row_key(b"k", t, 3, 0)).collect();
+        assert!(entries.windows(2).all(|w| w[0] < w[1]), "entries in time order");
+        for (entry, &t) in entries.iter().zip(&times) {
+            assert_eq!(row_entry(entry, "test").unwrap(), (&b"k"[..], t));
+        }
+        assert!(row_key(b"k", 5, 1, 9) < row_key(b"k", 5, 2, 0), "then by epoch and index");
+        assert!(row_entry(&entries[0][1..], "test").is_err(), "an entry without its key is corrupt");
     }
 
     #[test]

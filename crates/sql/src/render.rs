@@ -477,6 +477,16 @@ fn demand(rel: &Rel, needed: &[bool], out: &mut BTreeMap<String, Vec<bool>>) {
             aggregates.iter().for_each(|a| a.arg.visit_columns(&mut |c| inner[c] = true));
             demand(input, &inner, out);
         }
+        // A session's bounds depend on its partition's times only: the other
+        // columns count as needed above (a copy of a row is a row of the answer).
+        Rel::Over { input, partition, order, calls, input_width }
+            if calls.iter().all(|c| matches!(c.function, WindowFunction::Session { .. })) =>
+        {
+            let mut inner = needed[..*input_width].to_vec();
+            let exprs = partition.iter().chain(order.iter().map(|k| &k.expr)).chain(calls.iter().flat_map(|c| &c.args));
+            exprs.for_each(|e| e.visit_columns(&mut |c| inner[c] = true));
+            demand(input, &inner, out);
+        }
         // Whole rows are compared (and kept in state): every column counts.
         Rel::Distinct { input } | Rel::TopK { input, .. } | Rel::Replicate { input } | Rel::Over { input, .. } => {
             demand(input, &all(width(input)), out)
