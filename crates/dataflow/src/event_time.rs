@@ -54,7 +54,7 @@ use timely::dataflow::operators::vec::{Broadcast, Partition};
 
 use crate::aggregate::{Aggregate, SetUpdates, Sets};
 use crate::codec::{decode, encode, encode_into};
-use crate::collection::{Data, Key};
+use crate::collection::{Data, Key, Lineage};
 use crate::error::{Error, Result};
 use crate::keyed::{Batching, Grouped, KeyOrder, KeyRuns, group_by_key, key_hash, keyed_unary};
 use crate::opstate::OperatorState;
@@ -220,6 +220,14 @@ fn judged<D>(
     }
 }
 
+/// An epoch's changes of each watermark an operator closes on, in order.
+pub(crate) type Marks = Vec<Vec<(i64, Diff)>>;
+
+/// The readers of an input and of the watermarks it closes on.
+fn lineage_with(lineage: &Lineage, watermarks: &[&Watermark<'_>]) -> Lineage {
+    watermarks.iter().fold(lineage.clone(), |l, w| crate::collection::union(&l, &w.changes.lineage))
+}
+
 /// Most keys one closing aggregate's worker keeps open: past it the job
 /// fails with an error that names the operator (a watermark that does not
 /// advance, or windows too small for the data), instead of growing without
@@ -240,7 +248,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         closes_at: impl Fn(&K) -> i64 + 'static,
     ) -> Collection<'s, (K, A::Output)> {
         let what = format!("aggregate '{name}'");
-        let Some(state) = self.watermarked_state(name, &format!("closing.{name}"), watermark, &what) else {
+        let Some(state) = self.watermarked_state(name, &format!("closing.{name}"), &[watermark], &what) else {
             return self.flat_map(|_| None);
         };
         let mut closing = match Closing::open(&state, name, &closes_at, watermark.resumed) {
@@ -250,23 +258,25 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                 return self.flat_map(|_| None);
             }
         };
-        self.watermarked(name, what, watermark, state, move |state, epoch, updates, marks, out| {
+        let closed = self.watermarked(name, what, &[watermark], state, move |state, epoch, updates, mut marks, out| {
             // Folded against the watermark before the epoch's records moved it.
             let dropped = closing.fold(state, epoch, updates, &aggregate, &closes_at)?;
-            closing.advance(marks)?;
+            closing.advance(marks.remove(0))?;
             closing.close(state, epoch, &aggregate, &closes_at, out)?;
             Ok(dropped)
-        })
+        });
+        // Each key's result once, never retracted.
+        closed.into_monotonic()
     }
 
     /// The operator state (keyspace `keyspace`) of a keyed operator over
-    /// this collection that closes what `watermark` passes: its input must
+    /// this collection that closes what `watermarks` pass: its input must
     /// never retract, its name be unique. None: a build error says why.
     pub(crate) fn watermarked_state(
         &self,
         name: &str,
         keyspace: &str,
-        watermark: &Watermark<'s>,
+        watermarks: &[&Watermark<'s>],
         what: &str,
     ) -> Option<OperatorState> {
         if !self.monotonic {
@@ -276,37 +286,34 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
         if !self.ctx.claim("operator", name) {
             return None;
         }
-        let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
-        let opened = self.ctx.operator_state(keyspace, &lineage);
+        let opened = self.ctx.operator_state(keyspace, &lineage_with(&self.lineage, watermarks));
         opened.map_err(|e| self.ctx.build_error(format!("{what}: {e}"))).ok()
     }
 
     /// The frame of a keyed operator that folds this (never retracting)
-    /// collection against `watermark`: per epoch, in order, once both
-    /// inputs are complete through it, `step` gets the epoch's updates
-    /// grouped by key (each key on the worker its hash names) and the
-    /// watermark's changes, and returns how many updates fell in closed
-    /// windows (added to `RunStats::closed_window_drops`); then the
-    /// state's epoch is finished. An error fails the run, named by `what`.
+    /// collection against `watermarks`: per epoch, in order, once every
+    /// input is complete through it, `step` gets the epoch's updates
+    /// grouped by key (each key on the worker its hash names) and each
+    /// watermark's changes (in the order given), and returns how many
+    /// updates fell in closed windows (added to
+    /// `RunStats::closed_window_drops`); then the state's epoch is
+    /// finished. An error fails the run, named by `what`.
     pub(crate) fn watermarked<O: Data>(
         self,
         name: &str,
         what: String,
-        watermark: &Watermark<'s>,
+        watermarks: &[&Watermark<'s>],
         mut state: OperatorState,
-        mut step: impl FnMut(
-            &mut OperatorState,
-            Epoch,
-            Grouped<'_, K, V>,
-            Vec<(i64, Diff)>,
-            &mut Vec<(O, Diff)>,
-        ) -> Result<u64>
+        mut step: impl FnMut(&mut OperatorState, Epoch, Grouped<'_, K, V>, Marks, &mut Vec<(O, Diff)>) -> Result<u64>
         + 'static,
     ) -> Collection<'s, O> {
         let ctx = self.ctx.clone();
-        let lineage = crate::collection::union(&self.lineage, &watermark.changes.lineage);
+        let count = watermarks.len();
+        assert!(count > 0, "{what}: closes on a watermark");
+        let lineage = lineage_with(&self.lineage, watermarks);
         let shared = ctx.shared.clone();
-        let marks = watermark.changes.inner.inner.clone().broadcast();
+        let tagged = watermarks.iter().enumerate().map(|(i, w)| w.changes.clone().map(move |mark| (i, mark)));
+        let marks = tagged.reduce(Collection::concat).expect("a watermark").inner.inner.broadcast();
         let stream =
             self.inner.inner.binary_frontier::<_, CapacityContainerBuilder<Vec<(O, Epoch, Diff)>>, _, _, _, _>(
                 marks,
@@ -314,7 +321,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                 Pipeline,
                 name,
                 move |_capability, _info| {
-                    let (mut data, mut moves) = (EpochStash::<(K, V)>::new(), EpochStash::<i64>::new());
+                    let (mut data, mut moves) = (EpochStash::<(K, V)>::new(), EpochStash::<(usize, i64)>::new());
                     let (mut order, mut runs, mut out) = (KeyOrder::default(), KeyRuns::default(), Vec::new());
                     move |(input1, frontier1), (input2, frontier2), output| {
                         input1.for_each(|capability, batch| data.absorb(&capability, batch));
@@ -333,7 +340,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                             group_by_key(&mut updates, &mut order, false, Some(&mut runs));
                             out.clear();
                             let grouped = Grouped::new(&mut updates, &runs);
-                            let stepped = step(&mut state, epoch, grouped, marks.unwrap_or_default(), &mut out)
+                            let mut split = vec![Vec::new(); count];
+                            marks.into_iter().flatten().for_each(|((i, mark), diff)| split[i].push((mark, diff)));
+                            let stepped = step(&mut state, epoch, grouped, split, &mut out)
                                 .map(|dropped| shared.closed_window_drops.fetch_add(dropped, Ordering::Relaxed))
                                 .and_then(|_| state.finish_epoch(epoch));
                             if let Err(e) = stepped {

@@ -27,8 +27,8 @@ use crate::{Collection, Diff, Epoch};
 /// Each side's multiset per key ([`crate::multiset`], docs/state.md: join
 /// layout 2): heads `0x02` / `0x03 ++ postcard(key)`, spilled rows `0x04` /
 /// `0x05 ++ postcard(key) ++ postcard(row)`.
-const LEFT: Tags = Tags { head: 2, row: 4 };
-const RIGHT: Tags = Tags { head: 3, row: 5 };
+pub(crate) const LEFT: Tags = Tags { head: 2, row: 4 };
+pub(crate) const RIGHT: Tags = Tags { head: 3, row: 5 };
 /// The layout before (docs/state.md, join layout 1): one entry per side and
 /// key, `tag ++ postcard(key)` -> `postcard(Vec<(row, i64)>)`. Rewritten
 /// into layout 2 when the operator is built.
@@ -117,7 +117,7 @@ pub(crate) fn join<'s, K: Key, V: Data, W: Data>(
     if monotonic { joined.into_monotonic() } else { joined }
 }
 
-type Output<K, V, W> = Vec<((K, (V, Option<W>)), Diff)>;
+pub(crate) type Output<K, V, W> = Vec<((K, (V, Option<W>)), Diff)>;
 
 /// Joins an epoch's changes key by key, in state key order, and
 /// consolidates each key's output (outputs of distinct keys differ, so the
@@ -157,12 +157,12 @@ fn join_epoch<K: Key, V: Data, W: Data>(
 }
 
 /// One key's changes in one epoch.
-struct KeyChanges<'a, K, V, W> {
-    epoch: Epoch,
-    key: &'a K,
-    key_bytes: &'a [u8],
-    d_left: Vec<(V, Diff)>,
-    d_right: Vec<(W, Diff)>,
+pub(crate) struct KeyChanges<'a, K, V, W> {
+    pub(crate) epoch: Epoch,
+    pub(crate) key: &'a K,
+    pub(crate) key_bytes: &'a [u8],
+    pub(crate) d_left: Vec<(V, Diff)>,
+    pub(crate) d_right: Vec<(W, Diff)>,
 }
 
 /// Emits one key's output change and writes its state. Reads both heads;
@@ -170,7 +170,7 @@ struct KeyChanges<'a, K, V, W> {
 /// only when right rows changed (`L_old x dR`) or, in an outer join, when
 /// the key's match flips: of a spilled side, only then does it read more
 /// than the head ([`crate::multiset`]).
-fn join_key<K: Key, V: Data, W: Data>(
+pub(crate) fn join_key<K: Key, V: Data, W: Data>(
     changes: &KeyChanges<'_, K, V, W>,
     outer: bool,
     state: &mut OperatorState,

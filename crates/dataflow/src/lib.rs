@@ -77,6 +77,7 @@ mod view_fold;
 mod view_index;
 mod view_sink;
 mod view_state;
+pub mod window_join;
 
 /// A timestamp: the number of a checkpoint epoch. Epoch 0 is "nothing".
 pub type Epoch = u64;

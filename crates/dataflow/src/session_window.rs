@@ -83,7 +83,7 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
     ) -> Collection<'s, (V, SessionBounds)> {
         assert!(gap > 0, "a session gap is positive");
         let what = format!("sessions '{name}'");
-        let state = self.watermarked_state(name, &format!("sessions.{name}"), watermark, &what);
+        let state = self.watermarked_state(name, &format!("sessions.{name}"), &[watermark], &what);
         // A key's rows are read back as a range: a grouped state.
         let Some(state) = state.map(OperatorState::grouped) else {
             return self.flat_map(|_| None);
@@ -95,10 +95,10 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                 return self.flat_map(|_| None);
             }
         };
-        self.watermarked(name, what, watermark, state, move |state, epoch, updates, marks, out| {
+        self.watermarked(name, what, &[watermark], state, move |state, epoch, updates, mut marks, out| {
             // Folded against the watermark before the epoch's records moved it.
             let dropped = sessions.fold(state, epoch, updates, &time)?;
-            sessions.watermark = advanced(&sessions.what, sessions.watermark, marks)?;
+            sessions.watermark = advanced(&sessions.what, sessions.watermark, marks.remove(0))?;
             sessions.close(state, epoch, out)?;
             Ok(dropped)
         })

@@ -295,6 +295,19 @@ impl RocksStore {
     }
 }
 
+impl RocksStore {
+    /// The names of the keyspaces the registry holds, in name order (for
+    /// tools and tests that look at what a job keeps).
+    pub fn keyspace_names(&self) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        self.scan_prefix(Keyspace::REGISTRY, REGISTRY_NAME_PREFIX, &mut |key, _| {
+            names.push(String::from_utf8_lossy(&key[REGISTRY_NAME_PREFIX.len()..]).into_owned());
+            true
+        })?;
+        Ok(names)
+    }
+}
+
 impl StateStore for RocksStore {
     fn keyspace(&self, name: &str) -> Result<Keyspace> {
         registry_keyspace(self, &self.registry, name)

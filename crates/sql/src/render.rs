@@ -822,6 +822,29 @@ impl<'s> Renderer<'s, '_> {
                 let predicate = predicate.clone();
                 self.render(input).filter(move |row| holds(&predicate, row))
             }
+            Rel::Join { kind: JoinKind::Inner, left, right, left_keys, right_keys, .. }
+                if closing_join(left, right, left_keys, right_keys).is_some() =>
+            {
+                // Each window's rows deleted once every watermark passes its end.
+                let (objects, at, offset) = closing_join(left, right, left_keys, right_keys).expect("checked");
+                let (l, r) = (self.render(left), self.render(right));
+                let keyed = |c: Collection<'s, Row>, keys: Vec<Expr>| c.map(move |row| (Tuple::eval(&keys, &row), row));
+                let matchable = |(key, _): &(Tuple, Row)| !key.has_null();
+                let (l, r) =
+                    (keyed(l, left_keys.clone()).filter(matchable), keyed(r, right_keys.clone()).filter(matchable));
+                let watermarks: Vec<Watermark<'s>> = objects.iter().map(|o| self.watermarks[o].clone()).collect();
+                let closes_at = move |key: &Tuple| match key.get(at) {
+                    Value::Timestamp(t) => t.saturating_add(offset),
+                    _ => i64::MAX,
+                };
+                let name = self.operator_name();
+                l.join_closing(r, &name, &watermarks.iter().collect::<Vec<_>>(), closes_at).map(
+                    |(_, (mut l, r)): (Tuple, (Row, Row))| {
+                        l.extend(r);
+                        l
+                    },
+                )
+            }
             Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
                 let l = self.render(left);
                 let r = self.render(right);
@@ -829,7 +852,7 @@ impl<'s> Renderer<'s, '_> {
             }
             Rel::Aggregate { input, group, aggregates } => {
                 let (aggregate, args) = SqlAggregates::new(aggregates, append_only(input));
-                let closes = closing(input, group).filter(|_| !aggregate.keeps_sets());
+                let closes = closing_aggregate(input, group, aggregates);
                 let group = group.clone();
                 let key_and_args = move |row: &[Value]| (Tuple::eval(&group, row), Tuple::eval(&args, row));
                 let keyed = match self.fusible(input) {
@@ -1064,10 +1087,42 @@ fn closing(input: &Rel, group: &[Expr]) -> Option<(String, usize, i64)> {
     })
 }
 
+/// [`closing`], when the aggregates keep no value sets (those are
+/// maintained as without a watermark).
+fn closing_aggregate(input: &Rel, group: &[Expr], aggregates: &[AggregateCall]) -> Option<(String, usize, i64)> {
+    closing(input, group).filter(|_| !SqlAggregates::new(aggregates, append_only(input)).0.keeps_sets())
+}
+
+/// Where an inner join of `left` and `right` on the keys closes its keys:
+/// when a pair of key columns are the same bound of windows that close
+/// (each side's `window_bound`) and neither input retracts. The sources
+/// whose watermarks close them (each once), the key's index, and what to
+/// add to its value for the window's end (the later of the two sides').
+fn closing_join(left: &Rel, right: &Rel, left_keys: &[Expr], right_keys: &[Expr]) -> Option<(Vec<String>, usize, i64)> {
+    if !append_only(left) || !append_only(right) {
+        return None;
+    }
+    left_keys.iter().zip(right_keys).enumerate().find_map(|(i, pair)| match pair {
+        (Expr::Column(a), Expr::Column(b)) => {
+            let ((l, l_offset), (r, r_offset)) = (window_bound(left, *a)?, window_bound(right, *b)?);
+            let objects = if l == r { vec![l] } else { vec![l, r] };
+            Some((objects, i, l_offset.max(r_offset)))
+        }
+        _ => None,
+    })
+}
+
 /// When column `c` of `rel` is a window's start or end over a watermarked
 /// source's time column: the source, and the window's end minus the column.
 fn window_bound(rel: &Rel, c: usize) -> Option<(String, i64)> {
     match rel {
+        // A group column of windows that close (their results final).
+        Rel::Aggregate { input, group, aggregates } if closing_aggregate(input, group, aggregates).is_some() => {
+            match group.get(c)? {
+                Expr::Column(g) => window_bound(input, *g),
+                _ => None,
+            }
+        }
         Rel::Filter { input, .. } => window_bound(input, c),
         Rel::Project { input, exprs } => match exprs.get(c)? {
             Expr::Column(i) => window_bound(input, *i),
@@ -1488,7 +1543,9 @@ pub(crate) fn append_only(rel: &Rel) -> bool {
         Rel::Join { kind, left, right, .. } | Rel::Lateral { kind, left, right, .. } => {
             matches!(kind, JoinKind::Inner) && append_only(left) && append_only(right)
         }
-        Rel::Aggregate { .. } | Rel::Distinct { .. } | Rel::TopK { .. } => false,
+        // A closing aggregate emits each window once, never retracted.
+        Rel::Aggregate { input, group, aggregates } => closing_aggregate(input, group, aggregates).is_some(),
+        Rel::Distinct { .. } | Rel::TopK { .. } => false,
         Rel::Replicate { input } => append_only(input),
         // A LEFT JOIN's NULL row is retracted when the call gives rows.
         Rel::Expand { input, outer, .. } => !outer && append_only(input),

@@ -43,6 +43,17 @@ CREATE MATERIALIZED VIEW on_time AS SELECT k, v, at FROM ev;
 CREATE MATERIALIZED VIEW sessions AS
     SELECT k, window_start, window_end, COUNT(*) AS n, SUM(v) AS s
     FROM SESSION(ev, at, INTERVAL '2' SECOND, k) GROUP BY k, window_start, window_end;
+CREATE MATERIALIZED VIEW busiest AS
+    SELECT window_end, MAX(n) AS most, COUNT(*) AS keys
+    FROM (SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(ev, at, INTERVAL '5' SECOND) GROUP BY k, window_end) w
+    GROUP BY window_end;
+CREATE MATERIALIZED VIEW window_join AS
+    SELECT a.k, a.window_start, a.n, b.top
+    FROM (SELECT k, window_start, window_end, COUNT(*) AS n
+          FROM TUMBLE(ev, at, INTERVAL '5' SECOND) GROUP BY k, window_start, window_end) a
+    JOIN (SELECT k % 3 AS k3, window_end, MAX(v) AS top
+          FROM TUMBLE(ev, at, INTERVAL '5' SECOND) GROUP BY k % 3, window_end) b
+    ON a.k % 3 = b.k3 AND a.window_end = b.window_end;
 CREATE MATERIALIZED VIEW session_rows AS
     SELECT k, v, at, window_start, window_end FROM SESSION(ev, at, INTERVAL '3' SECOND, k % 4) WHERE v < 50;
 ";
@@ -106,6 +117,19 @@ struct Expected {
     sessions: BTreeMap<Window, (i64, i64)>,
     /// (k, v, at, start, end) -> count.
     session_rows: BTreeMap<(i64, i64, i64, i64, i64), i64>,
+    /// window end -> (most records of one key, keys).
+    busiest: BTreeMap<i64, (i64, i64)>,
+    /// (k, window start) -> (count, the greatest v of the keys k % 3 names).
+    window_join: BTreeMap<(i64, i64), (i64, i64)>,
+}
+
+/// What the windowed views keep in state after a run, from the records:
+/// the open tumbling windows, and the on-time rows of `sessions`' open
+/// sessions.
+#[derive(Debug, Default)]
+struct Open {
+    windows: usize,
+    session_rows: usize,
 }
 
 /// The sessions of the timed events grouped by `key`, from scratch: each
@@ -137,7 +161,7 @@ fn sessions_of(events: &[Event], gap: i64, key: impl Fn(i64) -> i64) -> Vec<(Eve
     out
 }
 
-fn oracle(dir: &Path) -> (Expected, u64) {
+fn oracle(dir: &Path) -> (Expected, u64, Open) {
     let topics = Topics::open(dir).unwrap();
     let mut stored = topics.read_all(TOPIC).unwrap();
     stored.sort_by_key(|r| (r.partition, r.offset));
@@ -173,18 +197,33 @@ fn oracle(dir: &Path) -> (Expected, u64) {
             }
         }
     }
+    let mut open = Open::default();
     for ((k, v, _), start, end) in sessions_of(&on_time, 2, |k| k) {
         if end <= watermark {
             let e = expected.sessions.entry((k, start, end)).or_default();
             *e = (e.0 + 1, e.1 + v);
+        } else {
+            open.session_rows += 1;
         }
+    }
+    let open_windows: std::collections::BTreeSet<(i64, i64)> = on_time
+        .iter()
+        .filter_map(|&(k, _, at)| at.map(|t| (k, t.div_euclid(5) * 5)))
+        .filter(|(_, start)| start + 5 > watermark)
+        .collect();
+    open.windows = open_windows.len();
+    for (&(k, start, end), &(n, _, _, _)) in &expected.tumbling {
+        let e = expected.busiest.entry(end).or_default();
+        *e = (e.0.max(n), e.1 + 1);
+        let top = expected.tumbling.iter().filter(|((k2, s2, _), _)| k2 % 3 == k % 3 && *s2 == start);
+        expected.window_join.insert((k, start), (n, top.map(|(_, t)| t.3).max().unwrap()));
     }
     for ((k, v, at), start, end) in sessions_of(&on_time, 3, |k| k % 4) {
         if end <= watermark && v < 50 {
             *expected.session_rows.entry((k, v, at.unwrap(), start, end)).or_default() += 1;
         }
     }
-    (expected, late)
+    (expected, late, open)
 }
 
 /// Seconds after midnight of a view's "2024-01-01 HH:MM:SS".
@@ -230,11 +269,55 @@ fn views(dir: &Path) -> Expected {
         );
         *actual.session_rows.entry(key).or_default() += n;
     }
+    for (row, n) in read_view(dir, "busiest").unwrap().rows {
+        assert_eq!(n, 1, "a window once: {row}");
+        let values = (row["most"].as_i64().unwrap(), row["keys"].as_i64().unwrap());
+        assert!(actual.busiest.insert(seconds(&row["window_end"]).unwrap(), values).is_none(), "one row: {row}");
+    }
+    for (row, n) in read_view(dir, "window_join").unwrap().rows {
+        assert_eq!(n, 1, "a window once: {row}");
+        let key = (row["k"].as_i64().unwrap(), seconds(&row["window_start"]).unwrap());
+        let values = (row["n"].as_i64().unwrap(), row["top"].as_i64().unwrap());
+        assert!(actual.window_join.insert(key, values).is_none(), "one row per window: {row}");
+    }
     for (row, n) in read_view(dir, "on_time").unwrap().rows {
         let key = (row["k"].as_i64().unwrap(), row["v"].as_i64().unwrap(), seconds(&row["at"]));
         *actual.on_time.entry(key).or_default() += n;
     }
     actual
+}
+
+/// The entries of each keyspace whose name starts with `prefix` and names `view`.
+fn entries(dir: &Path, prefix: &str, view: &str) -> Vec<usize> {
+    use millpond_dataflow::state::{RocksStore, StateStore};
+    let store = RocksStore::open(dir.join("state")).unwrap();
+    let names = store.keyspace_names().unwrap();
+    let mine = names.iter().filter(|n| n.starts_with(&format!("{prefix}.{view}.")));
+    let count = |name: &String| {
+        let mut count = 0;
+        store
+            .scan_prefix(store.keyspace(name).unwrap(), b"", &mut |_, _| {
+                count += 1;
+                true
+            })
+            .unwrap();
+        count
+    };
+    mine.map(count).collect()
+}
+
+/// Closed windows and sessions leave nothing in state: the closing
+/// aggregate holds the open windows, the closing SESSION the rows of open
+/// sessions, and the window join (whose inputs emit closed windows only)
+/// nothing once an epoch ends.
+fn check_state(dir: &Path, open: &Open) {
+    assert_eq!(entries(dir, "closing", "tumbling"), vec![open.windows], "one entry per open window");
+    let session_entries = entries(dir, "sessions", "sessions");
+    assert_eq!(session_entries.len(), 1, "one session operator");
+    // Rows equal in the columns kept (k, v, at) folded in one epoch share an entry.
+    assert!(session_entries[0] <= open.session_rows, "{session_entries:?} entries, {} open rows", open.session_rows);
+    assert_eq!(session_entries[0] == 0, open.session_rows == 0, "open sessions have rows in state");
+    assert_eq!(entries(dir, "closing_join", "window_join"), vec![0], "a window join keeps no closed window");
 }
 
 fn run_seed(seed: u64) {
@@ -256,9 +339,10 @@ fn run_seed(seed: u64) {
         let config =
             RuntimeConfig::new(dir).epoch_interval_ms(5).epoch_records_max(epoch_records).stop_when_caught_up(true);
         millpond_sql::run(config, catalog.clone()).unwrap();
-        let ((expected, late_now), actual) = (oracle(dir), views(dir));
+        let ((expected, late_now, open), actual) = (oracle(dir), views(dir));
         late = late_now;
         assert_eq!(actual, expected, "seed {seed}, phase {phase} (epochs of {epoch_records} records)");
+        check_state(dir, &open);
         windows_seen = expected.tumbling.len();
         sessions_seen = (expected.sessions.len(), expected.session_rows.len());
     }
@@ -373,8 +457,9 @@ fn records_of_a_partition_read_after_their_windows_closed_are_counted() {
     let stats = millpond_sql::run(config(), catalog.clone()).unwrap();
     assert_eq!(
         stats.closed_window_drops,
-        3 * in_new_partition,
-        "each record of the new partition, in its one tumbling window and in each SESSION view's sessions"
+        6 * in_new_partition,
+        "each record of the new partition, in its one tumbling window of each of the four closing aggregates \
+         (tumbling, busiest's inner one, window_join's two) and in each SESSION view's sessions"
     );
     let kept = read_view(dir, "on_time").unwrap().rows.iter().filter(|(row, _)| row["v"].as_i64() == Some(3)).count();
     assert_eq!(kept as u64, in_new_partition, "a view without windows keeps the new partition's records");
