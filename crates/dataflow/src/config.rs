@@ -130,6 +130,19 @@ pub struct RuntimeConfig {
     /// Where the commit path records its durations (shared with whoever
     /// reads them: a server's metrics, a benchmark).
     pub timings: Arc<crate::timing::CommitTimings>,
+    /// Counters the runs add to while they run (shared with whoever reads
+    /// them: a server's metrics).
+    pub counters: Arc<RunCounters>,
+}
+
+/// What a runtime counts as it runs, summed over the runs that share it
+/// ([`RuntimeConfig::counters`]); `RunStats` gives one run's part.
+#[derive(Debug, Default)]
+pub struct RunCounters {
+    /// Updates that windowed operators dropped because they fell in a
+    /// window, session or join key the watermark had already closed
+    /// (module `event_time`).
+    pub closed_window_drops: std::sync::atomic::AtomicU64,
 }
 
 /// A callback rung after each commit is published ([`RuntimeConfig::on_commit`]).
@@ -164,7 +177,13 @@ impl RuntimeConfig {
             state_apply_nice: 0,
             on_commit: None,
             timings: Arc::default(),
+            counters: Arc::default(),
         }
+    }
+    /// Adds this run's counts to `counters`.
+    pub fn counters(mut self, counters: Arc<RunCounters>) -> Self {
+        self.counters = counters;
+        self
     }
     /// Records this run's commit-path durations in `timings`.
     pub fn timings(mut self, timings: Arc<crate::timing::CommitTimings>) -> Self {

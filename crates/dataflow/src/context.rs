@@ -35,13 +35,15 @@ pub(crate) struct Shared {
     pub(crate) records: AtomicU64,
     pub(crate) dead_letters: AtomicU64,
     pub(crate) skipped: AtomicU64,
-    /// Updates closing aggregates dropped at windows already closed (`event_time`).
-    pub(crate) closed_window_drops: AtomicU64,
+    /// `config.counters.closed_window_drops` when the run started (the
+    /// run's part is what it adds).
+    pub(crate) closed_window_drops_before: u64,
 }
 
 impl Shared {
     pub(crate) fn new(config: RuntimeConfig, checkpoints: Arc<Checkpoints>, first_epoch: Epoch) -> Shared {
         let timeline = Timeline::new(first_epoch, config.epoch_interval_ms);
+        let closed_window_drops_before = config.counters.closed_window_drops.load(Ordering::Relaxed);
         Shared {
             config,
             checkpoints,
@@ -52,7 +54,7 @@ impl Shared {
             records: AtomicU64::new(0),
             dead_letters: AtomicU64::new(0),
             skipped: AtomicU64::new(0),
-            closed_window_drops: AtomicU64::new(0),
+            closed_window_drops_before,
         }
     }
     /// The first failure, if any (taken once, by the run).

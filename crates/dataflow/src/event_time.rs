@@ -343,7 +343,9 @@ impl<'s, K: Key, V: Data> Collection<'s, (K, V)> {
                             let mut split = vec![Vec::new(); count];
                             marks.into_iter().flatten().for_each(|((i, mark), diff)| split[i].push((mark, diff)));
                             let stepped = step(&mut state, epoch, grouped, split, &mut out)
-                                .map(|dropped| shared.closed_window_drops.fetch_add(dropped, Ordering::Relaxed))
+                                .map(|dropped| {
+                                    shared.config.counters.closed_window_drops.fetch_add(dropped, Ordering::Relaxed)
+                                })
                                 .and_then(|_| state.finish_epoch(epoch));
                             if let Err(e) = stepped {
                                 shared.fail(Error::at(what.clone(), e));

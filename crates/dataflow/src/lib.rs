@@ -88,7 +88,7 @@ pub use aggregate::{Aggregate, Avg, Count, Fold, Max, Min, OrderedF64, SetUpdate
 pub use applier::lower_current_thread;
 pub use checkpoint::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointMeta, DeadLetterMarks, ViewChangelog};
 pub use collection::{Collection, Data, Key};
-pub use config::{ChangelogHold, ChangelogHolds, CommitBell, EPOCH_RECORDS_MAX_DEFAULT};
+pub use config::{ChangelogHold, ChangelogHolds, CommitBell, EPOCH_RECORDS_MAX_DEFAULT, RunCounters};
 pub use dead_letter::DeadLetter;
 pub use error::{Error, Result};
 pub use kafka_sink::{Envelope, KafkaSink, SinkStats};

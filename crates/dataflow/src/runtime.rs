@@ -243,7 +243,8 @@ impl Runtime {
             records: shared.records.load(Ordering::Relaxed),
             dead_letters: shared.dead_letters.load(Ordering::Relaxed),
             skipped_offsets: shared.skipped.load(Ordering::Relaxed),
-            closed_window_drops: shared.closed_window_drops.load(Ordering::Relaxed),
+            closed_window_drops: shared.config.counters.closed_window_drops.load(Ordering::Relaxed)
+                - shared.closed_window_drops_before,
             first_epoch,
             committed_epoch: checkpoints.committed_epoch(),
             retention_gaps: shared.take_retention_gaps(),

@@ -140,6 +140,8 @@ pub struct Engine {
     spawner: Arc<crate::priority::Spawner>,
     /// Every run's commit-path durations (one set across restarts).
     timings: Arc<millpond_dataflow::CommitTimings>,
+    /// Every run's counters (summed across restarts).
+    counters: Arc<millpond_dataflow::RunCounters>,
 }
 
 /// Subscriptions opened at once: each open folds the view's changelog to
@@ -190,6 +192,7 @@ impl Engine {
             commits,
             opens: Arc::new(tokio::sync::Semaphore::new(SUBSCRIPTION_OPENS_MAX)),
             timings: Arc::default(),
+            counters: Arc::default(),
             config,
             topics,
             session: Mutex::new(session),
@@ -214,6 +217,11 @@ impl Engine {
     /// The durations of the runtime's commit path, since the engine opened.
     pub fn commit_timings(&self) -> &millpond_dataflow::CommitTimings {
         &self.timings
+    }
+
+    /// What the runtime's runs counted, since the engine opened.
+    pub fn run_counters(&self) -> &millpond_dataflow::RunCounters {
+        &self.counters
     }
 
     /// The last committed snapshots of `views`, at one epoch (what
@@ -482,6 +490,7 @@ impl Engine {
             .changelog_holds(self.subscriptions.holds.clone())
             .on_commit(self.commits.bell())
             .timings(self.timings.clone())
+            .counters(self.counters.clone())
             .changelog_compaction_lag_ms(self.config.changelog_compaction_lag_ms)
             .sink_segment_bytes(self.config.changelog_segment_bytes);
         config.commit_delay_ms = self.config.commit_delay_ms;

@@ -5,7 +5,8 @@
 //! topics' high watermarks (records), and how many records they have read
 //! (a counter: `rate()` gives records/s). Per run: the age of the last
 //! commit and the interval between the last two; the durations of the
-//! commit path's steps since the server started (a summary). Per Postgres endpoint:
+//! commit path's steps since the server started (a summary); the updates
+//! windowed operators dropped at closed windows (a counter). Per Postgres endpoint:
 //! connections and subscribers.
 //!
 //! Invariants: a scrape reads the published checkpoint and the topics'
@@ -136,6 +137,11 @@ pub(crate) fn render(engine: &Engine, gauges: &Gauges) -> String {
     );
     per_hub(&mut out, "millpond_fanout_snapshot_bytes", &|s| s.snapshot_bytes as u64);
     commit_durations(&mut out, engine.commit_timings());
+    let help = "Updates dropped because they fell in a window, session or join key the watermark had closed \
+                (records of a partition read for the first time after the watermark passed them).";
+    metric(&mut out, "millpond_closed_window_drops_total", "counter", help);
+    let drops = engine.run_counters().closed_window_drops.load(Ordering::Relaxed);
+    let _ = writeln!(out, "millpond_closed_window_drops_total {drops}");
     let Ok(Some(meta)) = engine.committed() else { return out };
     let stats = engine.view_stats(&meta);
     metric(&mut out, "millpond_view_committed_epoch", "gauge", "The view's last committed epoch.");

@@ -18,6 +18,34 @@ fn serve(dir: &std::path::Path, connections_max: usize) -> (Arc<Engine>, PgEndpo
     (engine, endpoint)
 }
 
+/// A metrics endpoint for `engine` and `endpoint`, on a free loopback port.
+fn metrics_of(engine: &Arc<Engine>, endpoint: &PgEndpoint) -> millpond_server::MetricsEndpoint {
+    let listen = "127.0.0.1:0".parse().unwrap();
+    millpond_server::MetricsEndpoint::start(engine.clone(), endpoint.gauges().clone(), listen).unwrap()
+}
+
+/// The response of a metrics endpoint at `addr` to `GET path`.
+async fn scrape(addr: SocketAddr, path: &str) -> String {
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
+    let mut response = String::new();
+    socket.read_to_string(&mut response).await.unwrap();
+    response
+}
+
+/// Scrapes `addr` until the body holds `line`, for at most a minute.
+async fn scrape_until(addr: SocketAddr, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = scrape(addr, "/metrics").await;
+        if response.contains(line) {
+            return response;
+        }
+        assert!(Instant::now() < deadline, "{line} never showed: {response}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn connect(addr: SocketAddr) -> Result<Client, tokio_postgres::Error> {
     let (client, connection) =
         tokio_postgres::connect(&format!("host={} port={} user=millpond", addr.ip(), addr.port()), NoTls).await?;
@@ -339,12 +367,7 @@ async fn with_a_password_clients_authenticate_with_scram() {
 async fn the_metrics_endpoint_exports_views_and_connections_in_prometheus_text() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, endpoint) = serve(dir.path(), 8);
-    let metrics = millpond_server::MetricsEndpoint::start(
-        engine.clone(),
-        endpoint.gauges().clone(),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .unwrap();
+    let metrics = metrics_of(&engine, &endpoint);
     let client = connect(endpoint.addr()).await.unwrap();
     query(
         &client,
@@ -352,16 +375,7 @@ async fn the_metrics_endpoint_exports_views_and_connections_in_prometheus_text()
     )
     .await
     .unwrap();
-    let scrape = |path: &'static str| {
-        let addr = metrics.addr();
-        async move {
-            let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
-            socket.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).await.unwrap();
-            let mut response = String::new();
-            socket.read_to_string(&mut response).await.unwrap();
-            response
-        }
-    };
+    let scrape = |path: &'static str| scrape(metrics.addr(), path);
     let deadline = Instant::now() + Duration::from_secs(60);
     let body = loop {
         let response = scrape("/metrics").await;
@@ -396,6 +410,46 @@ async fn the_metrics_endpoint_exports_views_and_connections_in_prometheus_text()
         assert!(body.contains(&format!("millpond_checkpoint_duration_seconds{{step=\"{step}\",quantile=\"0.99\"}} ")));
     }
     assert!(scrape("/other").await.starts_with("HTTP/1.0 404"));
+    drop(metrics);
+    drop(endpoint);
+    engine.shutdown().unwrap();
+}
+
+/// Records of partitions first read after the watermark closed their
+/// windows are dropped by a closing GROUP BY, never silently: the metrics
+/// count them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_count_updates_dropped_at_closed_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, endpoint) = serve(dir.path(), 8);
+    let metrics = metrics_of(&engine, &endpoint);
+    let record = |key: &str, at: &str| millpond_dataflow::TopicRecord {
+        key: Some(key.as_bytes().to_vec()),
+        value: Some(format!(r#"{{"k": 1, "at": "2024-01-01 {at}"}}"#).into_bytes()),
+        headers: vec![],
+    };
+    engine.append("ev", vec![record("first", "10:00:30")]).unwrap();
+    engine
+        .execute(
+            "CREATE SOURCE ev (k BIGINT, at TIMESTAMP, WATERMARK FOR at AS at - INTERVAL '1' SECOND) \
+             FROM TOPIC 'ev' FORMAT JSON;
+             CREATE MATERIALIZED VIEW w AS SELECT window_start, COUNT(*) AS n
+             FROM TUMBLE(ev, at, INTERVAL '10' SECOND) GROUP BY window_start",
+        )
+        .unwrap();
+    let addr = metrics.addr();
+    let before = scrape_until(addr, "millpond_view_records_read_total{view=\"w\"} 1\n").await;
+    assert!(before.contains("# TYPE millpond_closed_window_drops_total counter"), "{before}");
+    assert!(before.contains("millpond_closed_window_drops_total 0\n"), "{before}");
+    // The watermark is 10:00:29: the window [10:00:00, 10:00:10) is closed.
+    // Of 20 records there, those in the first record's partition are late
+    // (left out, not counted); the others are their partitions' first.
+    let keys: Vec<String> = (0..20).map(|i| format!("key-{i}")).collect();
+    engine.append("ev", keys.iter().map(|k| record(k, "10:00:01")).collect()).unwrap();
+    let after = scrape_until(addr, "millpond_view_records_read_total{view=\"w\"} 21\n").await;
+    let line = after.lines().find(|l| l.starts_with("millpond_closed_window_drops_total ")).unwrap();
+    let drops: u64 = line["millpond_closed_window_drops_total ".len()..].parse().unwrap();
+    assert!((1..=20).contains(&drops), "some of the 20 records fall in other partitions: {line}");
     drop(metrics);
     drop(endpoint);
     engine.shutdown().unwrap();
