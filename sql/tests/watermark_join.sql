@@ -23,6 +23,12 @@ FROM (SELECT seller, window_end, COUNT(*) AS n
       FROM TUMBLE(auctions, at, INTERVAL '10' SECOND) GROUP BY seller, window_end) s
 GROUP BY window_end;
 
+-- Each window's sellers in order: string_agg closes like the others.
+CREATE MATERIALIZED VIEW sellers_per_window AS
+SELECT window_start, string_agg(CAST(seller AS TEXT), ',' ORDER BY seller) AS sellers, COUNT(*) AS auctions
+FROM TUMBLE(auctions, at, INTERVAL '10' SECOND)
+GROUP BY window_start;
+
 -- topic: persons
 -- record: {"id": 1, "name": "ann", "at": "2024-01-01 10:00:01"}
 -- record: {"id": 2, "name": "bob", "at": "2024-01-01 10:00:03"}

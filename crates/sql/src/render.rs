@@ -44,7 +44,7 @@ pub const UNIT_TOPIC: &str = "__millpond_unit";
 /// The layout of the state that rendered operators keep. Mixed into every
 /// reader and operator name, so a build that changes it starts views over
 /// instead of misreading their state: bump it with any such change.
-pub(crate) const STATE_LAYOUT_VERSION: u64 = 9;
+pub(crate) const STATE_LAYOUT_VERSION: u64 = 10;
 
 /// A materialized view, bound and ready to render.
 #[derive(Clone, Debug)]
