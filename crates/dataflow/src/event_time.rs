@@ -413,7 +413,11 @@ impl Closing {
         })?;
         for (key_bytes, value) in entries {
             let key: K = decode(&key_bytes, &what)?;
-            closing.open.entry(closes_at(&key)).or_default().insert(key_bytes.clone());
+            let at = closes_at(&key);
+            if closing.closed(at) {
+                return Err(corrupt(&what, format!("a closed key (at {at}) still has an accumulator")));
+            }
+            closing.open.entry(at).or_default().insert(key_bytes.clone());
             closing.accumulators.insert(key_bytes, value);
         }
         Ok(closing)
