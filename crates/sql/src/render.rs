@@ -822,33 +822,13 @@ impl<'s> Renderer<'s, '_> {
                 let predicate = predicate.clone();
                 self.render(input).filter(move |row| holds(&predicate, row))
             }
-            Rel::Join { kind: JoinKind::Inner, left, right, left_keys, right_keys, .. }
-                if closing_join(left, right, left_keys, right_keys).is_some() =>
-            {
-                // Each window's rows deleted once every watermark passes its end.
-                let (objects, at, offset) = closing_join(left, right, left_keys, right_keys).expect("checked");
-                let (l, r) = (self.render(left), self.render(right));
-                let keyed = |c: Collection<'s, Row>, keys: Vec<Expr>| c.map(move |row| (Tuple::eval(&keys, &row), row));
-                let matchable = |(key, _): &(Tuple, Row)| !key.has_null();
-                let (l, r) =
-                    (keyed(l, left_keys.clone()).filter(matchable), keyed(r, right_keys.clone()).filter(matchable));
-                let watermarks: Vec<Watermark<'s>> = objects.iter().map(|o| self.watermarks[o].clone()).collect();
-                let closes_at = move |key: &Tuple| match key.get(at) {
-                    Value::Timestamp(t) => t.saturating_add(offset),
-                    _ => i64::MAX,
-                };
-                let name = self.operator_name();
-                l.join_closing(r, &name, &watermarks.iter().collect::<Vec<_>>(), closes_at).map(
-                    |(_, (mut l, r)): (Tuple, (Row, Row))| {
-                        l.extend(r);
-                        l
-                    },
-                )
-            }
             Rel::Join { kind, left, right, left_keys, right_keys, left_width, right_width } => {
+                // An inner join of windows that close deletes each window's rows once closed.
+                let closes = closing_join(left, right, left_keys, right_keys).filter(|_| *kind == JoinKind::Inner);
                 let l = self.render(left);
                 let r = self.render(right);
-                self.join(*kind, l, r, left_keys.clone(), right_keys.clone(), *left_width, *right_width)
+                let keys = (left_keys.clone(), right_keys.clone());
+                self.join(*kind, l, r, keys, closes, *left_width, *right_width)
             }
             Rel::Aggregate { input, group, aggregates } => {
                 let (aggregate, args) = SqlAggregates::new(aggregates, append_only(input));
@@ -864,11 +844,7 @@ impl<'s> Renderer<'s, '_> {
                     // Each window once, final, when the watermark passes its end.
                     Some((object, column, offset)) => {
                         let watermark = self.watermarks[&object].clone();
-                        let closes_at = move |key: &Tuple| match key.get(column) {
-                            Value::Timestamp(t) => t.saturating_add(offset),
-                            _ => i64::MAX,
-                        };
-                        keyed.aggregate_closing(&name, aggregate, &watermark, closes_at)
+                        keyed.aggregate_closing(&name, aggregate, &watermark, window_end_at(column, offset))
                     }
                     None if aggregate.keeps_sets() => keyed.aggregate_sets(&name, aggregate),
                     None => keyed.aggregate(&name, aggregate),
@@ -989,8 +965,8 @@ impl<'s> Renderer<'s, '_> {
         kind: JoinKind,
         left: Collection<'s, Row>,
         right: Collection<'s, Row>,
-        left_keys: Vec<Expr>,
-        right_keys: Vec<Expr>,
+        (left_keys, right_keys): (Vec<Expr>, Vec<Expr>),
+        closes: Option<(Vec<String>, usize, i64)>,
         left_width: usize,
         right_width: usize,
     ) -> Collection<'s, Row> {
@@ -1015,7 +991,18 @@ impl<'s> Renderer<'s, '_> {
         match kind {
             JoinKind::Inner => {
                 let name = self.operator_name();
-                l.filter(move |kl| !has_null(kl)).join(&name, r_matchable).map(concat_rows)
+                let l_matchable = l.filter(move |kl| !has_null(kl));
+                match closes {
+                    Some((objects, at, offset)) => {
+                        let watermarks: Vec<Watermark<'s>> =
+                            objects.iter().map(|o| self.watermarks[o].clone()).collect();
+                        let watermarks: Vec<&Watermark<'s>> = watermarks.iter().collect();
+                        l_matchable
+                            .join_closing(r_matchable, &name, &watermarks, window_end_at(at, offset))
+                            .map(concat_rows)
+                    }
+                    None => l_matchable.join(&name, r_matchable).map(concat_rows),
+                }
             }
             JoinKind::Left | JoinKind::Full => {
                 let l_null = l.clone().filter(has_null).map(move |(_, row)| pad_right(row));
@@ -1085,6 +1072,15 @@ fn closing(input: &Rel, group: &[Expr]) -> Option<(String, usize, i64)> {
         Expr::Column(c) => window_bound(input, *c).map(|(object, offset)| (object, g, offset)),
         _ => None,
     })
+}
+
+/// A key's closing time: its column `at` (a window bound) plus `offset`;
+/// a key without a TIMESTAMP there never closes.
+fn window_end_at(at: usize, offset: i64) -> impl Fn(&Tuple) -> i64 + 'static {
+    move |key: &Tuple| match key.get(at) {
+        Value::Timestamp(t) => t.saturating_add(offset),
+        _ => i64::MAX,
+    }
 }
 
 /// [`closing`], when the aggregates keep no value sets (those are
